@@ -1,0 +1,3 @@
+from psched.cli import main
+
+raise SystemExit(main())
