@@ -41,6 +41,7 @@ __all__ = [
     "SchedulerLoop",
     "SimClock",
     "TraceArrivals",
+    "WallClock",
     "cannot_fit",
     "simulate",
 ]
@@ -114,6 +115,23 @@ class SimClock:
 
     def wait_until(self, t: int) -> None:
         return None
+
+
+class WallClock:
+    """Real time: slot ``t`` begins ``t * slot_seconds`` after ``start`` (``time.time()``)."""
+
+    def __init__(self, slot_seconds: float, start: float | None = None) -> None:
+        self.slot_seconds = slot_seconds
+        self.start = time.time() if start is None else start
+
+    def slot_now(self) -> int:
+        """The slot the wall clock is in now."""
+        return int((time.time() - self.start) // self.slot_seconds)
+
+    def wait_until(self, t: int) -> None:
+        delay = self.start + t * self.slot_seconds - time.time()
+        if delay > 0:
+            time.sleep(delay)
 
 
 @dataclass(kw_only=True)
@@ -203,7 +221,9 @@ class SchedulerLoop:
         max_window: int | None = None,
         seed: int = 0,
         check: bool = True,
+        state: LoopState | None = None,
     ) -> None:
+        """``state``: resume from a saved :class:`LoopState` (the policy restores its own)."""
         self.cluster = cluster
         self.policy = policy
         self.horizon = horizon
@@ -212,7 +232,7 @@ class SchedulerLoop:
         self.clock: Clock = clock or SimClock()
         self.max_window = max_window
         self.check = check
-        self.state = LoopState(usage=np.zeros((2, len(RESOURCES))))
+        self.state = state or LoopState(usage=np.zeros((2, len(RESOURCES))))
         self._pool_rows = np.array([0 if s.pool == Pool.WORKER else 1 for s in cluster.servers])
         ctx = RunContext(
             cluster=cluster,

@@ -143,3 +143,15 @@ def test_loop_counts_measured_progress_not_planned_progress() -> None:
     loop.arrivals.push(spec("a", n=2, f=2))  # type: ignore[attr-defined]
     res = loop.run(until=6)
     assert res.records["a"].completion == 3  # 4 worker-slots at 1 per slot
+
+
+def test_wall_clock_starts_each_slot_no_earlier_than_its_time() -> None:
+    import time
+
+    from psched.simulator import WallClock
+
+    clock = WallClock(slot_seconds=0.02)
+    for t in range(3):
+        clock.wait_until(t)
+        assert time.time() >= clock.start + t * 0.02
+        assert clock.slot_now() >= t
