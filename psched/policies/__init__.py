@@ -1,5 +1,7 @@
 """Built-in policies; importing this package registers them (see :mod:`psched.policies.base`)."""
 
+from psched.policies import drf as _drf  # noqa: F401  (registers "drf")
+from psched.policies import fifo as _fifo  # noqa: F401  (registers "fifo")
 from psched.policies.base import (
     JobStatus,
     Policy,
