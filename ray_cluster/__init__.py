@@ -1,0 +1,11 @@
+"""Ray parameter-server runtime for psched.
+
+Submodules (import them directly; this package imports nothing heavy on purpose):
+
+* ``ray_cluster.workloads`` — the ``Workload`` protocol and built-in training tasks;
+* ``ray_cluster.optim`` — momentum SGD over flat vectors and their shards;
+* ``ray_cluster.elastic`` — the Dynamic mini-batch SGD learning-rate scale (Lin et al. 2019);
+* ``ray_cluster.actors``, ``ray_cluster.executor``, ``ray_cluster.checkpoint`` — the runtime.
+"""
+
+__all__: list[str] = []

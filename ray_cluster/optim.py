@@ -1,0 +1,120 @@
+"""Momentum SGD over flat parameter vectors and their shards, in both forms of [1]_.
+
+LR outside the buffer (PyTorch's form)::
+
+    u_{t+1} = mu u_t + g_t;          w_{t+1} = w_t - eta s_t u_{t+1}
+
+LR inside the buffer (Caffe / MXNet form), with the momentum compensation of Dynamic SGD::
+
+    v_{t+1} = mu c_t v_t + eta s_t g_t;   w_{t+1} = w_t - v_{t+1}
+
+where ``s_t`` is the learning-rate scale and ``c_t = s_t / s_{t-1}`` the buffer factor, both
+from :class:`ray_cluster.elastic.LRScaleSchedule` (``schedule.factors(state.step)``). With the
+compensation, ``v_t = eta s_{t-1} u_t`` and the two forms give the same iterates.
+
+Every operation is element-wise, so a parameter server may cut the vector into contiguous
+shards (:func:`shard_bounds`), update each with its slice of the state (:func:`split_state`),
+and put them back (:func:`concat_states`): the result equals the unsharded update bit for bit.
+State is ``(buffer, step)``: a float32 vector and the number of updates applied.
+
+References
+----------
+.. [1] H. Lin et al., "Dynamic Mini-batch SGD for Elastic Distributed Training", 2019.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["MomentumSGD", "MomentumState", "concat_states", "shard_bounds", "split_state"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MomentumState:
+    """Optimizer state of one vector or one shard; plain arrays, so it checkpoints as is."""
+
+    buffer: np.ndarray          #: u_t (LR outside) or v_t (LR inside), float32, params' shape
+    step: int                   #: updates applied so far (t)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MomentumSGD:
+    """Heavy-ball momentum SGD; O(n) time and memory per update of n parameters."""
+
+    lr: float                   #: base learning rate eta (scale 1)
+    momentum: float = 0.9       #: mu, in [0, 1)
+    lr_in_buffer: bool = False  #: True: v = mu v + eta g (LR inside); False: LR outside
+
+    def __post_init__(self) -> None:
+        if not self.lr > 0 or not 0 <= self.momentum < 1:
+            raise ValueError(f"need lr > 0 and 0 <= momentum < 1, got {self.lr}, "
+                             f"{self.momentum}")
+
+    def init(self, n_params: int) -> MomentumState:
+        """Zero buffer at step 0."""
+        return MomentumState(buffer=np.zeros(n_params, dtype=np.float32), step=0)
+
+    def update(self, params: np.ndarray, grad: np.ndarray, state: MomentumState, *,
+               lr_scale: float = 1.0,
+               buffer_factor: float = 1.0) -> tuple[np.ndarray, MomentumState]:
+        """One update; returns new ``(params, state)`` and leaves the inputs untouched.
+
+        Parameters
+        ----------
+        params, grad
+            float32 vectors (or shards) of one shape.
+        state
+            the state of the same vector or shard.
+        lr_scale
+            ``s_t``: the learning rate used is ``lr * lr_scale``.
+        buffer_factor
+            ``c_t = s_t / s_{t-1}``: multiplies the buffer before the update in the LR-inside
+            form; ignored in the LR-outside form, where the buffer is left alone.
+        """
+        if params.shape != grad.shape or params.shape != state.buffer.shape:
+            raise ValueError(f"shapes differ: params {params.shape}, grad {grad.shape}, "
+                             f"buffer {state.buffer.shape}")
+        mu = np.float32(self.momentum)
+        eta = np.float32(self.lr * lr_scale)
+        g = grad.astype(np.float32, copy=False)
+        if self.lr_in_buffer:
+            buf = (mu * np.float32(buffer_factor)) * state.buffer + eta * g
+            new = params - buf
+        else:
+            buf = mu * state.buffer + g
+            new = params - eta * buf
+        return new.astype(np.float32, copy=False), MomentumState(buffer=buf, step=state.step + 1)
+
+
+def shard_bounds(n_params: int, n_shards: int) -> list[tuple[int, int]]:
+    """Contiguous ``[start, stop)`` ranges, sizes differing by at most one (first ones larger).
+
+    >>> shard_bounds(10, 3)
+    [(0, 4), (4, 7), (7, 10)]
+    """
+    if n_shards < 1 or n_params < n_shards:
+        raise ValueError(f"cannot cut {n_params} parameters into {n_shards} shards")
+    q, r = divmod(n_params, n_shards)
+    cuts = [0]
+    for i in range(n_shards):
+        cuts.append(cuts[-1] + q + (i < r))
+    return list(itertools.pairwise(cuts))
+
+
+def split_state(state: MomentumState, bounds: Sequence[tuple[int, int]]) -> list[MomentumState]:
+    """The state of each shard ``[start, stop)``; buffers are copies."""
+    return [MomentumState(buffer=state.buffer[a:b].copy(), step=state.step) for a, b in bounds]
+
+
+def concat_states(states: Sequence[MomentumState]) -> MomentumState:
+    """Inverse of :func:`split_state` over contiguous shards in order; steps must agree."""
+    if not states:
+        raise ValueError("no states to concatenate")
+    steps = {s.step for s in states}
+    if len(steps) != 1:
+        raise ValueError(f"shards are at different steps: {sorted(steps)}")
+    return MomentumState(buffer=np.concatenate([s.buffer for s in states]), step=steps.pop())
