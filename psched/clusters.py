@@ -1,0 +1,304 @@
+"""Cluster files (TOML or JSON) and the default cluster for a trace.
+
+Schema (``traces/README.md`` has the full text)::
+
+    slot_seconds = 3600          # optional, default 3600
+    description = "..."          # optional, ignored
+    [[servers]]
+    id = "w0"                    # optional; generated if absent (w00, w01, ... / p00, ...)
+    pool = "worker"              # "worker" or "ps"
+    count = 4                    # optional: this many identical servers (ids <id>-0, <id>-1...)
+    gpu = 8                      # capacities; an omitted resource is 0
+    cpu = 64
+    memory_gb = 488
+    storage_gb = 1000
+    bandwidth_gbps = 50
+
+Capacities may also sit in a ``capacity`` table (``[servers.capacity]`` / ``"capacity": {}``),
+which is how :meth:`psched.model.Cluster.to_dict` writes ``cluster.json``: an output file can
+be fed back. A ``.json`` file (or one starting with ``{``) is read as JSON, anything else as
+TOML. Every problem raises :class:`~psched.errors.InputError` naming file, line and field
+(``servers[3].gpu``; servers count from 0).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from psched.errors import InputError
+from psched.horizon import trace_horizon
+from psched.model import RESOURCES, Cluster, JobSpec, Pool, Resources, Server
+from psched.traces.native import atomic_write_text
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+__all__ = [
+    "DEFAULT_PS_SERVER",
+    "DEFAULT_WORKER_SERVER",
+    "cluster_from_dict",
+    "default_cluster_for_trace",
+    "load_cluster",
+    "write_cluster_json",
+]
+
+#: The worker server of the default cluster (``oasis.md`` section 7).
+DEFAULT_WORKER_SERVER = Resources(gpu=8, cpu=64, memory_gb=488, storage_gb=1000,
+                                  bandwidth_gbps=50)
+#: The PS server of the default cluster.
+DEFAULT_PS_SERVER = Resources(cpu=36, memory_gb=60, storage_gb=1000, bandwidth_gbps=50)
+
+_SERVER_KEYS = {"id", "pool", "count", "capacity", *RESOURCES}
+_TOP_KEYS = {"slot_seconds", "servers", "description"}
+
+
+def load_cluster(path: str | os.PathLike[str]) -> Cluster:
+    """Read a cluster file (TOML or JSON; schema in the module docstring).
+
+    Raises
+    ------
+    InputError
+        Unreadable file, bad syntax (with the parser's line), unknown key or pool, a
+        negative, NaN or non-numeric capacity, no worker or no PS server, duplicate ids.
+    """
+    name = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8-sig")
+    except OSError as err:
+        raise InputError(f"cannot read cluster file: {err.strerror or err}", path=name) from None
+    except UnicodeDecodeError as err:
+        raise InputError(f"not UTF-8 text ({err.reason})", path=name) from None
+    is_json = name.lower().endswith(".json") or text.lstrip().startswith("{")
+    data = _parse_json(text, name) if is_json else _parse_toml(text, name)
+    return cluster_from_dict(data, path=name, locate=_locator(text, is_json))
+
+
+def cluster_from_dict(data: Any, *, path: str = "<input>",
+                      locate: Any = None) -> Cluster:
+    """Build a :class:`Cluster` from parsed file content; ``locate(i, key)`` gives a line."""
+    def fail(problem: str, field: str, index: int | None = None, key: str = "") -> InputError:
+        line = locate(index, key) if locate is not None else None
+        return InputError(problem, path=path, line=line, field=field)
+
+    if not isinstance(data, Mapping):
+        raise fail("the file must hold a table/object with a 'servers' list", "servers")
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise fail(f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})", str(key))
+    slot_seconds = data.get("slot_seconds", 3600.0)
+    if not _is_number(slot_seconds) or not (math.isfinite(slot_seconds) and slot_seconds > 0):
+        raise fail(f"must be a positive number, got {slot_seconds!r}", "slot_seconds",
+                   None, "slot_seconds")
+    entries = data.get("servers")
+    if not isinstance(entries, Sequence) or isinstance(entries, str) or not entries:
+        raise fail("a non-empty list of servers is required", "servers")
+    servers: list[Server] = []
+    first_index: dict[str, int] = {}
+    generated = {Pool.WORKER: 0, Pool.PS: 0}
+    for i, entry in enumerate(entries):
+        where = f"servers[{i}]"
+        if not isinstance(entry, Mapping):
+            raise fail("must be a table/object", where, i)
+        for key in entry:
+            if key not in _SERVER_KEYS:
+                raise fail(f"unknown key (known: {', '.join(sorted(_SERVER_KEYS))})",
+                           f"{where}.{key}", i, str(key))
+        try:
+            pool = Pool(entry.get("pool"))
+        except ValueError:
+            raise fail(f"must be 'worker' or 'ps', got {entry.get('pool')!r}", f"{where}.pool",
+                       i, "pool") from None
+        count = entry.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise fail(f"must be an integer >= 1, got {count!r}", f"{where}.count", i, "count")
+        capacity = _capacity(entry, where, lambda p, f, k, i=i: fail(p, f, i, k))
+        base = entry.get("id")
+        if base is not None and (not isinstance(base, str) or not base.strip()):
+            raise fail(f"must be a non-empty string, got {base!r}", f"{where}.id", i, "id")
+        for j in range(count):
+            if base is None:
+                server_id = f"{'w' if pool is Pool.WORKER else 'p'}{generated[pool]:02d}"
+                generated[pool] += 1
+            else:
+                server_id = base if count == 1 else f"{base}-{j}"
+            if server_id in first_index:
+                raise fail(f"duplicate server id {server_id!r} (also servers"
+                           f"[{first_index[server_id]}])", f"{where}.id", i, "id")
+            first_index[server_id] = i
+            servers.append(Server(server_id=server_id, pool=pool, capacity=capacity))
+    for pool in Pool:
+        if not any(s.pool is pool for s in servers):
+            raise fail(f"the cluster needs at least one {pool.value} server", "servers")
+    return Cluster(servers=tuple(servers), slot_seconds=float(slot_seconds))
+
+
+def write_cluster_json(path: str | os.PathLike[str], cluster: Cluster) -> None:
+    """Write ``cluster`` as ``cluster.json`` (:meth:`Cluster.to_dict`), atomically."""
+    atomic_write_text(Path(path), json.dumps(cluster.to_dict(), indent=2) + "\n")
+
+
+def default_cluster_for_trace(specs: Sequence[JobSpec], *, slot_seconds: float,
+                              load: float = 0.8) -> Cluster:
+    """The cluster for a trace run without ``--cluster`` (``oasis.md`` section 7).
+
+    ``n`` worker servers (GPU 8, CPU 64, memory 488 GB, storage 1000 GB, 50 Gbps) and ``n``
+    PS servers (CPU 36, memory 60 GB, storage 1000 GB, 50 Gbps), with
+    ``n = ceil(max(G_max / 8, D / (8 * load)))``, at least 1, where
+
+    * ``G_max`` = GPUs of the largest job = max over jobs of ``worker_gpu * max_workers``
+      (the job at full width);
+    * ``D`` = mean GPU demand over the trace's span = ``sum_i worker_gpu_i * W_i / span``,
+      ``W_i`` in worker-slots, ``span = T - min arrival`` slots, T from
+      :func:`psched.horizon.trace_horizon` (first arrival to the end of the horizon).
+
+    Raises
+    ------
+    InputError
+        For an empty trace or a ``load`` outside (0, inf).
+
+    Notes
+    -----
+    O(sum of windows) for the horizon, O(n) for the rest.
+    """
+    if not specs:
+        raise InputError("the trace has no jobs", field="trace")
+    if not (math.isfinite(load) and load > 0):
+        raise InputError(f"must be a positive number, got {load!r}", field="load")
+    horizon = trace_horizon(specs, slot_seconds)
+    span = max(1, horizon - min(s.arrival for s in specs))
+    gpu_slots = sum(s.worker_demand.gpu * s.work(slot_seconds) for s in specs)
+    largest = max(s.worker_demand.gpu * s.max_workers for s in specs)
+    per_server = DEFAULT_WORKER_SERVER.gpu
+    n = max(1, math.ceil(max(largest / per_server, gpu_slots / span / (per_server * load))
+                         - 1e-9))
+    width = max(2, len(str(n - 1)))
+    servers = [Server(server_id=f"w{h:0{width}d}", pool=Pool.WORKER,
+                      capacity=DEFAULT_WORKER_SERVER) for h in range(n)]
+    servers += [Server(server_id=f"p{k:0{width}d}", pool=Pool.PS, capacity=DEFAULT_PS_SERVER)
+                for k in range(n)]
+    return Cluster(servers=tuple(servers), slot_seconds=float(slot_seconds))
+
+
+def _capacity(entry: Mapping[str, Any], where: str, fail: Any) -> Resources:
+    nested = entry.get("capacity", {})
+    if not isinstance(nested, Mapping):
+        raise fail("must be a table/object of capacities", f"{where}.capacity", "capacity")
+    values: dict[str, float] = {}
+    for key, value in nested.items():
+        if key not in RESOURCES:
+            raise fail(f"unknown resource (known: {', '.join(RESOURCES)})",
+                       f"{where}.capacity.{key}", str(key))
+        values[key] = value
+    for r in RESOURCES:
+        if r in entry:
+            if r in values:
+                raise fail("given both here and in capacity", f"{where}.{r}", r)
+            values[r] = entry[r]
+    for r, value in values.items():
+        if not _is_number(value) or not math.isfinite(value) or value < 0:
+            raise fail(f"must be a finite number >= 0, got {value!r}", f"{where}.{r}", r)
+    return Resources(**{r: float(v) for r, v in values.items()})
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _parse_json(text: str, path: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"bad JSON: {err.msg} (column {err.colno})", path=path,
+                         line=err.lineno) from None
+    except RecursionError:
+        raise InputError("bad JSON: nested too deeply", path=path) from None
+
+
+def _parse_toml(text: str, path: str) -> Any:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        found = re.search(r"line (\d+)", str(err))
+        line = getattr(err, "lineno", None) or (int(found.group(1)) if found else None)
+        raise InputError(f"bad TOML: {err}", path=path, line=line) from None
+    except RecursionError:
+        raise InputError("bad TOML: nested too deeply", path=path) from None
+
+
+def _locator(text: str, is_json: bool) -> Any:
+    """Best-effort ``(server index, key) -> line`` for errors after parsing.
+
+    TOML: the line of ``key =`` inside the i-th ``[[servers]]`` block (else the block
+    header). JSON: the line of the i-th ``"key":`` after the ``"servers"`` key, counting
+    server objects by scanning brackets. ``None`` when not found.
+    """
+    lines = text.splitlines()
+
+    def toml(index: int | None, key: str) -> int | None:
+        starts = [n for n, ln in enumerate(lines) if re.match(r"\s*\[\[\s*servers\s*\]\]", ln)]
+        lo, hi = 0, len(lines)
+        if index is not None:
+            if index >= len(starts):
+                return None
+            lo = starts[index]
+            hi = starts[index + 1] if index + 1 < len(starts) else len(lines)
+        elif starts:
+            hi = starts[0]
+        for n in range(lo, hi):
+            if key and re.match(rf"\s*\"?{re.escape(key)}\"?\s*=", lines[n]):
+                return n + 1
+        return lo + 1 if index is not None else None
+
+    def js(index: int | None, key: str) -> int | None:
+        lo, hi = 0, len(text)
+        if index is not None:
+            starts = _json_server_starts(text)
+            if index >= len(starts):
+                return None
+            lo = starts[index]
+            hi = starts[index + 1] if index + 1 < len(starts) else len(text)
+        found = re.search(rf"\"{re.escape(key)}\"\s*:", text[lo:hi]) if key else None
+        if found is None and index is None:
+            return None
+        pos = lo + found.start() if found else lo
+        return text.count("\n", 0, pos) + 1
+
+    return js if is_json else toml
+
+
+def _json_server_starts(text: str) -> list[int]:
+    """Offsets of the objects in the top-level ``"servers": [...]`` list of a JSON text."""
+    found = re.search(r"\"servers\"\s*:\s*\[", text)
+    if found is None:
+        return []
+    starts: list[int] = []
+    depth, in_string, escaped = 0, False, False
+    for pos in range(found.end(), len(text)):
+        char = text[pos]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            if depth == 0 and char == "{":
+                starts.append(pos)
+            depth += 1
+        elif char in "}]":
+            if depth == 0:
+                break
+            depth -= 1
+    return starts

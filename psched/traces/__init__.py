@@ -1,0 +1,23 @@
+"""Job traces: the native CSV format and the synthetic scenarios of ``oasis.md`` section 7.
+
+Adapters for public traces live in their own modules of this package, one per format family.
+"""
+
+from psched.traces.native import load_trace, write_trace
+from psched.traces.synth import (
+    SCENARIOS,
+    SynthReport,
+    fig5_instance,
+    oasis_paper_cluster,
+    oasis_paper_jobs,
+)
+
+__all__ = [
+    "SCENARIOS",
+    "SynthReport",
+    "fig5_instance",
+    "load_trace",
+    "oasis_paper_cluster",
+    "oasis_paper_jobs",
+    "write_trace",
+]

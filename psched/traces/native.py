@@ -1,0 +1,303 @@
+"""The native trace format: one job per CSV row, every parameter of the paper explicit.
+
+A header line names the columns, in any order; every following non-blank line is one job.
+``traces/README.md`` documents every column, unit and rule; in short:
+
+=====================  ========  ===========================================================
+column                 required  meaning (units of ``oasis.md`` section 7)
+=====================  ========  ===========================================================
+``job_id``             yes       unique, non-empty name
+``arrival``            yes       slot of arrival a_i, integer >= 0
+``epochs``             yes       E_i, integer >= 1
+``max_workers``        yes       N_i, integer >= 1
+``minibatches``        yes       M_i, mini-batches per chunk, integer >= 1
+``tau_s``              yes       tau_i, seconds per mini-batch on one worker, >= 0
+``grad_mb``            yes       e_i, gradient size in MB, >= 0 (tau and e not both 0)
+``tau_includes_comm``  no        true/false (default false): tau already counts 2e/b
+``worker_<r>``         see note  w_i^r, one worker's demand for resource r
+``ps_<r>``             see note  s_i^r, one PS's demand for resource r
+``utility``            yes       sigmoid / constant / linear / deadline (psched.utility)
+``value``              yes       maximum utility (gamma1), >= 0
+``decay``              yes       gamma2 or loss per late slot, >= 0
+``target``             yes       gamma3 / deadline in slots, >= 0
+``workload``           no        what trains for real ("" = simulated only)
+``hparams``            no        JSON object of hyper-parameters for ``workload``
+=====================  ========  ===========================================================
+
+``<r>`` ranges over :data:`psched.model.RESOURCES`. ``worker_bandwidth_gbps`` (b_i) and
+``ps_bandwidth_gbps`` (B_i) are required and > 0, with b_i <= B_i (a job with b > B is
+malformed, section 7); the other resource columns may be omitted (= 0) and are >= 0.
+
+Every problem raises :class:`psched.errors.InputError` naming the file, the 1-based line of
+the file and the column, with the bad value. :func:`write_trace` writes floats with ``repr``
+so that ``load_trace(write_trace(x)) == x`` exactly.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from psched.errors import InputError
+from psched.model import RESOURCES, JobSpec, Resources
+from psched.utility import UTILITY_KINDS, Utility
+
+__all__ = [
+    "INT_COLUMNS",
+    "NATIVE_COLUMNS",
+    "OPTIONAL_COLUMNS",
+    "REQUIRED_COLUMNS",
+    "atomic_write_text",
+    "load_trace",
+    "parse_trace_text",
+    "write_trace",
+]
+
+#: Integer columns and their least allowed value.
+INT_COLUMNS: dict[str, int] = {"arrival": 0, "epochs": 1, "max_workers": 1, "minibatches": 1}
+_UTILITY_COLUMNS = ("utility", "value", "decay", "target")
+REQUIRED_COLUMNS: tuple[str, ...] = (
+    "job_id", *INT_COLUMNS, "tau_s", "grad_mb",
+    "worker_bandwidth_gbps", "ps_bandwidth_gbps", *_UTILITY_COLUMNS,
+)
+OPTIONAL_COLUMNS: tuple[str, ...] = (
+    "tau_includes_comm",
+    *(f"{role}_{r}" for role in ("worker", "ps") for r in RESOURCES if r != "bandwidth_gbps"),
+    "workload", "hparams",
+)
+#: Every column, in the order :func:`write_trace` writes them.
+NATIVE_COLUMNS: tuple[str, ...] = (
+    "job_id", *INT_COLUMNS, "tau_s", "grad_mb", "tau_includes_comm",
+    *(f"worker_{r}" for r in RESOURCES), *(f"ps_{r}" for r in RESOURCES),
+    *_UTILITY_COLUMNS, "workload", "hparams",
+)
+_TRUE = {"true", "1", "yes"}
+_FALSE = {"false", "0", "no", ""}
+
+
+def load_trace(path: str | os.PathLike[str]) -> list[JobSpec]:
+    """Read and validate a native trace.
+
+    Parameters
+    ----------
+    path : path-like
+        A CSV file in the native format (module docstring, ``traces/README.md``).
+
+    Returns
+    -------
+    list of JobSpec
+        The jobs, sorted stably by arrival slot.
+
+    Raises
+    ------
+    InputError
+        For an unreadable file or any malformed content; the message names the file, the
+        line and the column, and shows the bad value. No other exception escapes.
+
+    Notes
+    -----
+    Linear in the size of the file.
+    """
+    name = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as err:
+        raise InputError(f"cannot read trace: {err.strerror or err}", path=name) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise InputError(f"not UTF-8 text (byte {raw[err.start]:#04x})", path=name,
+                         line=line) from None
+    return parse_trace_text(text, path=name)
+
+
+def parse_trace_text(text: str, *, path: str = "<input>") -> list[JobSpec]:
+    """Parse the native format from a string; ``path`` only names it in errors."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header: list[str] | None = None
+    specs: list[JobSpec] = []
+    first_line: dict[str, int] = {}
+    last = 0
+    try:
+        for row in reader:
+            line, last = last + 1, reader.line_num
+            if not any(cell.strip() for cell in row):
+                continue
+            if header is None:
+                header = _check_header([c.strip() for c in row], path, line)
+                continue
+            if len(row) != len(header):
+                raise InputError(f"row has {len(row)} fields, the header has {len(header)}",
+                                 path=path, line=line)
+            spec = _parse_row(dict(zip(header, row, strict=True)), path, line)
+            if spec.job_id in first_line:
+                raise InputError(f"duplicate job_id {spec.job_id!r} (first on line "
+                                 f"{first_line[spec.job_id]})", path=path, line=line,
+                                 field="job_id")
+            first_line[spec.job_id] = line
+            specs.append(spec)
+    except csv.Error as err:
+        raise InputError(f"bad CSV: {err}", path=path, line=reader.line_num) from None
+    if header is None:
+        raise InputError("empty trace: no header line", path=path)
+    return sorted(specs, key=lambda s: s.arrival)
+
+
+def write_trace(path: str | os.PathLike[str], specs: Iterable[JobSpec]) -> None:
+    """Write ``specs`` in the native format, atomically (temp file + ``os.replace``).
+
+    Floats are written with ``repr`` so that :func:`load_trace` gives back equal specs.
+
+    Raises
+    ------
+    ValueError
+        If a job id is empty or has surrounding whitespace (it would not read back equal).
+    """
+    buf = io.StringIO(newline="")
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(NATIVE_COLUMNS)
+    for spec in specs:
+        if not spec.job_id or spec.job_id != spec.job_id.strip():
+            raise ValueError(f"job_id {spec.job_id!r} would not read back (empty or padded)")
+        writer.writerow([_format(v) for v in _row_values(spec)])
+    atomic_write_text(Path(path), buf.getvalue())
+
+
+def _row_values(spec: JobSpec) -> list[object]:
+    return [
+        spec.job_id, spec.arrival, spec.epochs, spec.max_workers, spec.minibatches,
+        spec.tau_s, spec.grad_mb, spec.tau_includes_comm,
+        *(getattr(spec.worker_demand, r) for r in RESOURCES),
+        *(getattr(spec.ps_demand, r) for r in RESOURCES),
+        spec.utility.kind, spec.utility.value, spec.utility.decay, spec.utility.target,
+        spec.workload, spec.hparams,
+    ]
+
+
+def _format(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to a temp file beside ``path``, then rename it over ``path``."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent or Path("."), prefix=f".{path.name}.",
+                               suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _check_header(columns: Sequence[str], path: str, line: int) -> list[str]:
+    known = set(REQUIRED_COLUMNS) | set(OPTIONAL_COLUMNS)
+    seen: set[str] = set()
+    for col in columns:
+        if col not in known:
+            raise InputError(f"unknown column {col!r} (known: {', '.join(NATIVE_COLUMNS)})",
+                             path=path, line=line, field=col or "<empty>")
+        if col in seen:
+            raise InputError(f"column {col!r} appears twice", path=path, line=line, field=col)
+        seen.add(col)
+    missing = [c for c in REQUIRED_COLUMNS if c not in seen]
+    if missing:
+        raise InputError(f"missing column(s) {', '.join(missing)}", path=path, line=line,
+                         field=missing[0])
+    return list(columns)
+
+
+def _parse_row(row: dict[str, str], path: str, line: int) -> JobSpec:
+    def bad(field: str, problem: str) -> InputError:
+        return InputError(f"{problem}, got {row.get(field, '').strip()!r}", path=path,
+                          line=line, field=field)
+
+    def integer(field: str) -> int:
+        raw = row[field].strip()
+        try:
+            value = int(raw)
+        except ValueError:
+            try:
+                as_float = float(raw)
+            except ValueError:
+                raise bad(field, "must be an integer") from None
+            if not as_float.is_integer():
+                raise bad(field, "must be an integer") from None
+            value = int(as_float)
+        if value < INT_COLUMNS[field]:
+            raise bad(field, f"must be >= {INT_COLUMNS[field]}")
+        return value
+
+    def number(field: str, *, positive: bool = False) -> float:
+        raw = row.get(field, "0").strip()
+        try:
+            value = float(raw)
+        except ValueError:
+            raise bad(field, "must be a number") from None
+        if not math.isfinite(value):
+            raise bad(field, "must be finite")
+        if value < 0 or (positive and value == 0):
+            raise bad(field, "must be > 0" if positive else "must be >= 0")
+        return value
+
+    job_id = row["job_id"].strip()
+    if not job_id:
+        raise bad("job_id", "must not be empty")
+    ints = {f: integer(f) for f in INT_COLUMNS}
+    tau_s, grad_mb = number("tau_s"), number("grad_mb")
+    flag = row.get("tau_includes_comm", "").strip().lower()
+    if flag not in _TRUE | _FALSE:
+        raise bad("tau_includes_comm", "must be true or false")
+    includes_comm = flag in _TRUE
+    demands = {}
+    for role in ("worker", "ps"):
+        demands[role] = Resources(**{
+            r: number(f"{role}_{r}", positive=r == "bandwidth_gbps") for r in RESOURCES
+        })
+    if demands["worker"].bandwidth_gbps > demands["ps"].bandwidth_gbps:
+        raise bad("worker_bandwidth_gbps",
+                  f"worker bandwidth b exceeds PS bandwidth B = "
+                  f"{demands['ps'].bandwidth_gbps!r} (malformed, oasis.md section 7)")
+    if tau_s == 0 and (grad_mb == 0 or includes_comm):
+        raise bad("tau_s", "a mini-batch must take time: tau_s and grad_mb are both 0"
+                  if not includes_comm else "must be > 0 when tau_includes_comm is true")
+    kind = row["utility"].strip()
+    if kind not in UTILITY_KINDS:
+        raise bad("utility", f"must be one of {', '.join(UTILITY_KINDS)}")
+    utility = Utility(kind=kind, value=number("value"), decay=number("decay"),
+                      target=number("target"))
+    hparams = row.get("hparams", "").strip()
+    if hparams:
+        try:
+            parsed = json.loads(hparams)
+        except (ValueError, RecursionError) as err:
+            raise bad("hparams", f"bad JSON ({err})") from None
+        if not isinstance(parsed, dict):
+            raise bad("hparams", "must be a JSON object")
+    spec = JobSpec(
+        job_id=job_id, **ints, tau_s=tau_s, grad_mb=grad_mb,
+        worker_demand=demands["worker"], ps_demand=demands["ps"], utility=utility,
+        tau_includes_comm=includes_comm, workload=row.get("workload", "").strip(),
+        hparams=hparams,
+    )
+    try:
+        total = spec.epochs * spec.max_workers * spec.minibatches * spec.minibatch_seconds()
+    except OverflowError:
+        total = math.inf
+    if not math.isfinite(total):
+        raise bad("epochs", "total work E*N*M*(tau + 2e/b) overflows")
+    return spec
