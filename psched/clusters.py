@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_PS_SERVER",
     "DEFAULT_WORKER_SERVER",
     "cluster_from_dict",
+    "cluster_toml_text",
     "default_cluster_for_trace",
     "load_cluster",
     "write_cluster_json",
@@ -146,6 +147,21 @@ def write_cluster_json(path: str | os.PathLike[str], cluster: Cluster) -> None:
     atomic_write_text(Path(path), json.dumps(cluster.to_dict(), indent=2) + "\n")
 
 
+def cluster_toml_text(cluster: Cluster, header: str = "") -> str:
+    """``cluster`` as a cluster file in TOML, one inline table per server.
+
+    ``header`` (lines of text) is written first as ``#`` comments. Floats use ``repr``, so
+    :func:`load_cluster` reads back an equal cluster.
+    """
+    out = [f"# {line}".rstrip() for line in header.splitlines()]
+    out += [f"slot_seconds = {cluster.slot_seconds!r}", "servers = ["]
+    for s in cluster.servers:
+        caps = ", ".join(f"{r} = {getattr(s.capacity, r)!r}" for r in RESOURCES)
+        out.append(f"  {{ id = {json.dumps(s.server_id)}, pool = \"{s.pool.value}\", {caps} }},")
+    out.append("]")
+    return "\n".join(out) + "\n"
+
+
 def default_cluster_for_trace(specs: Sequence[JobSpec], *, slot_seconds: float,
                               load: float = 0.8) -> Cluster:
     """The cluster for a trace run without ``--cluster`` (``oasis.md`` section 7).
@@ -237,14 +253,20 @@ def _parse_toml(text: str, path: str) -> Any:
 def _locator(text: str, is_json: bool) -> Any:
     """Best-effort ``(server index, key) -> line`` for errors after parsing.
 
-    TOML: the line of ``key =`` inside the i-th ``[[servers]]`` block (else the block
-    header). JSON: the line of the i-th ``"key":`` after the ``"servers"`` key, counting
-    server objects by scanning brackets. ``None`` when not found.
+    TOML: the line of ``key =`` inside the i-th ``[[servers]]`` block (else the block header),
+    or the i-th line holding an inline table with a ``pool`` key. JSON: the line of the first
+    ``"key":`` inside the i-th object of the ``"servers"`` list (found by scanning brackets),
+    else that object's first line. ``None`` when not found.
     """
     lines = text.splitlines()
 
     def toml(index: int | None, key: str) -> int | None:
         starts = [n for n, ln in enumerate(lines) if re.match(r"\s*\[\[\s*servers\s*\]\]", ln)]
+        if not starts:  # inline tables, one server per line
+            starts = [n for n, ln in enumerate(lines) if re.search(r"[{,]\s*pool\s*=", ln)]
+            if index is not None:
+                line = starts[index] + 1 if index < len(starts) else None
+                return line
         lo, hi = 0, len(lines)
         if index is not None:
             if index >= len(starts):

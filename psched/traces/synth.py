@@ -97,6 +97,22 @@ class SynthReport:
     gpu_slot_capacity: float  #: worker GPUs of the oasis-paper cluster x arrival_slots
     gpu_load: float  #: demand / capacity
 
+    def __str__(self) -> str:
+        def row(name: str, s: Summary) -> str:
+            return (f"  {name:<9} min {s.min:.4g}  p25 {s.p25:.4g}  median {s.median:.4g}  "
+                    f"mean {s.mean:.4g}  p75 {s.p75:.4g}  max {s.max:.4g}")
+
+        counts = ", ".join(f"{k} {v}" for k, v in self.type_counts.items())
+        return "\n".join([
+            f"{self.n_jobs} jobs, T = {self.slots}, arrivals in slots 0..{self.arrival_slots - 1}",
+            f"  types: {counts}",
+            f"  (e, b) draws {self.draws}, acceptance {self.acceptance_rate:.3f}",
+            row("F", self.fastest), row("W", self.work), row("gamma3", self.target),
+            row("tau_slot", self.tau_slots),
+            f"  GPU-slots: demand {self.gpu_slot_demand:.0f} / capacity "
+            f"{self.gpu_slot_capacity:.0f} = load {self.gpu_load:.2f}",
+        ])
+
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready dict."""
         out = asdict(self)
