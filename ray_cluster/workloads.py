@@ -24,7 +24,7 @@ Each takes ``dataset``:
 ``digits-hard``
     the same split, made harder: every training image appears as ``copies`` (default 8)
     randomly translated copies (shift of -1, 0 or +1 pixel on each axis, zero fill) plus
-    Gaussian pixel noise (``noise``, default 0.35 in [0, 1] units); the held-out images are
+    Gaussian pixel noise (``noise``, default 0.25 in [0, 1] units); the held-out images are
     corrupted the same way with an independent stream (2 copies each). Translations break the
     pixel alignment that makes digits almost linearly separable, and the noise lowers the
     signal-to-noise ratio, so the same model under the same budget reaches a clearly lower
@@ -164,7 +164,7 @@ def _shift_noise(images: np.ndarray, copies: int, noise: float,
 
 
 def load_dataset(name: str, *, split_seed: int = 0, copies: int = 8,
-                 noise: float = 0.35) -> Dataset:
+                 noise: float = 0.25) -> Dataset:
     """Load (once per process) a built-in data set; see the module docstring.
 
     Complexity: O(n d) the first time, O(1) afterwards (cached per process).
@@ -218,7 +218,7 @@ class _ArrayWorkload:
     dataset: str = "digits"     #: one of :data:`DATASETS`
     split_seed: int = 0         #: seed of the train / held-out split (and of the corruption)
     copies: int = 8             #: ``digits-hard`` only: corrupted copies per training image
-    noise: float = 0.35         #: ``digits-hard`` only: std of the pixel noise, [0, 1] units
+    noise: float = 0.25         #: ``digits-hard`` only: std of the pixel noise, [0, 1] units
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
