@@ -45,6 +45,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 __all__ = [
     "DEFAULT_PS_SERVER",
     "DEFAULT_WORKER_SERVER",
+    "MAX_SERVERS",
     "cluster_from_dict",
     "cluster_toml_text",
     "default_cluster_for_trace",
@@ -57,6 +58,9 @@ DEFAULT_WORKER_SERVER = Resources(gpu=8, cpu=64, memory_gb=488, storage_gb=1000,
                                   bandwidth_gbps=50)
 #: The PS server of the default cluster.
 DEFAULT_PS_SERVER = Resources(cpu=36, memory_gb=60, storage_gb=1000, bandwidth_gbps=50)
+
+#: Most servers a cluster file may describe (a guard against ``count = 10**12``).
+MAX_SERVERS = 100_000
 
 _SERVER_KEYS = {"id", "pool", "count", "capacity", *RESOURCES}
 _TOP_KEYS = {"slot_seconds", "servers", "description"}
@@ -119,8 +123,10 @@ def cluster_from_dict(data: Any, *, path: str = "<input>",
             raise fail(f"must be 'worker' or 'ps', got {entry.get('pool')!r}", f"{where}.pool",
                        i, "pool") from None
         count = entry.get("count", 1)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise fail(f"must be an integer >= 1, got {count!r}", f"{where}.count", i, "count")
+        if (isinstance(count, bool) or not isinstance(count, int) or count < 1
+                or count + len(servers) > MAX_SERVERS):
+            raise fail(f"must be an integer >= 1 (at most {MAX_SERVERS} servers in all), got "
+                       f"{count!r}", f"{where}.count", i, "count")
         capacity = _capacity(entry, where, lambda p, f, k, i=i: fail(p, f, i, k))
         base = entry.get("id")
         if base is not None and (not isinstance(base, str) or not base.strip()):
@@ -226,7 +232,14 @@ def _capacity(entry: Mapping[str, Any], where: str, fail: Any) -> Resources:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A real number that converts to a float (huge integers do not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
 
 
 def _parse_json(text: str, path: str) -> Any:

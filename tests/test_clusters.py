@@ -198,3 +198,22 @@ def test_default_cluster_bad_arguments(specs: list[JobSpec], load: float, field:
     with pytest.raises(InputError) as err:
         default_cluster_for_trace(specs, slot_seconds=3600.0, load=load)
     assert err.value.field == field
+
+
+@pytest.mark.parametrize(("server", "field"), [
+    ('{"pool": "worker", "gpu": 1' + "0" * 400 + "}", "servers[0].gpu"),
+    ('{"pool": "worker", "gpu": 1e999}', "servers[0].gpu"),
+    ('{"pool": "worker", "gpu": NaN}', "servers[0].gpu"),
+    ('{"pool": "worker", "count": 1000000000000}', "servers[0].count"),
+    ('{"pool": "worker", "count": true}', "servers[0].count"),
+    ('{"pool": "worker", "id": 7}', "servers[0].id"),
+    ('{"pool": "worker", "capacity": 5}', "servers[0].capacity"),
+    ('{"pool": "worker", "capacity": {"tpu": 5}}', "servers[0].capacity.tpu"),
+])
+def test_json_values_that_are_not_capacities_are_refused(tmp_path: Path, server: str,
+                                                         field: str) -> None:
+    path = tmp_path / "c.json"
+    path.write_text('{"servers": [' + server + ', {"pool": "ps"}]}')
+    with pytest.raises(InputError) as err:
+        load_cluster(path)
+    assert err.value.field == field and err.value.line == 1

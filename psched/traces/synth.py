@@ -176,7 +176,7 @@ def oasis_paper_jobs(n_jobs: int, *, seed: int, slots: int = 300, slot_seconds: 
     fastest = rng.integers(1, 11, n)
     per_minibatch_s = fastest * slot_seconds / (epochs * minis)  # tau + 2e/b, seconds
     grad, w_bw, draws = _draw_comm(rng, per_minibatch_s, slot_seconds)
-    tau_s = per_minibatch_s - comm_seconds(grad, w_bw)
+    tau_s = per_minibatch_s - _comm(grad, w_bw)
     value = rng.uniform(1.0, 100.0, n)
     decay = np.array([rng.uniform(*_DECAY[k]) if k else 0.0 for k in kinds])
     target = rng.integers(fastest, 16)
@@ -260,7 +260,7 @@ def _draw_comm(rng: np.random.Generator, per_minibatch_s: np.ndarray, slot_secon
         while True:
             e = rng.uniform(*_GRAD_MB, _BLOCK)
             b = rng.uniform(*_WORKER_BW, _BLOCK)
-            ok = np.nonzero(comm_seconds(e, b) <= budget)[0]
+            ok = np.nonzero(_comm(e, b) <= budget)[0]
             if ok.size:
                 draws += int(ok[0]) + 1
                 grad[i], bw[i] = e[ok[0]], b[ok[0]]
@@ -270,6 +270,12 @@ def _draw_comm(rng: np.random.Generator, per_minibatch_s: np.ndarray, slot_secon
                 raise InputError(f"slot of {slot_seconds!r} s is too short: no (e, b) found",
                                  field="slot_seconds")
     return grad, bw, draws
+
+
+def _comm(grad_mb: np.ndarray, bandwidth_gbps: np.ndarray) -> np.ndarray:
+    """:func:`psched.model.comm_seconds` element by element (the very same floats)."""
+    return np.array([comm_seconds(float(e), float(b))
+                     for e, b in zip(grad_mb, bandwidth_gbps, strict=True)])
 
 
 def _arrival_slots(slots: int) -> int:
