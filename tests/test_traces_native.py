@@ -91,6 +91,13 @@ def test_write_is_atomic_and_leaves_no_temp_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="read back"):
         write_trace(path, [good[0], replace(good[1], job_id=" padded ")])
     assert path.read_bytes() == before
+    with pytest.raises(ValueError, match="read back"):
+        write_trace(path, [replace(good[0], workload=" mlp")])
+    b_above_big_b = replace(good[0], worker_demand=replace(good[0].worker_demand,
+                                                           bandwidth_gbps=1000.0))
+    with pytest.raises(InputError, match="worker_bandwidth_gbps"):
+        write_trace(path, [b_above_big_b])
+    assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]
 
 

@@ -153,21 +153,29 @@ def parse_trace_text(text: str, *, path: str = "<input>") -> list[JobSpec]:
 def write_trace(path: str | os.PathLike[str], specs: Iterable[JobSpec]) -> None:
     """Write ``specs`` in the native format, atomically (temp file + ``os.replace``).
 
-    Floats are written with ``repr`` so that :func:`load_trace` gives back equal specs.
+    Floats are written with ``repr``; the text is parsed back before it is written, so what
+    :func:`load_trace` returns is exactly ``specs`` (sorted by arrival). O(size of the trace).
 
     Raises
     ------
+    InputError
+        If a job is one :func:`load_trace` would refuse (e.g. b > B); nothing is written.
     ValueError
-        If a job id is empty or has surrounding whitespace (it would not read back equal).
+        If a job would read back different (a text field with surrounding whitespace).
     """
+    specs = list(specs)
     buf = io.StringIO(newline="")
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(NATIVE_COLUMNS)
     for spec in specs:
-        if not spec.job_id or spec.job_id != spec.job_id.strip():
-            raise ValueError(f"job_id {spec.job_id!r} would not read back (empty or padded)")
         writer.writerow([_format(v) for v in _row_values(spec)])
-    atomic_write_text(Path(path), buf.getvalue())
+    text = buf.getvalue()
+    back = {s.job_id: s for s in parse_trace_text(text, path=str(path))}
+    for spec in specs:
+        if back.get(spec.job_id) != spec:
+            raise ValueError(f"job {spec.job_id!r} would not read back equal (a text field "
+                             "with surrounding whitespace?)")
+    atomic_write_text(Path(path), text)
 
 
 def _row_values(spec: JobSpec) -> list[object]:
