@@ -16,6 +16,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from typing import cast
 
 import numpy as np
 
@@ -273,9 +274,8 @@ def _draw_comm(rng: np.random.Generator, per_minibatch_s: np.ndarray, slot_secon
 
 
 def _comm(grad_mb: np.ndarray, bandwidth_gbps: np.ndarray) -> np.ndarray:
-    """:func:`psched.model.comm_seconds` element by element (the very same floats)."""
-    return np.array([comm_seconds(float(e), float(b))
-                     for e, b in zip(grad_mb, bandwidth_gbps, strict=True)])
+    """:func:`psched.model.comm_seconds` on arrays (the same float operations, in order)."""
+    return np.asarray(comm_seconds(cast(float, grad_mb), cast(float, bandwidth_gbps)))
 
 
 def _arrival_slots(slots: int) -> int:
