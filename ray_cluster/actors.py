@@ -1,0 +1,255 @@
+"""The two actors of the parameter-server runtime: PS shards and workers.
+
+A job's parameters are one flat float32 vector (:mod:`ray_cluster.workloads`). Its ``S`` PS
+shards own the contiguous slices ``[bounds[i], bounds[i+1])`` of it, each with the matching
+slice of the momentum-SGD state (:mod:`ray_cluster.optim`) and a copy of the learning-rate
+scale schedule (:mod:`ray_cluster.elastic`). Its workers each own data partitions; a step of a
+worker is: pull every slice (one ``ray.get`` over all shards), compute the real gradient of one
+mini-batch, push each gradient slice to its shard.
+
+Two modes (the OASiS model is asynchronous):
+
+``async``
+    a shard applies each push at once (one push = one update = one mini-batch); workers run
+    a loop of steps until a deadline or a mini-batch count (:meth:`Worker.train`).
+``sync``
+    bulk-synchronous: workers push into an accumulator (:meth:`PSShard.accumulate`); once every
+    worker of the step has pushed, the controller calls :meth:`PSShard.apply`, which averages
+    the ``k`` gradients and takes one step (one update = ``k`` mini-batches).
+
+Arrays and the object store: a pushed slice is a contiguous view of the gradient, serialised
+once into the object store and read by the shard as a zero-copy read-only view; a pulled slice
+is copied once into the store (the shard keeps mutating its own array) and read zero-copy by the
+worker, which concatenates the slices into its parameter buffer in place. Nothing else is
+copied. Task ordering between one caller and one actor is FIFO, so a worker's pull after its
+own push sees that push applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+
+from ray_cluster.checkpoint import read_range, write_slice
+from ray_cluster.elastic import LRScaleSchedule
+from ray_cluster.optim import MomentumSGD, MomentumState
+from ray_cluster.workloads import Batch, Workload
+
+__all__ = ["STATE_KEYS", "PSShard", "Worker"]
+
+log = logging.getLogger(__name__)
+
+#: Per-element arrays of a shard: what an export, a re-shard and a checkpoint carry.
+STATE_KEYS: tuple[str, ...] = ("params", "buffer")
+
+
+@ray.remote(num_cpus=0, max_restarts=0)
+class PSShard:
+    """One PS shard: a slice of the parameters and of the optimizer state.
+
+    Created empty; :meth:`load` gives it a slice (from other shards' exports, re-sharding, or
+    from a checkpoint). A re-created shard re-runs ``__init__``: its state survives only through
+    :meth:`export` (re-sharding) and :meth:`save` (checkpoints).
+    """
+
+    def __init__(self, optimizer: MomentumSGD) -> None:
+        self.opt = optimizer
+        self.schedule = LRScaleSchedule()
+        self.lo = self.hi = 0
+        self.params = np.zeros(0, dtype=np.float32)
+        self.mstate = optimizer.init(0)
+        self.batches = 0  # mini-batches applied
+        self.acc: np.ndarray | None = None  # sync mode: sum of pushed gradients
+        self.acc_count = 0
+
+    # -- state ---------------------------------------------------------------------------
+    def load(self, lo: int, hi: int, step: int, batches: int, schedule: dict[str, Any],
+             *pieces: dict[str, Any]) -> tuple[int, int]:
+        """Take slice ``[lo, hi)`` from ``pieces`` (exports or checkpoint slices) covering it.
+
+        Each piece is ``{"lo", "hi", "params", "buffer"}`` over its own range; ``step``,
+        ``batches`` and the learning-rate ``schedule`` (``LRScaleSchedule.to_dict``) are the
+        job-wide counters, equal on every shard. O(hi - lo).
+        """
+        params = np.empty(hi - lo, dtype=np.float32)
+        buffer = np.empty(hi - lo, dtype=np.float32)
+        filled = 0
+        for p in pieces:
+            a, b = max(lo, p["lo"]), min(hi, p["hi"])
+            if a >= b:
+                continue
+            src = slice(a - p["lo"], b - p["lo"])
+            params[a - lo:b - lo] = p["params"][src]
+            buffer[a - lo:b - lo] = p["buffer"][src]
+            filled += b - a
+        if filled != hi - lo:
+            raise ValueError(f"pieces cover {filled} of [{lo}, {hi})")
+        self.lo, self.hi, self.params = lo, hi, params
+        self.mstate = MomentumState(buffer=buffer, step=step)
+        self.batches = batches
+        self.schedule = LRScaleSchedule.from_dict(schedule)
+        self.acc, self.acc_count = None, 0
+        return self.lo, self.hi
+
+    def restore(self, folder: str, lo: int, hi: int, step: int, batches: int,
+                schedule: dict[str, Any]) -> tuple[int, int]:
+        """Take slice ``[lo, hi)`` from a committed checkpoint folder (any shard layout)."""
+        piece = {"lo": lo, "hi": hi, **{k: read_range(folder, k, lo, hi) for k in STATE_KEYS}}
+        return self.load(lo, hi, step, batches, schedule, piece)
+
+    def export(self) -> dict[str, Any]:
+        """This shard's slice with its optimizer state (copied once into the object store)."""
+        return {"lo": self.lo, "hi": self.hi, "params": self.params,
+                "buffer": self.mstate.buffer}
+
+    def counters(self) -> tuple[int, int]:
+        """``(updates applied, mini-batches applied)``."""
+        return self.mstate.step, self.batches
+
+    def schedule_state(self) -> dict[str, Any]:
+        return self.schedule.to_dict()
+
+    def save(self, staging: str) -> tuple[int, int]:
+        """Write this slice and its optimizer state into a checkpoint staging folder."""
+        write_slice(Path(staging), self.lo, self.hi,
+                    {"params": self.params, "buffer": self.mstate.buffer})
+        return self.counters()
+
+    def on_resize(self, old_workers: int, new_workers: int) -> None:
+        """The worker count changes from the next update on: start the learning-rate ramp."""
+        self.schedule.on_resize(old_workers, new_workers, self.mstate.step)
+
+    # -- training ------------------------------------------------------------------------
+    def pull(self) -> np.ndarray:
+        return self.params
+
+    def push(self, grad: np.ndarray) -> int:
+        """Async mode: apply one worker's gradient slice now; return mini-batches applied."""
+        self._update(grad)
+        self.batches += 1
+        return self.batches
+
+    def accumulate(self, grad: np.ndarray) -> None:
+        """Sync mode: add one worker's gradient slice to this step's sum."""
+        if self.acc is None:
+            self.acc = np.array(grad, dtype=np.float32)
+        else:
+            self.acc += grad
+        self.acc_count += 1
+
+    def apply(self) -> int:
+        """Sync mode: one update with the mean accumulated gradient; mini-batches applied."""
+        if self.acc_count:
+            assert self.acc is not None
+            self.acc /= self.acc_count
+            self._update(self.acc)
+            self.batches += self.acc_count
+        self.acc, self.acc_count = None, 0
+        return self.batches
+
+    def discard(self) -> None:
+        """Sync mode: drop a step whose workers did not all push (one of them died)."""
+        self.acc, self.acc_count = None, 0
+
+    def _update(self, grad: np.ndarray) -> None:
+        lr_scale, factor = self.schedule.factors(self.mstate.step)
+        self.params, self.mstate = self.opt.update(self.params, grad, self.mstate,
+                                                   lr_scale=lr_scale, buffer_factor=factor)
+
+    def ping(self) -> bool:
+        return True
+
+
+@ray.remote(num_cpus=0, max_restarts=0)
+class Worker:
+    """One worker: owns data partitions, computes real gradients, exchanges with the shards."""
+
+    def __init__(self, workload: Workload, n_partitions: int, batch_size: int) -> None:
+        self.workload = workload
+        self.n_partitions = n_partitions
+        self.batch_size = batch_size
+        self.shards: list[Any] = []
+        self.bounds: tuple[int, ...] = (0,)
+        self.streams: list[Iterator[Batch]] = []
+        self.turn = 0
+        self.buf = np.zeros(0, dtype=np.float32)
+
+    def warm(self) -> int:
+        """Load the data now (cached per process); returns the training-set size."""
+        return len(self.workload.partition(1, 0))
+
+    def set_shards(self, shards: Sequence[Any], bounds: Sequence[tuple[int, int]]) -> None:
+        """Exchange with these shards, shard ``i`` owning ``[bounds[i][0], bounds[i][1])``."""
+        self.shards = list(shards)
+        self.bounds = (*(b for b, _ in bounds), bounds[-1][1])
+        self.buf = np.empty(self.bounds[-1], dtype=np.float32)
+
+    def set_partitions(self, partitions: Sequence[int], seed: Sequence[int]) -> None:
+        """Own these data partitions; batches are drawn from them in turn (seeded stream)."""
+        rng = np.random.default_rng(list(seed))
+        self.streams = [
+            self.workload.batches(self.workload.partition(self.n_partitions, p),
+                                  self.batch_size, rng)
+            for p in partitions
+        ]
+
+    def _next_batch(self) -> Batch:
+        self.turn = (self.turn + 1) % len(self.streams)
+        return next(self.streams[self.turn])
+
+    def _pull(self) -> np.ndarray:
+        parts = ray.get([s.pull.remote() for s in self.shards])
+        return self._assemble(parts)
+
+    def _assemble(self, parts: Sequence[np.ndarray]) -> np.ndarray:
+        np.concatenate(parts, out=self.buf)
+        return self.buf
+
+    def _slices(self, grad: np.ndarray) -> list[np.ndarray]:
+        b = self.bounds
+        return [grad[b[i]:b[i + 1]] for i in range(len(self.shards))]
+
+    def train(self, deadline: float, stop_at: int, pull_first: bool = True) -> dict[str, float]:
+        """Async mode: steps until wall time ``deadline`` or ``stop_at`` mini-batches applied.
+
+        Returns this call's ``batches``, summed ``loss``, and ``seconds`` (wall time of the
+        steps), so the caller gets the measured time per mini-batch.
+        """
+        t0 = time.perf_counter()
+        n, loss_sum, applied = 0, 0.0, 0
+        params = self._pull()
+        while True:
+            loss, grad = self.workload.gradient(params, self._next_batch())
+            pushes = [s.push.remote(g) for s, g in zip(self.shards, self._slices(grad),
+                                                       strict=True)]
+            pulls = [s.pull.remote() for s in self.shards]  # FIFO: after our own push
+            out = ray.get(pushes + pulls)
+            applied = int(out[0])
+            n += 1
+            loss_sum += float(loss)
+            if time.time() >= deadline or applied >= stop_at:
+                break
+            params = self._assemble(out[len(pushes):])
+        return {"batches": n, "loss": loss_sum, "seconds": time.perf_counter() - t0,
+                "applied": applied}
+
+    def sync_step(self, *after: Any) -> dict[str, float]:
+        """Sync mode: one step (pull, gradient, accumulate); ``after`` are the previous applies.
+
+        Ray resolves ``after`` before the call runs, so the pull sees the last update.
+        """
+        t0 = time.perf_counter()
+        params = self._pull()
+        loss, grad = self.workload.gradient(params, self._next_batch())
+        ray.get([s.accumulate.remote(g) for s, g in zip(self.shards, self._slices(grad),
+                                                        strict=True)])
+        return {"batches": 1, "loss": float(loss), "seconds": time.perf_counter() - t0}
+
+    def ping(self) -> bool:
+        return True

@@ -1,0 +1,259 @@
+"""psched's :class:`~psched.executor.Executor` on Ray: many jobs trained for real, slot by slot.
+
+At each slot boundary :meth:`RayExecutor.apply` carries out the slot's plan: a job absent from
+the plan is suspended (checkpointed, its actors stopped; it resumes from disk when planned
+again); every planned job is resized to its plan (:meth:`ray_cluster.runtime.JobRuntime.resize`)
+with each actor placed on the Ray node standing for its planned server; then all jobs train
+concurrently until the slot's end, their finished tasks dispatched from one ``ray.wait`` loop;
+then each job checkpoints and reports its progress.
+
+Placement. Server index ``h`` of the psched :class:`~psched.model.Cluster` stands for the Ray
+node whose resources contain ``psched_server:<server_id>`` (:func:`server_node_resources` gives
+what to declare when starting a node; :func:`nodes_for_servers` finds them). Actors get a hard
+``NodeAffinitySchedulingStrategy`` to that node, ``num_gpus`` = the demand's GPUs and, with
+``demands_as_resources``, the other demands as custom resources ``psched_<resource>`` (which the
+node then must declare: :func:`server_node_resources` does). A single machine stands for both
+virtual servers of a pool pair (section 7 of ``oasis.md``).
+
+Progress. A job trains ``E N M`` mini-batches in all; one mini-batch is ``W / (E N M)``
+worker-slots (:func:`ray_cluster.runtime.worker_slots`), and the slot in which the budget is
+reached reports exactly what is left of ``W``, so the loop sees the job complete then. A
+rollback (a lost shard) can undo mini-batches already reported; they are not reported twice
+(progress never goes negative; the job trains them again before completing).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import ray
+from ray.exceptions import RayError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from psched.errors import InputError
+from psched.executor import SlotReport
+from psched.model import RESOURCES, Alloc, Cluster, Job, Resources, Server, SlotPlan
+from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob, worker_slots
+from ray_cluster.workloads import get_workload
+
+__all__ = [
+    "DEMAND_PREFIX",
+    "SERVER_MARK",
+    "RayExecutor",
+    "RayPlacer",
+    "nodes_for_servers",
+    "server_node_resources",
+    "training_job",
+]
+
+log = logging.getLogger(__name__)
+
+#: Custom resource marking the Ray node that stands for a psched server: ``SERVER_MARK + id``.
+SERVER_MARK = "psched_server:"
+#: Prefix of the custom resources carrying non-GPU demands: ``psched_cpu``, ...
+DEMAND_PREFIX = "psched_"
+
+
+def server_node_resources(*servers: Server) -> dict[str, float]:
+    """Custom resources a Ray node standing for ``servers`` declares (GPUs go to num_gpus).
+
+    The server marks, plus each non-GPU capacity summed over ``servers`` as
+    ``psched_<resource>``.
+    """
+    out: dict[str, float] = {SERVER_MARK + s.server_id: 1.0 for s in servers}
+    for r in RESOURCES:
+        if r != "gpu":
+            out[DEMAND_PREFIX + r] = float(sum(getattr(s.capacity, r) for s in servers))
+    return out
+
+
+def nodes_for_servers(cluster: Cluster) -> dict[int, str]:
+    """Server index -> id of the alive Ray node carrying that server's mark.
+
+    Raises
+    ------
+    ValueError
+        If a server has no such node.
+    """
+    marks: dict[str, str] = {}
+    for node in ray.nodes():
+        if node.get("Alive"):
+            for key in node.get("Resources", {}):
+                if key.startswith(SERVER_MARK):
+                    marks[key[len(SERVER_MARK):]] = node["NodeID"]
+    out = {}
+    for i, s in enumerate(cluster.servers):
+        if s.server_id not in marks:
+            raise ValueError(f"no Ray node carries {SERVER_MARK}{s.server_id}")
+        out[i] = marks[s.server_id]
+    return out
+
+
+def training_job(spec_job: Job) -> TrainingJob:
+    """What a psched job trains: its workload, ``N`` partitions, ``M`` mini-batches, ``E``.
+
+    Raises
+    ------
+    InputError
+        If the job names no workload (it is simulated only) or its hparams are bad.
+    """
+    spec = spec_job.spec
+    if not spec.workload:
+        raise InputError(f"job {spec.job_id!r} names no workload", field="workload")
+    try:
+        hparams = json.loads(spec.hparams) if spec.hparams else {}
+    except json.JSONDecodeError as err:
+        raise InputError(f"job {spec.job_id!r}: hparams is not JSON: {err}",
+                         field="hparams") from None
+    return TrainingJob(job_id=spec.job_id, workload=get_workload(spec.workload, hparams),
+                       n_partitions=spec.max_workers, minibatches=spec.minibatches,
+                       epochs=spec.epochs)
+
+
+class RayPlacer:
+    """Actor options that put a job's containers on the nodes of their planned servers.
+
+    Parameters
+    ----------
+    node_of
+        Server index -> Ray node id (None: no node affinity).
+    demands
+        Job id -> (worker demand, PS demand).
+    demands_as_resources
+        Also ask for the non-GPU demands as ``psched_<resource>`` custom resources.
+    """
+
+    def __init__(self, node_of: Mapping[int, str] | None,
+                 demands: Mapping[str, tuple[Resources, Resources]],
+                 demands_as_resources: bool = False) -> None:
+        self.node_of = node_of
+        self.demands = demands
+        self.demands_as_resources = demands_as_resources
+
+    def _options(self, demand: Resources, server: int | None) -> dict[str, Any]:
+        opts: dict[str, Any] = {"num_cpus": 0, "num_gpus": demand.gpu}
+        if self.node_of is not None and server is not None:
+            opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+                self.node_of[server], soft=False)
+        if self.demands_as_resources:
+            opts["resources"] = {DEMAND_PREFIX + r: float(getattr(demand, r))
+                                 for r in RESOURCES if r != "gpu" and getattr(demand, r) > 0}
+        return opts
+
+    def worker_options(self, job_id: str, server: int | None) -> dict[str, Any]:
+        return self._options(self.demands[job_id][0], server)
+
+    def ps_options(self, job_id: str, server: int | None) -> dict[str, Any]:
+        return self._options(self.demands[job_id][1], server)
+
+
+def _expand(pairs: Sequence[tuple[int, int]]) -> list[int | None]:
+    return [h for h, n in pairs for _ in range(n)]
+
+
+class RayExecutor:
+    """Runs every planned job on Ray for one slot per :meth:`apply`.
+
+    Parameters
+    ----------
+    cluster
+        The psched cluster the plans refer to.
+    config
+        How every job trains (mode, optimizer, learning-rate rule, checkpoints).
+    slot_seconds
+        Wall length of a slot (default ``cluster.slot_seconds``): seconds in tests and
+        demos, hours in production.
+    node_of
+        Server index -> Ray node id; None: no placement (one machine);
+        ``"auto"``: :func:`nodes_for_servers`.
+    demands_as_resources
+        See :class:`RayPlacer`.
+    """
+
+    def __init__(self, cluster: Cluster, config: RuntimeConfig | None = None, *,
+                 slot_seconds: float | None = None,
+                 node_of: Mapping[int, str] | str | None = None,
+                 demands_as_resources: bool = False) -> None:
+        self.cluster = cluster
+        self.config = config or RuntimeConfig()
+        self.slot_seconds = float(slot_seconds or cluster.slot_seconds)
+        nodes = nodes_for_servers(cluster) if node_of == "auto" else node_of
+        self._demands: dict[str, tuple[Resources, Resources]] = {}
+        self.placer = RayPlacer(nodes if not isinstance(nodes, str) else None, self._demands,
+                                demands_as_resources)
+        self.runtimes: dict[str, JobRuntime] = {}
+        self.reported: dict[str, float] = {}  #: worker-slots reported so far, per job
+        self.slot_log: list[dict[str, Any]] = []  #: per slot: timings and sizes
+
+    def runtime(self, job: Job) -> JobRuntime:
+        """The job's runtime, created on first use."""
+        rt = self.runtimes.get(job.job_id)
+        if rt is None:
+            spec = job.spec
+            self._demands[job.job_id] = (spec.worker_demand, spec.ps_demand)
+            rt = JobRuntime(training_job(job), self.config, self.placer)
+            self.runtimes[job.job_id] = rt
+            self.reported.setdefault(job.job_id, 0.0)
+        return rt
+
+    def apply(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job]) -> SlotReport:
+        """Run slot ``t``: suspend unplanned jobs, resize planned ones, train until the slot
+        ends, checkpoint, report worker-slots done per job."""
+        start = time.time()
+        deadline = start + self.slot_seconds
+        failed: dict[str, str] = {}
+        for job_id, rt in self.runtimes.items():
+            if job_id not in plan and rt.shards:
+                rt.suspend()
+        running: dict[str, JobRuntime] = {}
+        for job_id, alloc in plan.items():
+            try:
+                rt = self.runtime(jobs[job_id])
+                rt.resize(_expand(alloc.workers), _expand(alloc.ps))
+                running[job_id] = rt
+            except (RayError, InputError, ValueError) as err:
+                log.warning("slot %d: job %s cannot run: %s", t, job_id, err)
+                failed[job_id] = str(err)
+        resized = time.time()
+        for rt in running.values():
+            rt.begin(deadline)
+        owner = {}
+        while True:
+            owner = {ref: rt for rt in running.values() for ref in rt.pending()}
+            if not owner:
+                break
+            ready, _ = ray.wait(list(owner), num_returns=1)
+            owner[ready[0]].handle(ready[0])
+        progress: dict[str, float] = {}
+        for job_id, rt in running.items():
+            rt.end()
+            progress[job_id] = self._progress(jobs[job_id], rt, plan[job_id])
+        self.slot_log.append({"slot": t, "resize_s": resized - start,
+                              "slot_s": time.time() - start,
+                              "jobs": {j: (a.n_workers, a.n_ps) for j, a in plan.items()}})
+        return SlotReport(slot=t, progress=progress, failed=failed)
+
+    def _progress(self, job: Job, rt: JobRuntime, alloc: Alloc) -> float:
+        """Worker-slots newly done by ``job`` (never negative, exactly W in all)."""
+        done_before = self.reported[job.job_id]
+        if rt.done:
+            now = float(job.work)
+        else:
+            now = min(worker_slots(rt.batches, rt.job.budget, job.work), job.work - 1e-6)
+        delta = max(0.0, now - done_before)
+        self.reported[job.job_id] = done_before + delta
+        return delta
+
+    def release(self, job_id: str) -> None:
+        """Stop the job's actors for good (its checkpoints stay on disk)."""
+        rt = self.runtimes.pop(job_id, None)
+        if rt is not None:
+            rt.close()
+
+    def close(self) -> None:
+        for job_id in list(self.runtimes):
+            self.release(job_id)

@@ -1,0 +1,65 @@
+"""Shared fixtures. Ray: one local cluster per test session, never one per test.
+
+The session's Ray is a ``ray.cluster_utils.Cluster`` on 127.0.0.1: a head node (2 CPUs, no
+GPU) and two fake-GPU nodes (``num_gpus=1`` each). Tests that do not care where actors run use
+it as one Ray; the placement tests map psched servers onto its nodes. It starts lazily, when the
+first test marked ``ray`` asks for it, and shuts down at the end of the session.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+#: Fake-GPU nodes of the session cluster and the psched server ids they stand for.
+GPU_NODE_SERVERS: tuple[str, ...] = ("gpu0", "gpu1")
+#: The psched server id the head node stands for.
+HEAD_SERVER = "head"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RaySession:
+    """The session's Ray cluster."""
+
+    cluster: Any  #: the ``ray.cluster_utils.Cluster``
+    node_ids: dict[str, str]  #: psched server id -> Ray node id
+
+
+@pytest.fixture(scope="session")
+def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RaySession]:
+    """One local Ray cluster (head + two fake-GPU nodes) for the whole test session."""
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # everything on 127.0.0.1
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from ray_cluster.executor import SERVER_MARK
+
+    cluster = Cluster(
+        initialize_head=True,
+        connect=True,
+        head_node_args={
+            "num_cpus": 2,
+            "num_gpus": 0,
+            "object_store_memory": 300 * 2**20,
+            "include_dashboard": False,
+            "resources": {SERVER_MARK + HEAD_SERVER: 1.0},
+            "_system_config": {"health_check_period_ms": 1000,
+                               "health_check_failure_threshold": 5},
+        },
+    )
+    nodes = {HEAD_SERVER: cluster.head_node.node_id}
+    for server in GPU_NODE_SERVERS:
+        node = cluster.add_node(num_cpus=0, num_gpus=1, object_store_memory=100 * 2**20,
+                                resources={SERVER_MARK + server: 1.0})
+        nodes[server] = node.node_id
+    cluster.wait_for_nodes()
+    try:
+        yield RaySession(cluster=cluster, node_ids=nodes)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
