@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
@@ -310,3 +311,22 @@ def test_horizon_refuses_absurd_windows_instead_of_exhausting_memory() -> None:
     with pytest.raises(InputError, match="late"):
         trace_horizon([late], 3600.0)
     assert not math.isnan(trace_horizon([huge], 3600.0, max_window=20))
+
+
+def test_bom_crlf_and_multiline_cells_keep_physical_line_numbers(tmp_path: Path) -> None:
+    header, rows = _valid_rows()
+    rows[0][header.index("hparams")] = '{"lr":\n 0.1,\n "note": "a, b"}'
+    rows[1][header.index("epochs")] = "zero"
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\r\n").writerows([header, *rows])
+    path = tmp_path / "jobs.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + buf.getvalue().encode())
+    with pytest.raises(InputError) as err:
+        load_trace(path)
+    assert err.value.line == 5 and err.value.field == "epochs"  # row 1 spans lines 2-4
+    rows[1][header.index("epochs")] = "7"
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\r\n").writerows([header, *rows])
+    path.write_bytes(b"\xef\xbb\xbf" + buf.getvalue().encode())
+    specs = load_trace(path)
+    assert json.loads(specs[0].hparams) == {"lr": 0.1, "note": "a, b"} and specs[1].epochs == 7
