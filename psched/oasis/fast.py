@@ -1,0 +1,129 @@
+"""The fast exact best-schedule search used by the OASiS policy.
+
+It solves exactly the problem of :mod:`psched.oasis.literal` -- the maximum over completion
+slots ``t`` and schedules of ``f(t - a + 1) - cost`` -- and returns the same optimum. Speed
+comes from four exact devices, none of which drops a schedule that could win:
+
+1. **All slot costs at once.** The greedy placement (Theorem 1) of ``n = 0..N`` workers and
+   their PS is vectorised over the whole window (:func:`~psched.oasis.schedule.slot_costs`).
+2. **Vectorised min-plus step.** ``cost(t, .) = cost(t - 1, .) (+) c_t`` is one
+   ``(D, n)`` array operation over a sliding-window view, limited to the reachable ``D``
+   (``D <= sum`` of the slot capacities so far) and to the feasible ``n`` of the slot. The
+   recursion is shared by every candidate completion slot (prefix ``t`` of the window).
+3. **Exact pruning of completion slots.** Every cost is at least ``LB = W r*`` where ``r*`` is
+   the least average cost per worker ``c_t(n) / n`` over the window (a bound of the convex
+   relaxation's first segment). Once ``max_{t' >= t} f(t') - LB`` is no better than the best
+   payoff found, no later completion can win and the search stops.
+4. **Stationary runs of identical slots.** Slots whose prices and residual capacities match
+   give identical cost vectors (typically the untouched future). If adding such a slot left
+   ``cost(t, .)`` unchanged, another identical slot cannot change it either
+   (``h (+) c = h  =>  (h (+) c) (+) c = h``), so it is skipped without computing.
+
+Complexity: O(Tw (H + K) R + Tw N log H) for the slot costs, and at most O(Tw W N) for the
+recursion, usually far less after pruning.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from psched.oasis.ledger import JobInputs
+from psched.oasis.schedule import Best, beats, slot_costs
+
+__all__ = ["ARG_RTOL", "cost_lower_bound", "minplus_step", "solve_fast"]
+
+#: Relative tolerance of a tie between two ways of reaching the same work in the recursion.
+ARG_RTOL = 1e-12
+
+
+def minplus_step(h: np.ndarray, c: np.ndarray, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """``new[D] = min_{0 <= n <= min(D, k)} h[D - n] + c[n]`` for ``D = 0..hi``.
+
+    Returns ``new`` and the minimising ``n`` per ``D``: the largest ``n`` within
+    :data:`ARG_RTOL` of the minimum, so that float noise (units, utility scale) never changes
+    which of two equal-cost schedules is chosen.
+    ``h`` must hold at least ``hi + 1`` entries. Complexity O(hi k).
+    """
+    k = c.shape[0] - 1
+    hp = np.concatenate((np.full(k, np.inf), h[: hi + 1]))
+    m = sliding_window_view(hp, k + 1) + c[::-1]
+    low = m.min(axis=1)
+    j = (m <= (low + ARG_RTOL * low)[:, None]).argmax(axis=1)
+    new = m[np.arange(hi + 1), j]
+    return new, (k - j).astype(np.int32)
+
+
+def cost_lower_bound(costs: np.ndarray, work: int) -> float:
+    """``W`` times the least average cost per worker over all slots and ``n >= 1``."""
+    if costs.shape[1] < 2:
+        return np.inf
+    n = np.arange(1, costs.shape[1])
+    with np.errstate(invalid="ignore"):
+        ratio = costs[:, 1:] / n
+    return float(work * np.min(ratio))
+
+
+def solve_fast(inp: JobInputs, floor: float = 0.0, costs: np.ndarray | None = None) -> Best:
+    """Best schedule of one job, exactly as :func:`~psched.oasis.literal.solve_literal`.
+
+    Parameters
+    ----------
+    inp : the job's priced inputs over its window.
+    floor : only payoffs above it count (0 for admission); pruning uses it.
+    costs : precomputed slot costs (Tw, N+1), else computed here.
+
+    Returns
+    -------
+    Best : payoff ``max(floor, optimum)`` in cost units and, if above the floor, the workers
+    per window slot of an optimal schedule (earliest optimal completion slot).
+    """
+    work = inp.job.work
+    c_all = slot_costs(inp) if costs is None else costs
+    c_all = c_all[:, : min(c_all.shape[1], work + 1)]
+    finite = np.isfinite(c_all)
+    first_inf = np.where(finite.all(axis=1), c_all.shape[1], np.argmin(finite, axis=1))
+    n_cap = first_inf - 1  # feasible n form a prefix: costs rise with n
+    lb = cost_lower_bound(c_all, work)
+    best, best_i = floor, -1
+    if not np.isfinite(lb):
+        return Best(payoff=best, counts=None)
+    util_after = np.maximum.accumulate(inp.util[::-1])[::-1]
+    h = np.full(work + 1, np.inf)
+    h[0] = 0.0
+    reach = 0
+    args: list[np.ndarray | None] = [None] * inp.n_slots
+    prev_c: np.ndarray | None = None
+    prev_changed = True
+    for i in range(inp.n_slots):
+        if not beats(util_after[i] - lb, best):
+            break
+        k = int(n_cap[i])
+        if k <= 0:
+            continue
+        c = c_all[i, : k + 1]
+        same = prev_c is not None and prev_c.shape == c.shape and np.array_equal(prev_c, c)
+        if same and not prev_changed:
+            continue
+        hi = min(work, reach + k)
+        new, arg = minplus_step(h, c, hi)
+        prev_changed = not np.array_equal(new, h[: hi + 1])
+        h[: hi + 1] = new
+        reach = hi
+        args[i] = arg
+        prev_c = c
+        payoff = float(inp.util[i]) - float(h[work])
+        if beats(payoff, best):
+            best, best_i = payoff, i
+    if best_i < 0:
+        return Best(payoff=best, counts=None)
+    counts = np.zeros(inp.n_slots, dtype=np.int64)
+    left = work
+    for i in range(best_i, -1, -1):
+        arg = args[i]
+        if arg is not None and left > 0:
+            counts[i] = int(arg[left])
+            left -= int(counts[i])
+    if left != 0:  # pragma: no cover - the recursion guarantees a path
+        raise RuntimeError("backtracking did not reach zero work")
+    return Best(payoff=best, counts=counts)

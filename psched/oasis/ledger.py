@@ -1,0 +1,117 @@
+"""Committed usage per server, resource and slot, and the priced inputs of an arriving job.
+
+The ledger holds ``g_h^r(t)`` and ``v_k^r(t)`` of the paper (usage committed by admitted
+jobs) as two dense arrays, slots x servers x resources, one per pool: memory grows with the
+horizon and the cluster, never with the number of jobs. Prices are derived from it on demand
+(:func:`psched.prices.log_prices`) for the slots of one job's window only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from psched.model import RESOURCES, Alloc, Cluster, Job
+from psched.prices import POOLS, PriceParams, log_prices, log_utility, mean_capacity, normalise
+
+__all__ = ["JobInputs", "Ledger", "PoolInputs"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolInputs:
+    """One pool as an arriving job sees it over its window."""
+
+    servers: np.ndarray  #: (H,) cluster index of every server of the pool
+    price: np.ndarray  #: (Tw, H, R) prices in cost units (``p / exp(log_scale)``)
+    resid: np.ndarray  #: (Tw, H, R) residual capacity ``c - g`` (raw units)
+    demand: np.ndarray  #: (R,) one container's demand (raw units)
+    norm: np.ndarray  #: (R,) one container's normalised demand ``w / c_bar``
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobInputs:
+    """Everything the best-schedule search needs for one job (paper Alg. 2)."""
+
+    job: Job  #: the job
+    start: int  #: first slot of the window (the arrival slot)
+    util: np.ndarray  #: (Tw,) ``f(i + 1)`` in cost units, for completion in slot start + i
+    workers: PoolInputs  #: worker pool
+    ps: PoolInputs  #: PS pool
+    ps_needed: np.ndarray  #: (N+1,) fewest PS for n workers, ``ceil(b/B n)``
+
+    @property
+    def n_slots(self) -> int:
+        """Tw, the window length in slots."""
+        return int(self.util.shape[0])
+
+
+class Ledger:
+    """Usage committed per pool, slot, server and resource; prices follow from it."""
+
+    def __init__(self, cluster: Cluster, horizon: int, params: PriceParams) -> None:
+        self.params = params
+        self.horizon = horizon
+        cap = cluster.capacity
+        self.servers = tuple(cluster.indices(p) for p in POOLS)
+        self.capacity = tuple(cap[idx] for idx in self.servers)
+        self.cbar = tuple(mean_capacity(cluster, p) for p in POOLS)
+        self.usage = tuple(np.zeros((horizon, idx.size, len(RESOURCES)))
+                           for idx in self.servers)
+        self._pos = np.full(len(cluster.servers), -1, dtype=int)
+        for idx in self.servers:
+            self._pos[idx] = np.arange(idx.size)
+
+    @property
+    def log_scale(self) -> float:
+        """log of the cost unit (the largest U)."""
+        return self.params.log_scale
+
+    def scaled_prices(self, pool: int, t0: int, t1: int) -> np.ndarray:
+        """Prices of slots ``t0..t1-1`` in cost units, (t1 - t0, H, R)."""
+        lp = log_prices(self.usage[pool][t0:t1], self.capacity[pool],
+                        self.params.log_u[pool], self.params.log_l[pool])
+        return np.asarray(np.exp(lp - self.log_scale))
+
+    def inputs(self, job: Job, relaxed: bool = False) -> JobInputs:
+        """The priced inputs of ``job`` over its window at the current prices.
+
+        ``relaxed`` gives every server its full capacity (the job alone in the cluster) while
+        keeping the prices: the schedule set of the dual constraint (20).
+        """
+        t0, t1 = job.arrival, job.last_slot + 1
+        spec = job.spec
+        pools = []
+        for p, dem in enumerate((spec.worker_demand, spec.ps_demand)):
+            d = dem.as_array()
+            cap = self.capacity[p]
+            resid = (np.broadcast_to(cap, (t1 - t0, *cap.shape)) if relaxed
+                     else cap - self.usage[p][t0:t1])
+            pools.append(PoolInputs(
+                servers=self.servers[p], price=self.scaled_prices(p, t0, t1), resid=resid,
+                demand=d, norm=normalise(d, self.cbar[p])))
+        log_f = log_utility(job, np.arange(1, t1 - t0 + 1))
+        util = np.exp(log_f - self.log_scale)
+        n = np.arange(job.max_workers + 1)
+        ps_needed = np.array([job.ps_needed(int(k)) for k in n], dtype=int)
+        return JobInputs(job=job, start=t0, util=util, workers=pools[0], ps=pools[1],
+                         ps_needed=ps_needed)
+
+    def commit(self, job: Job, schedule: Mapping[int, Alloc]) -> None:
+        """Add a job's committed schedule (slot -> allocation) to the usage."""
+        spec = job.spec
+        for pool, dem, role in ((0, spec.worker_demand.as_array(), "workers"),
+                                (1, spec.ps_demand.as_array(), "ps")):
+            for t, alloc in schedule.items():
+                for h, count in getattr(alloc, role):
+                    self.usage[pool][t, self._pos[h]] += count * dem
+
+    def price_mass(self, pool: int, chunk: int = 512) -> float:
+        """``sum_t sum_h sum_r p_h^r(t) c~_h^r`` over the horizon, in cost units."""
+        cn = normalise(self.capacity[pool], self.cbar[pool])
+        total = 0.0
+        for t0 in range(0, self.horizon, chunk):
+            t1 = min(self.horizon, t0 + chunk)
+            total += float(np.sum(self.scaled_prices(pool, t0, t1) * cn))
+        return total
