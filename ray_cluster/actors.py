@@ -165,6 +165,11 @@ class PSShard:
     def ping(self) -> bool:
         return True
 
+    def where(self) -> tuple[str, list[Any]]:
+        """``(Ray node id, GPU ids)`` of this actor."""
+        ctx = ray.get_runtime_context()
+        return ctx.get_node_id(), list(ray.get_gpu_ids())
+
 
 @ray.remote(num_cpus=0, max_restarts=0)
 class Worker:
@@ -253,3 +258,8 @@ class Worker:
 
     def ping(self) -> bool:
         return True
+
+    def where(self) -> tuple[str, list[Any]]:
+        """``(Ray node id, GPU ids)`` of this actor."""
+        ctx = ray.get_runtime_context()
+        return ctx.get_node_id(), list(ray.get_gpu_ids())

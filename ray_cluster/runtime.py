@@ -28,6 +28,7 @@ The executor turns mini-batches into worker-slots, see :func:`worker_slots`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import tempfile
@@ -225,6 +226,7 @@ class JobRuntime:
         self.version = -1  #: last committed checkpoint version
         self.history: list[ProgressPoint] = []
         self.events: list[tuple[float, str]] = []  #: (wall_s, what) of resizes and failures
+        self.rollbacks: list[tuple[int, int]] = []  #: (batches before, batches after) per rollback
         self.stats = _Stats()
         self._t0 = time.time()
         self._deadline = 0.0
@@ -431,6 +433,8 @@ class JobRuntime:
     def _rollback(self) -> None:
         """A shard died: replace every shard from the last committed checkpoint."""
         lost = self.batches
+        with contextlib.suppress(RayError):  # the live count, for the record
+            lost = max(lost, int(ray.get(self.shards[0].counters.remote(), timeout=5)[1]))
         self._kill(self.shards)
         self.shards = []
         self._restore(self.shard_servers)
@@ -439,6 +443,7 @@ class JobRuntime:
                      for s in self.shards])
             self._lr_workers = len(self.workers)
         ray.get([w.set_shards.remote(self.shards, self.bounds) for w in self.workers])
+        self.rollbacks.append((lost, self.batches))
         self._mark(f"shard lost: rolled back to step {self.step} "
                    f"(at least {max(0, lost - self.batches)} mini-batches lost)")
 

@@ -1,0 +1,157 @@
+"""The Ray parameter-server runtime of one job: training, resizing, checkpoints, recovery.
+
+All tests share the session's local Ray cluster (``tests/conftest.py``); models are tiny and
+training stops at a sample budget, not at a timer, wherever the test can say so.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.ray
+
+ray = pytest.importorskip("ray")
+
+from ray_cluster.checkpoint import CheckpointStore  # noqa: E402
+from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob  # noqa: E402
+from ray_cluster.workloads import get_workload  # noqa: E402
+
+FAR = 60.0  # seconds: a deadline no test reaches; the sample budget ends training first
+
+
+def _job(job_id: str, partitions: int = 4, minibatches: int = 50, epochs: int = 1,
+         workload: str = "softmax") -> TrainingJob:
+    return TrainingJob(job_id=job_id, workload=get_workload(workload), n_partitions=partitions,
+                       minibatches=minibatches, epochs=epochs)
+
+
+def _alive(actor: Any) -> bool:
+    try:
+        return bool(ray.get(actor.ping.remote(), timeout=30))
+    except ray.exceptions.RayError:
+        return False
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_training_lowers_held_out_loss_and_raises_accuracy(ray_session, tmp_path, mode):
+    rt = JobRuntime(_job(f"learn-{mode}", minibatches=60),
+                    RuntimeConfig(mode=mode, lr=0.05, checkpoint_dir=str(tmp_path)))
+    try:
+        rt.resize([None, None], [None])
+        before = rt.record()
+        rt.run_until(time.time() + FAR)
+        after = rt.end()
+    finally:
+        rt.close()
+    assert rt.done and after.batches >= rt.job.budget
+    assert after.eval_loss < before.eval_loss - 0.5
+    assert after.eval_accuracy > before.eval_accuracy + 0.4
+    assert after.eval_accuracy > 0.8
+    assert rt.seconds_per_batch() is not None and rt.seconds_per_batch() > 0
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_schedule_resizes_live_actors_and_keeps_state_across_reshards(ray_session, tmp_path,
+                                                                       mode):
+    """Workers 1 -> 4 -> 2 and PS 1 -> 2 -> 1: live actors as planned, state carried exactly."""
+    rt = JobRuntime(_job(f"resize-{mode}", minibatches=10_000),
+                    RuntimeConfig(mode=mode, lr=0.02, checkpoint_dir=str(tmp_path)))
+    seen: list[Any] = []
+    try:
+        for slot, (n_w, n_ps) in enumerate([(1, 1), (4, 2), (2, 1)]):
+            before = rt.optimizer_state() if rt.shards else None
+            counters = rt.counters() if rt.shards else None
+            rt.resize([None] * n_w, [None] * n_ps)
+            seen += [a for a in rt.workers + rt.shards if a not in seen]
+            live = [a for a in seen if _alive(a)]
+            assert len(rt.workers) == n_w and len(rt.shards) == n_ps
+            assert len(live) == n_w + n_ps  # the removed ones are gone
+            if before is not None:
+                after = rt.optimizer_state()
+                np.testing.assert_array_equal(after["params"], before["params"])
+                np.testing.assert_array_equal(after["buffer"], before["buffer"])
+                assert rt.counters() == counters
+            # a fixed amount of training per slot, then the slot ends
+            target = rt.batches + 30 * n_w
+            _train_batches(rt, target)
+            rt.end()
+            assert rt.batches >= target, f"slot {slot} trained too little"
+        sched = ray.get(rt.shards[0].schedule_state.remote())
+        assert [r[2] for r in sched["ramps"]] == [4.0, 2.0]  # 1 -> 4 -> 2 workers
+    finally:
+        rt.close()
+
+
+def _train_batches(rt: JobRuntime, target: int) -> None:
+    """Train until at least ``target`` mini-batches are applied (polls quiescent points)."""
+    limit = time.time() + FAR
+    while rt.batches < target and time.time() < limit:
+        rt.run_until(min(limit, time.time() + 0.2))
+
+
+def test_killed_worker_then_shard_lose_at_most_steps_since_checkpoint(ray_session, tmp_path):
+    cfg = RuntimeConfig(mode="async", lr=0.05, checkpoint_dir=str(tmp_path),
+                        checkpoint_every_s=0.2)
+    rt = JobRuntime(_job("crash", partitions=2, minibatches=400), cfg)
+    store = CheckpointStore(tmp_path, "crash")
+    try:
+        rt.resize([None, None], [None, None])
+        rt.begin(time.time() + FAR)
+        killed_worker = killed_shard = None
+        limit = time.time() + FAR
+        while rt.pending() and time.time() < limit:
+            ready, _ = ray.wait(rt.pending(), num_returns=1, timeout=0.05)
+            for ref in ready:
+                rt.handle(ref)
+            if killed_worker is None and rt.version >= 1:
+                killed_worker = rt.workers[0]
+                ray.kill(killed_worker, no_restart=True)
+            elif (killed_worker is not None and killed_shard is None
+                  and any("worker 0 lost" in e for _, e in rt.events)
+                  and rt.version >= 3):
+                meta = store.latest()
+                killed_shard = rt.shards[1]
+                ray.kill(killed_shard, no_restart=True)
+        assert killed_worker is not None and killed_shard is not None
+        assert not _alive(killed_worker) and not _alive(killed_shard)
+        assert len(rt.rollbacks) == 1
+        live, restored = rt.rollbacks[0]
+        # rolled back to the last checkpoint committed before the kill: only the mini-batches
+        # trained since it were lost
+        assert restored == meta.batches
+        assert live >= restored
+        end = rt.end()
+        assert rt.done and end.batches >= rt.job.budget
+        assert end.eval_accuracy > 0.8
+    finally:
+        rt.close()
+
+
+def test_job_stops_and_resumes_from_disk(ray_session, tmp_path):
+    cfg = RuntimeConfig(mode="sync", lr=0.05, checkpoint_dir=str(tmp_path))
+    first = JobRuntime(_job("resume", minibatches=40), cfg)
+    try:
+        first.resize([None, None], [None, None])
+        _train_batches(first, 40)
+        first.end()
+        state, counters = first.optimizer_state(), first.counters()
+        first.suspend()
+        assert not first.workers and not first.shards
+    finally:
+        first.close()
+    assert Path(tmp_path, "resume").is_dir()
+    second = JobRuntime(_job("resume", minibatches=40), cfg)  # a new controller, from disk
+    try:
+        second.resize([None], [None, None, None])  # another shape, same state
+        np.testing.assert_array_equal(second.optimizer_state()["params"], state["params"])
+        np.testing.assert_array_equal(second.optimizer_state()["buffer"], state["buffer"])
+        assert second.counters() == counters
+        second.run_until(time.time() + FAR)
+        assert second.done
+    finally:
+        second.close()
