@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 from psched.model import Cluster, JobSpec, Pool, Resources, Server
 from psched.utility import UTILITY_KINDS, Utility
 
-__all__ = ["Instance", "clusters", "instances", "job_specs", "utilities"]
+__all__ = [
+    "Instance",
+    "SlotRows",
+    "allocations_by_slot",
+    "clusters",
+    "instances",
+    "job_specs",
+    "utilities",
+]
 
 #: Slot length of every generated cluster, seconds.
 SLOT_SECONDS = 3600.0
@@ -96,9 +104,23 @@ def job_specs(draw: st.DrawFn, job_id: str = "j0", max_arrival: int = 19,
 
 @st.composite
 def instances(draw: st.DrawFn, max_jobs: int = 8, max_horizon: int = 20) -> Instance:
-    """A cluster, ``1..max_jobs`` jobs arriving within the horizon, and the horizon."""
+    """A cluster, ``1..max_jobs`` jobs arriving in slots ``0..horizon`` (the last one too late)."""
     cluster = draw(clusters())
     horizon = draw(st.integers(1, max_horizon))
     n_jobs = draw(st.integers(1, max_jobs))
-    specs = [draw(job_specs(job_id=f"j{i}", max_arrival=horizon - 1)) for i in range(n_jobs)]
+    specs = [draw(job_specs(job_id=f"j{i}", max_arrival=horizon)) for i in range(n_jobs)]
     return cluster, specs, horizon
+
+
+#: One slot's executed allocation: job id -> ({worker server: count}, {PS server: count}).
+SlotRows = dict[str, tuple[dict[int, int], dict[int, int]]]
+
+
+def allocations_by_slot(rows: list[tuple[int, str, int, str, int]]) -> dict[int, SlotRows]:
+    """Regroup ``RunResult.allocations`` rows by slot and job (a test-side re-derivation)."""
+    out: dict[int, SlotRows] = {}
+    for t, job_id, server, role, count in rows:
+        workers, ps = out.setdefault(t, {}).setdefault(job_id, ({}, {}))
+        target = workers if role == "worker" else ps
+        target[server] = target.get(server, 0) + count
+    return out
