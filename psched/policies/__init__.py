@@ -2,6 +2,7 @@
 
 from psched.policies import drf as _drf  # noqa: F401  (registers "drf")
 from psched.policies import fifo as _fifo  # noqa: F401  (registers "fifo")
+from psched.policies import oasis as _oasis  # noqa: F401  (registers "oasis")
 from psched.policies.base import (
     JobStatus,
     Policy,
