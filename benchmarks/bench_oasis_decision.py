@@ -1,0 +1,104 @@
+"""OASiS decision time per arrival: the fast exact search against the literal DP, same run.
+
+Scenario ``oasis-paper`` (50 + 50 servers, T = 300, 400 jobs by default), one core. Jobs are
+decided in arrival order on one policy; every arrival is timed end to end (pricing the window,
+slot costs, search, placement, commit). On every ``--literal-every``-th arrival the literal
+DP (paper Alg. 2 over worker units) is timed first on the same prices, and its payoff must
+equal the fast one (the run stops otherwise). Ratios are literal / fast on that subsample.
+
+    python benchmarks/bench_oasis_decision.py [--jobs 400] [--slots 300] [--seed 0]
+        [--literal-every 10] [--sizes 100,200,300,400]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import math  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from psched.model import resolve_job  # noqa: E402
+from psched.oasis.literal import solve_literal  # noqa: E402
+from psched.policies import make_policy  # noqa: E402
+from psched.policies.base import RunContext, View  # noqa: E402
+from psched.simulator import cannot_fit  # noqa: E402
+from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs  # noqa: E402
+
+
+def run(n_jobs: int, slots: int, seed: int, literal_every: int) -> dict[str, object]:
+    """Decide every arrival; return timings (ms) and the literal subsample."""
+    specs, _ = oasis_paper_jobs(n_jobs, seed=seed, slots=slots)
+    cluster = oasis_paper_cluster(seed=seed)
+    jobs = [resolve_job(s, cluster.slot_seconds, slots) for s in specs]
+    pol = make_policy("oasis")
+    pol.start(RunContext(cluster=cluster, horizon=slots, known_jobs=jobs))
+    fast_ms: list[float] = []
+    pairs: list[tuple[float, float]] = []
+    admitted = 0
+    for k, job in enumerate(jobs):
+        if cannot_fit(job, cluster) or job.window == 0:
+            continue
+        view = View(t=job.arrival, cluster=cluster, horizon=slots, active={})
+        lit_ms = None
+        if literal_every and k % literal_every == 0:
+            t0 = time.perf_counter()
+            ref = solve_literal(pol.ledger.inputs(job), 0.0)
+            lit_ms = (time.perf_counter() - t0) * 1e3
+        t0 = time.perf_counter()
+        dec = pol.on_arrival(job, view)
+        ms = (time.perf_counter() - t0) * 1e3
+        fast_ms.append(ms)
+        admitted += dec.admitted
+        if lit_ms is not None:
+            got = pol._decided[-1][1]
+            if not math.isclose(got, ref.payoff, rel_tol=1e-9, abs_tol=1e-12):
+                raise SystemExit(f"{job.job_id}: fast payoff {got!r} != literal {ref.payoff!r}")
+            pairs.append((lit_ms, ms))
+    return {"fast_ms": np.array(fast_ms), "pairs": pairs, "admitted": admitted,
+            "decided": len(fast_ms)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=400)
+    ap.add_argument("--slots", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--literal-every", type=int, default=10)
+    ap.add_argument("--sizes", default="", help="also time the fast search at these job counts")
+    args = ap.parse_args()
+    res = run(args.jobs, args.slots, args.seed, args.literal_every)
+    ms = res["fast_ms"]
+    pairs = np.array(res["pairs"])
+    print(f"oasis-paper, {args.jobs} jobs, T = {args.slots}, seed {args.seed}: "
+          f"{res['decided']} arrivals decided, {res['admitted']} admitted")
+    print("| method | arrivals | p50 ms | p99 ms | max ms | mean ms |")
+    print("|---|---:|---:|---:|---:|---:|")
+    print(f"| fast (all arrivals) | {ms.size} | {np.percentile(ms, 50):.2f} | "
+          f"{np.percentile(ms, 99):.2f} | {ms.max():.2f} | {ms.mean():.2f} |")
+    if pairs.size:
+        lit, fast = pairs[:, 0], pairs[:, 1]
+        ratio = lit / fast
+        print(f"| literal DP (subsample) | {lit.size} | {np.percentile(lit, 50):.1f} | "
+              f"{np.percentile(lit, 99):.1f} | {lit.max():.1f} | {lit.mean():.1f} |")
+        print(f"| fast on that subsample | {fast.size} | {np.percentile(fast, 50):.2f} | "
+              f"{np.percentile(fast, 99):.2f} | {fast.max():.2f} | {fast.mean():.2f} |")
+        print(f"\nliteral / fast on the same arrivals: median {np.median(ratio):.0f}x, "
+              f"min {ratio.min():.0f}x, total time {lit.sum() / fast.sum():.0f}x; "
+              "payoffs identical on every one")
+    if args.sizes:
+        print("\n| jobs | p50 ms | p99 ms | max ms |")
+        print("|---:|---:|---:|---:|")
+        for n in (int(x) for x in args.sizes.split(",")):
+            m = run(n, args.slots, args.seed, 0)["fast_ms"]
+            print(f"| {n} | {np.percentile(m, 50):.2f} | {np.percentile(m, 99):.2f} | "
+                  f"{m.max():.2f} |")
+
+
+if __name__ == "__main__":
+    main()
