@@ -24,6 +24,7 @@ rollback (a lost shard) can undo mini-batches already reported; they are not rep
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -36,7 +37,16 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from psched.errors import InputError
 from psched.executor import SlotReport
-from psched.model import RESOURCES, Alloc, Cluster, Job, Resources, Server, SlotPlan
+from psched.model import (
+    RESOURCES,
+    Alloc,
+    Cluster,
+    Job,
+    JobSpec,
+    Resources,
+    Server,
+    SlotPlan,
+)
 from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob, worker_slots
 from ray_cluster.workloads import get_workload
 
@@ -46,8 +56,10 @@ __all__ = [
     "RayExecutor",
     "RayPlacer",
     "nodes_for_servers",
+    "profile_seconds_per_batch",
     "server_node_resources",
     "training_job",
+    "with_measured_tau",
 ]
 
 log = logging.getLogger(__name__)
@@ -112,6 +124,39 @@ def training_job(spec_job: Job) -> TrainingJob:
     return TrainingJob(job_id=spec.job_id, workload=get_workload(spec.workload, hparams),
                        n_partitions=spec.max_workers, minibatches=spec.minibatches,
                        epochs=spec.epochs)
+
+
+def profile_seconds_per_batch(job: TrainingJob, config: RuntimeConfig | None = None,
+                              steps: int = 40) -> float:
+    """Measure one mini-batch on one worker with one shard on Ray (pull, gradient, push).
+
+    The job's own workload and batch size, ``steps`` mini-batches after a warm-up one; the
+    first step (actor start-up, data load) is not counted. Runs on the connected Ray.
+    """
+    cfg = dataclasses.replace(config or RuntimeConfig(), checkpoint_dir=None, evaluate=False,
+                              checkpoint_every_s=None)
+    probe = TrainingJob(job_id=f"profile-{job.job_id}", workload=job.workload, n_partitions=1,
+                        minibatches=steps + 1, epochs=1)
+    rt = JobRuntime(probe, cfg)
+    try:
+        rt.resize([None], [None])
+        rt.run_until(time.time() + 600, until_batches=1)  # warm-up
+        rt.record()
+        rt.run_until(time.time() + 600)
+        sec = rt.stats.seconds / rt.stats.batches if rt.stats.batches else None
+    finally:
+        rt.close()
+    assert sec is not None
+    return sec
+
+
+def with_measured_tau(spec: JobSpec, seconds_per_batch: float) -> JobSpec:
+    """``spec`` with ``tau`` = the measured seconds per mini-batch, communication included.
+
+    ``Job.work`` then divides ``E N M tau`` by the slot length: tau in slots is the measured
+    seconds over ``slot_seconds`` (``oasis.md`` section 7: no double count of ``2e/b``).
+    """
+    return dataclasses.replace(spec, tau_s=float(seconds_per_batch), tau_includes_comm=True)
 
 
 class RayPlacer:

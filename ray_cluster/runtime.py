@@ -231,6 +231,7 @@ class JobRuntime:
         self._t0 = time.time()
         self._deadline = 0.0
         self._seg_end = 0.0
+        self._stop_at = 0
         self._last_ckpt = time.time()
         self._pending: dict[Any, int] = {}
         self._failed: list[int] = []
@@ -455,14 +456,18 @@ class JobRuntime:
         self._mark(f"worker {i} lost: replaced")
 
     # -- training ------------------------------------------------------------------------
-    def begin(self, deadline: float) -> None:
-        """Train until wall time ``deadline`` (``time.time()`` seconds) or the budget."""
+    def begin(self, deadline: float, until_batches: int | None = None) -> None:
+        """Train until wall time ``deadline`` (``time.time()`` seconds), the sample budget, or
+        ``until_batches`` mini-batches applied in all, whichever comes first (async workers in
+        flight may overshoot a count by at most one mini-batch each)."""
         self._deadline = deadline
+        budget = self.job.budget
+        self._stop_at = budget if until_batches is None else min(budget, until_batches)
         self._launch()
 
     def _launch(self) -> None:
         now = time.time()
-        if not self.workers or self.done or now >= self._deadline:
+        if not self.workers or self.batches >= self._stop_at or now >= self._deadline:
             return
         every = self.config.checkpoint_every_s
         if every is not None and now >= self._last_ckpt + every:
@@ -474,7 +479,7 @@ class JobRuntime:
 
     def _task(self, worker: Any) -> Any:
         if self.config.mode == "async":
-            return worker.train.remote(self._seg_end, self.job.budget)
+            return worker.train.remote(self._seg_end, self._stop_at)
         return worker.sync_step.remote()
 
     def handle(self, ref: Any) -> None:
@@ -519,9 +524,9 @@ class JobRuntime:
             if not _alive(self.workers[i]):
                 self._replace_worker(i)
 
-    def run_until(self, deadline: float) -> None:
+    def run_until(self, deadline: float, until_batches: int | None = None) -> None:
         """One job alone: :meth:`begin`, then wait on :meth:`pending` until nothing is left."""
-        self.begin(deadline)
+        self.begin(deadline, until_batches)
         while self._pending:
             ready, _ = ray.wait(self.pending(), num_returns=1)
             self.handle(ready[0])

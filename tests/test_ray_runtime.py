@@ -88,10 +88,8 @@ def test_schedule_resizes_live_actors_and_keeps_state_across_reshards(ray_sessio
 
 
 def _train_batches(rt: JobRuntime, target: int) -> None:
-    """Train until at least ``target`` mini-batches are applied (polls quiescent points)."""
-    limit = time.time() + FAR
-    while rt.batches < target and time.time() < limit:
-        rt.run_until(min(limit, time.time() + 0.2))
+    """Train until at least ``target`` mini-batches are applied."""
+    rt.run_until(time.time() + FAR, until_batches=target)
 
 
 def test_killed_worker_then_shard_lose_at_most_steps_since_checkpoint(ray_session, tmp_path):

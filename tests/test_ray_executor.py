@@ -1,0 +1,115 @@
+"""psched's scheduling loop on the Ray executor: real training, placement, progress units."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+pytestmark = pytest.mark.ray
+
+ray = pytest.importorskip("ray")
+
+from psched.executor import Executor  # noqa: E402
+from psched.model import Alloc, Cluster, JobSpec, Pool, Resources, Server, resolve_job  # noqa: E402
+from psched.policies import make_policy  # noqa: E402
+from psched.simulator import SchedulerLoop, TraceArrivals  # noqa: E402
+from psched.utility import Utility  # noqa: E402
+from ray_cluster.executor import (  # noqa: E402
+    RayExecutor,
+    profile_seconds_per_batch,
+    training_job,
+    with_measured_tau,
+)
+from ray_cluster.runtime import RuntimeConfig  # noqa: E402
+
+SLOT_S = 1.0
+GPU_NODE_SERVERS = ("gpu0", "gpu1")  # the fake-GPU nodes of tests/conftest.py
+HEAD_SERVER = "head"  # its head node
+
+
+def _spec(job_id: str, *, n: int = 2, m: int = 150, e: int = 1, arrival: int = 0,
+          gpu: float = 0.0) -> JobSpec:
+    return JobSpec(job_id=job_id, arrival=arrival, epochs=e, max_workers=n, minibatches=m,
+                   tau_s=0.004, grad_mb=0.003, tau_includes_comm=True,
+                   worker_demand=Resources(gpu=gpu, cpu=1, memory_gb=1, bandwidth_gbps=1),
+                   ps_demand=Resources(cpu=1, memory_gb=1, bandwidth_gbps=1),
+                   utility=Utility(kind="sigmoid", value=10, decay=0.5, target=5),
+                   workload="softmax", hparams='{"dataset": "digits"}')
+
+
+def _single_machine(slot_s: float = SLOT_S) -> Cluster:
+    """One machine split into a worker server and a PS server (``oasis.md`` section 7)."""
+    return Cluster(servers=(
+        Server(server_id="w", pool=Pool.WORKER,
+               capacity=Resources(gpu=0, cpu=8, memory_gb=32, bandwidth_gbps=10)),
+        Server(server_id="p", pool=Pool.PS,
+               capacity=Resources(cpu=8, memory_gb=32, bandwidth_gbps=10)),
+    ), slot_seconds=slot_s)
+
+
+def test_scheduler_loop_trains_jobs_to_completion_on_ray(ray_session, tmp_path):
+    """tau is profiled; the loop's completion comes from measured progress in worker-slots."""
+    cluster = _single_machine()
+    config = RuntimeConfig(mode="async", lr=0.05, checkpoint_dir=str(tmp_path))
+    raw = [_spec("a", n=2, m=150), _spec("b", n=2, m=100, arrival=1)]
+    sec = profile_seconds_per_batch(training_job(resolve_job(raw[0], SLOT_S, 10)), config)
+    assert 0 < sec < SLOT_S
+    specs = [with_measured_tau(s, sec) for s in raw]
+    executor = RayExecutor(cluster, config)
+    assert isinstance(executor, Executor)
+    loop = SchedulerLoop(cluster=cluster, policy=make_policy("fifo"), horizon=30,
+                         arrivals=TraceArrivals(specs), executor=executor)
+    try:
+        while loop.state.active or loop.arrivals.pending():
+            loop.step()
+            assert loop.state.t < 30, "jobs did not complete"
+    finally:
+        executor.close()
+    for rec in loop.state.records.values():
+        assert rec.completion is not None
+        assert rec.done == pytest.approx(rec.job.work)
+    # each job trained its whole sample budget E N M before the loop saw it complete
+    assert not executor.runtimes  # released on completion
+
+
+def test_placement_follows_plan_on_fake_gpu_nodes(ray_session, tmp_path):
+    servers = tuple(Server(server_id=s, pool=Pool.WORKER,
+                           capacity=Resources(gpu=1, cpu=4, memory_gb=16, bandwidth_gbps=10))
+                    for s in GPU_NODE_SERVERS)
+    servers += (Server(server_id=HEAD_SERVER, pool=Pool.PS,
+                       capacity=Resources(cpu=8, memory_gb=32, bandwidth_gbps=10)),)
+    cluster = Cluster(servers=servers, slot_seconds=2.0)  # cold actor start-up fits in it
+    g0, g1, head = 0, 1, 2
+    job = resolve_job(_spec("placed", n=2, m=100_000, gpu=1), 2.0, 100)
+    executor = RayExecutor(cluster, RuntimeConfig(mode="sync", checkpoint_dir=str(tmp_path)),
+                           node_of="auto")
+    plans = [Alloc.of({g0: 1}, {head: 1}), Alloc.of({g1: 1}, {head: 1}), None,
+             Alloc.of({g0: 1, g1: 1}, {head: 2})]
+    node = ray_session.node_ids
+    done = 0.0
+    try:
+        batches = 0
+        for t, alloc in enumerate(plans):
+            report = executor.apply(t, {} if alloc is None else {"placed": alloc},
+                                    {"placed": job})
+            rt = executor.runtimes["placed"]
+            if alloc is None:
+                assert not rt.workers and not rt.shards  # suspended, on disk
+                assert report.progress == {}
+                continue
+            assert rt.batches >= batches  # resumed where it was
+            batches = rt.batches
+            where_w = ray.get([w.where.remote() for w in rt.workers])
+            where_p = ray.get([s.where.remote() for s in rt.shards])
+            planned = Counter(node[cluster.servers[h].server_id] for h, c in alloc.workers
+                              for _ in range(c))
+            assert Counter(n for n, _ in where_w) == planned
+            assert all(len(gpus) == 1 for _, gpus in where_w)  # one fake GPU each
+            assert {n for n, _ in where_p} == {node[HEAD_SERVER]}
+            assert len(where_p) == alloc.n_ps
+            done += report.progress.get("placed", 0.0)
+        assert done >= 0.0  # training time left after cold actor start-up varies; the loop
+        # test above checks progress, this one placement
+    finally:
+        executor.close()
