@@ -85,12 +85,21 @@ def room(free: np.ndarray, demand: np.ndarray, limit: int) -> np.ndarray:
     -----
     O(S R).
     """
-    used = demand > 0
-    if not used.any():
+    ratio = _ratios(free, demand)
+    if ratio is None:
         return np.full(free.shape[0], max(0, limit), dtype=np.int64)
-    ratio = free[:, used] / demand[used]
-    fit = np.floor(ratio.min(axis=1) + _FIT_TOL)
+    fit = np.floor(ratio + _FIT_TOL)
     return np.clip(fit, 0, max(0, limit)).astype(np.int64)
+
+
+def _ratios(free: np.ndarray, demand: np.ndarray) -> np.ndarray | None:
+    """Per server, the least ``free / demand`` over the resources demanded; None if none is."""
+    used = demand > 0
+    if used.all():
+        return (free / demand).min(axis=1)
+    if not used.any():
+        return None
+    return (free[:, used] / demand[used]).min(axis=1)
 
 
 def deal(capacity: np.ndarray, count: int, start: int = 0) -> tuple[np.ndarray, int] | None:
@@ -143,14 +152,18 @@ def deal(capacity: np.ndarray, count: int, start: int = 0) -> tuple[np.ndarray, 
 def next_with_room(free: np.ndarray, demand: np.ndarray, start: int) -> int | None:
     """Position of the first server at or after ``start`` (cyclically) that fits ``demand``.
 
-    O(S R); the one-container step of an incremental deal (:func:`deal` with ``count=1``).
+    The one-container step of a deal: equal to ``deal(room(free, demand, 1), 1, start)``.
+    O(S R).
     """
-    ok = np.all(free >= demand - _FIT_TOL * np.maximum(1.0, demand), axis=1)
-    hits = np.flatnonzero(ok)
-    if hits.size == 0:
+    ratio = _ratios(free, demand)
+    if ratio is None:
+        return start % free.shape[0] if free.shape[0] else None
+    ok = ratio + _FIT_TOL >= 1.0  # exactly room(...) >= 1
+    if not ok.any():
         return None
-    after = hits[hits >= start]
-    return int(after[0] if after.size else hits[0])
+    start %= ok.size
+    after = int(np.argmax(ok[start:])) + start
+    return after if ok[after] else int(np.argmax(ok))
 
 
 def usage_of(alloc: Alloc, worker_demand: np.ndarray, ps_demand: np.ndarray,

@@ -13,7 +13,7 @@ from strategies import Instance, allocations_by_slot, clusters, instances, job_s
 from psched.model import Cluster, Job, JobSpec, Pool, Resources, Server, ceil_eps, resolve_job
 from psched.placement import Pools, next_with_room, room
 from psched.policies import JobStatus, RunContext, View, make_policy
-from psched.policies.drf import DrfPolicy
+from psched.policies.drf import DrfPolicy, share_key
 from psched.policies.fifo import MAX_REQUEST, FifoPolicy, job_rng
 from psched.simulator import simulate
 from psched.utility import Utility
@@ -199,9 +199,12 @@ def literal_drf(jobs: list[Job], done: list[float], cluster: Cluster) -> list[in
     cw = cp = 0
 
     def share(i: int) -> float:
-        spec_i = jobs[i].spec
-        use = n[i] * spec_i.worker_demand.as_array() + p[i] * spec_i.ps_demand.as_array()
-        return float(max((u / c for u, c in zip(use, tot, strict=True) if c > 0), default=0.0))
+        # per-unit shares divided first, as the policy does, so ties are the same floats
+        unit_w = [d / c if c > 0 else 0.0 for d, c in zip(jobs[i].spec.worker_demand.as_array(),
+                                                          tot, strict=True)]
+        unit_s = [d / c if c > 0 else 0.0 for d, c in zip(jobs[i].spec.ps_demand.as_array(),
+                                                          tot, strict=True)]
+        return share_key(n[i], p[i], unit_w, unit_s)
 
     while True:
         open_ = [i for i in range(len(jobs)) if not frozen[i] and n[i] < cap[i]]
