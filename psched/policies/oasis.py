@@ -13,6 +13,8 @@ price_source : ``"hindsight"`` (U, L from the whole trace, ``RunContext.known_jo
     ``l_worker``, ``u_ps``, ``l_ps``).
 estimate_factor : scales U with L fixed (the paper's Fig. 6); 1.0 = exact.
 method : ``"fast"`` (default) or ``"literal"`` (the paper's DP; slow, for comparison).
+certificate : compute the dual certificate in :meth:`OasisPolicy.report` (default True; it
+    costs a few exact searches per job at the end of the run).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class OasisPolicy:
         u_ps: float | Mapping[str, float] | None = None,
         l_ps: float | None = None,
         method: str = "fast",
+        certificate: bool = True,
     ) -> None:
         if price_source not in _SOURCES:
             raise ValueError(f"price_source must be one of {_SOURCES}, got {price_source!r}")
@@ -73,6 +76,7 @@ class OasisPolicy:
         self._fixed = (u_worker, l_worker, u_ps, l_ps)
         self._solve = _SOLVERS[method]
         self.method = method
+        self.certificate = bool(certificate)
         self.params: PriceParams | None = None
         self.ledger: Ledger | None = None
         self._schedules: dict[str, dict[int, Alloc]] = {}
@@ -147,10 +151,12 @@ class OasisPolicy:
             return dict(self._report)
         if self.ledger is None or self.params is None:
             return {}
-        out: dict[str, Any] = dual_objective(self.ledger, self._decided)
+        out: dict[str, Any] = (dual_objective(self.ledger, self._decided)
+                               if self.certificate else {})
         achieved = self._committed_utility
         out["committed_utility"] = achieved
-        out["certified_ratio"] = out["dual_bound"] / achieved if achieved > 0 else None
+        if self.certificate:
+            out["certified_ratio"] = out["dual_bound"] / achieved if achieved > 0 else None
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor
