@@ -6,6 +6,7 @@ Bad input of any kind ends with one line on stderr and exit code 2, never a trac
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
@@ -16,6 +17,11 @@ from psched.errors import InputError
 __all__ = ["main"]
 
 log = logging.getLogger("psched")
+
+#: Modules adding commands: each has ``register(commands, trace_actions)`` taking the
+#: sub-parser collections of ``psched`` and ``psched trace``; handlers are set with
+#: ``set_defaults(func=...)``, take the parsed namespace and return the exit code.
+COMMAND_MODULES: tuple[str, ...] = ()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -111,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--out", metavar="FILE", required=True, help="trace file to write")
     sy.add_argument("--cluster-out", metavar="FILE", help="also write the scenario's cluster")
     sy.set_defaults(func=_cmd_trace_synth)
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub, tsub)
     return p
 
 
