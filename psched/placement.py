@@ -95,11 +95,11 @@ def room(free: np.ndarray, demand: np.ndarray, limit: int) -> np.ndarray:
 def _ratios(free: np.ndarray, demand: np.ndarray) -> np.ndarray | None:
     """Per server, the least ``free / demand`` over the resources demanded; None if none is."""
     used = demand > 0
-    if used.all():
-        return (free / demand).min(axis=1)
     if not used.any():
         return None
-    return (free[:, used] / demand[used]).min(axis=1)
+    ratio: np.ndarray = free / demand if used.all() else free[:, used] / demand[used]
+    least: np.ndarray = ratio.min(axis=1)
+    return least
 
 
 def deal(capacity: np.ndarray, count: int, start: int = 0) -> tuple[np.ndarray, int] | None:

@@ -4,6 +4,24 @@ A re-planning policy admits on arrival and re-decides, at each event (a slot in 
 something arrived or completed, ``View.event``), what every active job gets; between events
 it keeps the previous allocation, placement included. Subclasses write :meth:`replan`; the
 base keeps the allocation between events and the cluster facts every policy needs.
+
+A new re-planning policy is a subclass with a ``name``, registered, whose ``replan`` returns
+``{job_id: Alloc}`` for slot ``view.t`` (jobs left out get nothing until the next event)::
+
+    @register_policy("lifo")
+    class LifoPolicy(ReplanPolicy):
+        name = "lifo"
+
+        def replan(self, view):
+            free, cursor, plan = self.capacity.copy(), Cursor(), {}
+            for job_id, st in reversed(view.active.items()):
+                w, s = self.demands(st.job)
+                n = most_workers(free, self.pools, st.job, st.job.max_workers)
+                placed = place(free, self.pools, worker_demand=w, ps_demand=s, workers=n,
+                               ps=st.job.ps_needed(n), cursor=cursor)
+                if n and placed:
+                    plan[job_id], free, cursor = placed.alloc, placed.free, placed.cursor
+            return plan
 """
 
 from __future__ import annotations
