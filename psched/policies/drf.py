@@ -9,8 +9,9 @@ Between events the allocation, placement included, is kept.
 
 Choices the specification leaves open, made to keep the rival strong:
 
-* **Cap** of a job: ``min(N, ceil(remaining work))`` workers. More workers than the work left
-  in a slot finish nothing sooner and only take resources from the others.
+* **Cap** of a job: ``min(N, ceil(remaining work))`` workers (at least 1 while it is active).
+  More workers than the work left in a slot finish nothing sooner and only take resources from
+  the others.
 * **Dominant share**: a job's usage of each resource type over the total of that type in both
   pools together (``shares="combined"``, the specification's reading); ``"per_pool"`` treats
   the worker pool's and the PS pool's resources as distinct types instead.
@@ -182,7 +183,7 @@ class DrfPolicy(ReplanPolicy):
         w, s = self._arrays(jobs)
         ws, ss = _unit_shares(self.capacity, self.pools.worker, self.pools.ps, w, s, self.shares)
         ws_l, ss_l = ws.tolist(), ss.tolist()
-        cap = [0 if j.ps_needed(1) > 1 else min(j.max_workers, ceil_eps(st.remaining))
+        cap = [0 if j.ps_needed(1) > 1 else min(j.max_workers, max(1, ceil_eps(st.remaining)))
                for j, st in zip(jobs, statuses, strict=True)]
         fill = _Filling(self.capacity, self.pools, w, s)
         heap = [(0.0, i) for i in range(len(jobs)) if cap[i] > 0]
