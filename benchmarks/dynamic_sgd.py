@@ -7,6 +7,8 @@ budget, train
 * ``linear``  — 1 worker, then ``k`` workers at a switch point, learning rate jumps to ``k * eta``;
 * ``none``    — the same change, learning rate stays ``eta``;
 * ``dynamic`` — the same change, Dynamic SGD: the scale ramps from 1 to ``k`` over 8 steps;
+* ``dynamic-long`` — the same ramp over ``T = 1 / (1 - mu)`` steps (10 or 100), the time scale
+  of the momentum buffer (our addition, not in the paper);
 
 for momentum 0.9 and 0.99, jumps 1 -> 16 and 1 -> 32, on ``digits`` and ``digits-hard`` (numpy
 MLP), over several seeds; report the mean and spread of the final held-out accuracy and loss,
@@ -17,6 +19,16 @@ exactly one SGD step on the ``k * b`` batch averaged, so each step here draws ``
 batches of ``b`` from the training stream and takes one step on their union, in one process.
 The update uses the runtime's own :class:`ray_cluster.optim.MomentumSGD` (LR outside the
 buffer, PyTorch form) and :class:`ray_cluster.elastic.LRScaleSchedule`.
+
+Choice of learning rate and batch: per-worker batch ``b = 8``; ``eta = lr_eff * (1 - mu)`` so
+both momenta have the same effective step ``eta / (1 - mu) = lr_eff = 0.05`` at one worker and
+``0.05 k`` after the switch. An exploration on seed 0 (``lr_eff`` 0.02 .. 0.4) picked the regime
+where the comparison says something: at 0.05 keeping the LR (``none``) ends clearly below the
+fixed run (so scaling the LR matters at this budget) while the linearly scaled fixed run is
+still stable at ``k = 32``; at 0.1 - 0.2 ``none`` caught up with or beat every scaled run (see
+``results/dynamic_sgd_highlr.md``), at 0.4 the fixed ``mu = 0.9, k = 32`` run degraded. The
+switch comes after 20 % of the budget (12,000 of 60,000 samples on digits, about 11 passes;
+30,000 of 150,000 on digits-hard, about 3 of its 10,800 images each).
 
 Usage::
 
@@ -42,9 +54,15 @@ from ray_cluster.elastic import LRScaleSchedule
 from ray_cluster.optim import MomentumSGD, MomentumState
 from ray_cluster.workloads import MLP, Batch
 
-METHODS = ("fixed", "linear", "none", "dynamic")
-RAMP_STEPS = 8
-SPIKE_WINDOW = 40  # steps after the switch in which the held-out loss spike is measured
+METHODS = ("fixed", "linear", "none", "dynamic", "dynamic-long")
+ELASTIC = METHODS[1:]
+RAMP_STEPS = 8  # T of the paper for "dynamic"; "dynamic-long" uses T = 1 / (1 - mu)
+SPIKE_WINDOW = 40  # least steps after the switch in which the held-out loss spike is measured
+
+
+def spike_window(mu: float) -> int:
+    """Steps after the switch evaluated one by one: 40, or twice the momentum time scale."""
+    return max(SPIKE_WINDOW, 2 * round(1 / (1 - mu)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,9 +77,9 @@ class Task:
 
 
 TASKS = {
-    "digits": Task(dataset="digits", batch=8, budget=60_000, switch=12_000, lr_eff=0.2),
+    "digits": Task(dataset="digits", batch=8, budget=60_000, switch=12_000, lr_eff=0.05),
     "digits-hard": Task(dataset="digits-hard", batch=8, budget=150_000, switch=30_000,
-                        lr_eff=0.1),
+                        lr_eff=0.05),
 }
 N_EVALS = 100  # held-out evaluations over the budget, plus every step of the spike window
 
@@ -79,7 +97,8 @@ class Run:
 
 
 def advance(wl: MLP, opt: MomentumSGD, sched: LRScaleSchedule, run: Run, *, workers: int,
-            batch: int, until: int, stream: Iterator[Batch], t0: int, every: int) -> None:
+            batch: int, until: int, stream: Iterator[Batch], t0: int, every: int,
+            window: int) -> None:
     """Synchronous steps with ``workers`` workers of batch ``batch`` until ``until`` samples.
 
     One step draws ``workers`` per-worker batches and takes one step on their union (the
@@ -94,7 +113,7 @@ def advance(wl: MLP, opt: MomentumSGD, sched: LRScaleSchedule, run: Run, *, work
         run.params, run.state = opt.update(run.params, grad, run.state, lr_scale=lr_scale,
                                            buffer_factor=factor)
         before, run.seen = run.seen, run.seen + workers * batch
-        in_window = t0 >= 0 and run.state.step - t0 <= SPIKE_WINDOW
+        in_window = t0 >= 0 and run.state.step - t0 <= window
         if in_window or run.seen // every > before // every:
             ev = wl.evaluate(run.params)
             run.curve.append((run.seen, run.state.step, ev["loss"], ev["accuracy"]))
@@ -107,7 +126,7 @@ def run_cell(task: Task, mu: float, ks: Sequence[int], seed: int) -> list[dict[s
     (scale 1 under every rule) and for every ``k``: it is trained once and branched.
     """
     wl = MLP(dataset=task.dataset, hidden=64)
-    eta, every = task.lr_eff * (1.0 - mu), task.budget // N_EVALS
+    eta, every, window = task.lr_eff * (1.0 - mu), task.budget // N_EVALS, spike_window(mu)
     p0 = wl.init_params(seed)
     part = wl.partition(1, 0)
     rows: list[dict[str, Any]] = []
@@ -115,7 +134,7 @@ def run_cell(task: Task, mu: float, ks: Sequence[int], seed: int) -> list[dict[s
     def finish(method: str, k: int, run: Run, t0: int, wall: float) -> None:
         ev = wl.evaluate(run.params)
         pre = [c[2] for c in run.curve if c[1] <= t0]
-        post = [c[2] for c in run.curve if t0 < c[1] <= t0 + SPIKE_WINDOW]
+        post = [c[2] for c in run.curve if t0 < c[1] <= t0 + window]
         spike = max(post) - pre[-1] if t0 >= 0 and pre and post else float("nan")
         rows.append({"task": task.dataset, "momentum": mu, "k": k, "method": method,
                      "seed": seed, "accuracy": ev["accuracy"], "loss": ev["loss"],
@@ -128,26 +147,27 @@ def run_cell(task: Task, mu: float, ks: Sequence[int], seed: int) -> list[dict[s
     head = Run(params=p0, state=opt.init(p0.size), seen=0, curve=[])
     advance(wl, opt, LRScaleSchedule(rule="none"), head, workers=1, batch=task.batch,
             until=task.switch, stream=wl.batches(part, task.batch, np.random.default_rng(
-                [seed, 1])), t0=-1, every=every)
+                [seed, 1])), t0=-1, every=every, window=window)
     head_wall = time.perf_counter() - tic
     for k in ks:
-        for method in ("linear", "none", "dynamic"):
+        for method in ELASTIC:
             tic = time.perf_counter()
-            sched = LRScaleSchedule(rule=method, ramp_steps=RAMP_STEPS)
+            ramp = round(1 / (1 - mu)) if method == "dynamic-long" else RAMP_STEPS
+            sched = LRScaleSchedule(rule=method.removesuffix("-long"), ramp_steps=ramp)
             t0 = head.state.step
             sched.on_resize(1, k, t0)
             run = Run(params=head.params, state=head.state, seen=head.seen,
                       curve=list(head.curve))
             advance(wl, opt, sched, run, workers=k, batch=task.batch, until=task.budget,
                     stream=wl.batches(part, task.batch, np.random.default_rng([seed, 2])),
-                    t0=t0, every=every)
+                    t0=t0, every=every, window=window)
             finish(method, k, run, t0, head_wall + time.perf_counter() - tic)
         tic = time.perf_counter()
         fixed_opt = MomentumSGD(lr=eta * k, momentum=mu)
         run = Run(params=p0, state=fixed_opt.init(p0.size), seen=0, curve=[])
         advance(wl, fixed_opt, LRScaleSchedule(rule="none"), run, workers=k, batch=task.batch,
                 until=task.budget, stream=wl.batches(part, task.batch, np.random.default_rng(
-                    [seed, 3])), t0=-1, every=every)
+                    [seed, 3])), t0=-1, every=every, window=window)
         finish("fixed", k, run, -1, time.perf_counter() - tic)
     return rows
 
@@ -155,20 +175,21 @@ def run_cell(task: Task, mu: float, ks: Sequence[int], seed: int) -> list[dict[s
 def summarize(rows: list[dict[str, Any]]) -> str:
     """Markdown table: mean ± std over seeds of final accuracy (%), loss, and switch spike."""
     out = ["| task | μ | jump | fixed acc % | linear acc % | none acc % | dynamic acc % | "
-           "dynamic − fixed (pts) | spike linear | spike dynamic |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "dynamic-long acc % | dynamic − fixed (pts) | spike linear | spike dynamic | "
+           "spike dynamic-long |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     keys = sorted({(r["task"], r["momentum"], r["k"]) for r in rows})
     for task, mu, k in keys:
         cell = {m: [r for r in rows if (r["task"], r["momentum"], r["k"], r["method"])
                     == (task, mu, k, m)] for m in METHODS}
         acc = {m: 100 * np.array([r["accuracy"] for r in cell[m]]) for m in METHODS}
-        spk = {m: np.array([r["spike"] for r in cell[m]]) for m in ("linear", "dynamic")}
+        spk = {m: np.array([r["spike"] for r in cell[m]]) for m in ELASTIC if m != "none"}
         gap = acc["dynamic"].mean() - acc["fixed"].mean()
         out.append(f"| {task} | {mu} | 1→{k} | "
                    + " | ".join(f"{acc[m].mean():.1f} ± {acc[m].std():.1f}" for m in METHODS)
                    + f" | {gap:+.1f} | "
                    + " | ".join(f"{spk[m].mean():.2f} ± {spk[m].std():.2f}"
-                                for m in ("linear", "dynamic")) + " |")
+                                for m in ELASTIC if m != "none") + " |")
     return "\n".join(out)
 
 
@@ -183,7 +204,8 @@ def plot(rows: list[dict[str, Any]], task: Task, path: Path) -> None:
     ks = sorted({r["k"] for r in rows if r["task"] == task.dataset})
     fig, axes = plt.subplots(2 * len(mus), len(ks), figsize=(5 * len(ks), 3.4 * 2 * len(mus)),
                              squeeze=False)
-    colors = {"fixed": "k", "linear": "tab:red", "none": "tab:gray", "dynamic": "tab:blue"}
+    colors = {"fixed": "k", "linear": "tab:red", "none": "tab:gray", "dynamic": "tab:blue",
+              "dynamic-long": "tab:green"}
     for i, mu in enumerate(mus):
         for j, k in enumerate(ks):
             full, zoom = axes[2 * i][j], axes[2 * i + 1][j]
@@ -196,7 +218,7 @@ def plot(rows: list[dict[str, Any]], task: Task, path: Path) -> None:
                 full.plot(xs, curves.mean(axis=0), color=colors[m], label=m, lw=1.2)
                 if m != "fixed":
                     t0 = steps[xs <= task.switch].max() if (xs <= task.switch).any() else 0
-                    sel = (steps >= t0 - 5) & (steps <= t0 + SPIKE_WINDOW)
+                    sel = (steps >= t0 - 5) & (steps <= t0 + spike_window(mu))
                     zoom.plot(steps[sel] - t0, curves.mean(axis=0)[sel], color=colors[m],
                               label=m, marker=".", lw=1)
             full.axvline(task.switch, color="0.7", ls=":")
@@ -218,25 +240,32 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true", help="smoke run: digits, μ=0.9, 1→16")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    ap.add_argument("--lr-eff", type=float, default=None,
+                    help="override lr_eff = eta / (1 - mu) of every task")
+    ap.add_argument("--tag", default="", help="suffix of the output files")
     args = ap.parse_args(argv)
     tasks, mus, ks, seeds = dict(TASKS), [0.9, 0.99], [16, 32], range(args.seeds)
     if args.quick:  # a third of the digits budget, one momentum, one jump, two seeds
         t = TASKS["digits"]
         tasks = {"digits": dataclasses.replace(t, budget=t.budget // 3, switch=t.switch // 3)}
         mus, ks, seeds = [0.9], [16], range(min(args.seeds, 2))
+    if args.lr_eff is not None:
+        tasks = {n: dataclasses.replace(t, lr_eff=args.lr_eff) for n, t in tasks.items()}
     print("SIMULATED synchronous data-parallel SGD: k workers of batch b = one step on the "
           "k*b batch, in one process; optimizer and LR schedule are ray_cluster.optim / "
           "ray_cluster.elastic (LR outside the buffer).")
     for name, t in tasks.items():
         print(f"  {name}: b={t.batch}, budget={t.budget} samples, switch at {t.switch}, "
-              f"eta = {t.lr_eff} * (1 - mu), ramp T={RAMP_STEPS}")
+              f"eta = {t.lr_eff} * (1 - mu), ramp T={RAMP_STEPS} (dynamic-long: T=1/(1-mu))")
     tic = time.perf_counter()
     rows: list[dict[str, Any]] = []
     for name, mu, seed in itertools.product(tasks, mus, seeds):
         rows += run_cell(tasks[name], mu, ks, seed)
+        print(f"  done {name} mu={mu} seed={seed} ({time.perf_counter() - tic:.0f} s)",
+              flush=True)
     wall = time.perf_counter() - tic
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = "dynamic_sgd_quick" if args.quick else "dynamic_sgd"
+    stem = ("dynamic_sgd_quick" if args.quick else "dynamic_sgd") + args.tag
     fields = ["task", "momentum", "k", "method", "seed", "accuracy", "loss", "spike", "steps",
               "wall_s"]
     with open(args.out / f"{stem}.csv", "w", newline="") as fh:
