@@ -22,7 +22,8 @@ once into the object store and read by the shard as a zero-copy read-only view; 
 is copied once into the store (the shard keeps mutating its own array) and read zero-copy by the
 worker, which concatenates the slices into its parameter buffer in place. Nothing else is
 copied. Task ordering between one caller and one actor is FIFO, so a worker's pull after its
-own push sees that push applied.
+own push sees that push applied; in async mode push and pull are one call
+(:meth:`PSShard.push_pull`), one round trip per shard per step.
 """
 
 from __future__ import annotations
@@ -135,6 +136,10 @@ class PSShard:
         self.batches += 1
         return self.batches
 
+    def push_pull(self, grad: np.ndarray) -> tuple[int, np.ndarray]:
+        """Async mode, one round trip: :meth:`push`, then the updated slice."""
+        return self.push(grad), self.params
+
     def accumulate(self, grad: np.ndarray) -> None:
         """Sync mode: add one worker's gradient slice to this step's sum."""
         if self.acc is None:
@@ -143,15 +148,15 @@ class PSShard:
             self.acc += grad
         self.acc_count += 1
 
-    def apply(self) -> int:
-        """Sync mode: one update with the mean accumulated gradient; mini-batches applied."""
+    def apply(self) -> tuple[int, int]:
+        """Sync mode: one update with the mean accumulated gradient; returns the counters."""
         if self.acc_count:
             assert self.acc is not None
             self.acc /= self.acc_count
             self._update(self.acc)
             self.batches += self.acc_count
         self.acc, self.acc_count = None, 0
-        return self.batches
+        return self.counters()
 
     def discard(self) -> None:
         """Sync mode: drop a step whose workers did not all push (one of them died)."""
@@ -220,7 +225,7 @@ class Worker:
         b = self.bounds
         return [grad[b[i]:b[i + 1]] for i in range(len(self.shards))]
 
-    def train(self, deadline: float, stop_at: int, pull_first: bool = True) -> dict[str, float]:
+    def train(self, deadline: float, stop_at: int) -> dict[str, float]:
         """Async mode: steps until wall time ``deadline`` or ``stop_at`` mini-batches applied.
 
         Returns this call's ``batches``, summed ``loss``, and ``seconds`` (wall time of the
@@ -231,16 +236,14 @@ class Worker:
         params = self._pull()
         while True:
             loss, grad = self.workload.gradient(params, self._next_batch())
-            pushes = [s.push.remote(g) for s, g in zip(self.shards, self._slices(grad),
-                                                       strict=True)]
-            pulls = [s.pull.remote() for s in self.shards]  # FIFO: after our own push
-            out = ray.get(pushes + pulls)
-            applied = int(out[0])
+            out = ray.get([s.push_pull.remote(g) for s, g in zip(self.shards, self._slices(grad),
+                                                                 strict=True)])
+            applied = int(out[0][0])
             n += 1
             loss_sum += float(loss)
             if time.time() >= deadline or applied >= stop_at:
                 break
-            params = self._assemble(out[len(pushes):])
+            params = self._assemble([p for _, p in out])
         return {"batches": n, "loss": loss_sum, "seconds": time.perf_counter() - t0,
                 "applied": applied}
 

@@ -81,6 +81,7 @@ class RuntimeConfig:
     checkpoint_every_s: float | None = None  #: also checkpoint this often within a slot
     keep_checkpoints: int = 2  #: committed versions kept per job
     evaluate: bool = True  #: held-out loss and accuracy at each slot end
+    start_timeout_s: float = 120.0  #: most seconds to wait for actors at a slot boundary
     seed: int = 0  #: parameter initialisation and batch order
 
     def __post_init__(self) -> None:
@@ -254,6 +255,20 @@ class JobRuntime:
         """Object references the owner must wait on; pass each ready one to :meth:`handle`."""
         return list(self._pending)
 
+    def progress(self) -> dict[str, Any]:
+        """Per-job figures: samples trained, the history of losses and held-out accuracy,
+        the measured time per mini-batch, resizes, failures and rollbacks."""
+        return {
+            "job_id": self.job.job_id,
+            "batches": self.batches,
+            "samples": self.batches * self.config.batch_size,
+            "budget_batches": self.job.budget,
+            "seconds_per_batch": self.seconds_per_batch(),
+            "history": list(self.history),
+            "events": list(self.events),
+            "rollbacks": list(self.rollbacks),
+        }
+
     def seconds_per_batch(self) -> float | None:
         """Measured wall time of one mini-batch on one worker (pull, gradient, push)."""
         s = self.stats
@@ -303,6 +318,11 @@ class JobRuntime:
         for kind, srv, actor in fresh:
             self._spares[kind].append((srv, actor))
 
+    def _wait(self, refs: list[Any]) -> list[Any]:
+        """``ray.get`` with the start-up timeout: actors that cannot be placed fail the slot
+        (``GetTimeoutError``) instead of hanging it."""
+        return list(ray.get(refs, timeout=self.config.start_timeout_s))
+
     def _kill(self, actors: Sequence[Any]) -> None:
         for a in actors:
             ray.kill(a, no_restart=True)
@@ -347,7 +367,7 @@ class JobRuntime:
                 for w in (self.workers if shards_changed else new)]
         if count_changed:
             refs += self._assign_partitions(range(len(self.workers)))
-        ray.get(refs)
+        self._wait(refs)
         n = len(self.workers)
         if n and self._lr_workers and n != self._lr_workers:
             ray.get([s.on_resize.remote(self._lr_workers, n) for s in self.shards])
@@ -374,16 +394,16 @@ class JobRuntime:
             piece = ray.put({"lo": 0, "hi": self.n_params, "params": init,
                              "buffer": np.zeros_like(init)})
             sched = LRScaleSchedule(self.config.lr_rule, self.config.ramp_steps).to_dict()
-            ray.get([s.load.remote(lo, hi, 0, 0, sched, piece)
-                     for s, (lo, hi) in zip(self.shards, self.bounds, strict=True)])
+            self._wait([s.load.remote(lo, hi, 0, 0, sched, piece)
+                        for s, (lo, hi) in zip(self.shards, self.bounds, strict=True)])
             self.step = self.batches = 0
             self._lr_workers = 0
             self.checkpoint()
             return
         folder = str(self.store.path(meta.version))
         sched = dict(meta.extra["schedule"])
-        ray.get([s.restore.remote(folder, lo, hi, meta.step, meta.batches, sched)
-                 for s, (lo, hi) in zip(self.shards, self.bounds, strict=True)])
+        self._wait([s.restore.remote(folder, lo, hi, meta.step, meta.batches, sched)
+                    for s, (lo, hi) in zip(self.shards, self.bounds, strict=True)])
         self.step, self.batches, self.version = meta.step, meta.batches, meta.version
         self._lr_workers = int(meta.extra.get("lr_workers", 0))
         self._generation = int(meta.extra.get("generation", 0))
@@ -404,7 +424,7 @@ class JobRuntime:
             pieces = [e for e, (a, b) in zip(exports, old_bounds, strict=True)
                       if a < hi and lo < b]
             loads.append(actor.load.remote(lo, hi, step, batches, sched, *pieces))
-        ray.get(loads)
+        self._wait(loads)
         self._kill([s for i, s in enumerate(old) if i not in keep])
         self.shards = targets
 
@@ -510,8 +530,12 @@ class JobRuntime:
             self._recover()
             return
         if self.config.mode == "sync":
-            ray.get([s.apply.remote() for s in self.shards])
-        self.step, self.batches = self.counters()
+            got = set(ray.get([s.apply.remote() for s in self.shards]))
+            if len(got) != 1:
+                raise RuntimeError(f"shards of {self.job.job_id} disagree: {sorted(got)}")
+            self.step, self.batches = got.pop()
+        else:
+            self.step, self.batches = self.counters()
 
     def _recover(self) -> None:
         failed, self._failed = set(self._failed), []

@@ -87,7 +87,6 @@ def test_placement_follows_plan_on_fake_gpu_nodes(ray_session, tmp_path):
     plans = [Alloc.of({g0: 1}, {head: 1}), Alloc.of({g1: 1}, {head: 1}), None,
              Alloc.of({g0: 1, g1: 1}, {head: 2})]
     node = ray_session.node_ids
-    done = 0.0
     try:
         batches = 0
         for t, alloc in enumerate(plans):
@@ -108,8 +107,7 @@ def test_placement_follows_plan_on_fake_gpu_nodes(ray_session, tmp_path):
             assert all(len(gpus) == 1 for _, gpus in where_w)  # one fake GPU each
             assert {n for n, _ in where_p} == {node[HEAD_SERVER]}
             assert len(where_p) == alloc.n_ps
-            done += report.progress.get("placed", 0.0)
-        assert done >= 0.0  # training time left after cold actor start-up varies; the loop
-        # test above checks progress, this one placement
+        # training time left after cold actor start-up varies with the machine's load: the
+        # loop test above checks progress, this one placement
     finally:
         executor.close()

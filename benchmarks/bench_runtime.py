@@ -1,0 +1,249 @@
+"""Runtime figures of the Ray parameter server (``ray_cluster``), printed as markdown.
+
+Three measurements, each against a baseline measured in the same run:
+
+1. **Gradient exchange** at parameter sizes 4 MB .. 400 MB: one worker, one shard, a gradient
+   that costs nothing to compute, so a step is pull + push + the momentum update. Throughput
+   is ``2 x size / step time`` (a step moves the parameters one way and the gradient the
+   other), compared with a raw Ray round trip of the same bytes (an actor method that takes an
+   array of that size and returns one: no optimizer, no slicing, no concatenation).
+2. **Slot-boundary latency**: from the ``resize`` call at a slot boundary until every worker of
+   the new size has applied a push; for adding workers (1 -> 4) and for re-sharding the PS
+   (1 -> 2 shards), cold (new actors) and with actors pre-started during the previous slot.
+3. **Iterations per second** of the MLP on digits: the runtime (1 and 2 workers, async and
+   sync) against a single-process numpy loop of the same model and optimizer.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_runtime.py [--sizes-mb 4 40 400] [--reps 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+import ray
+
+from ray_cluster.optim import MomentumSGD
+from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob
+from ray_cluster.workloads import Batch, Partition, get_workload
+
+FAR = 600.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class FreeGradient:
+    """A workload of ``n_params`` parameters whose gradient costs nothing (a fixed vector)."""
+
+    name: ClassVar[str] = "free-gradient"
+    n_params: int  #: parameters (float32)
+
+    def init_params(self, seed: int) -> np.ndarray:
+        return np.zeros(self.n_params, dtype=np.float32)
+
+    def partition(self, n_partitions: int, index: int) -> Partition:
+        return Partition(index=index, n_partitions=n_partitions, rows=np.zeros(1, np.int64))
+
+    def batches(self, part: Partition, batch_size: int,
+                rng: np.random.Generator) -> Iterator[Batch]:
+        batch = Batch(x=np.zeros((1, 1)), y=np.zeros(1, np.int64))
+        while True:
+            yield batch
+
+    def gradient(self, params: np.ndarray, batch: Batch) -> tuple[float, np.ndarray]:
+        return 0.0, _grad(self.n_params)
+
+    def evaluate(self, params: np.ndarray) -> dict[str, float]:
+        return {}
+
+
+_GRAD: dict[int, np.ndarray] = {}
+
+
+def _grad(n: int) -> np.ndarray:
+    if n not in _GRAD:
+        _GRAD[n] = np.full(n, 1e-3, dtype=np.float32)
+    return _GRAD[n]
+
+
+@ray.remote(num_cpus=0)
+class Echo:
+    """Raw Ray transfer: take an array, return a (preallocated) array of the same size."""
+
+    def __init__(self, n: int) -> None:
+        self.out = np.zeros(n, dtype=np.float32)
+
+    def echo(self, x: np.ndarray) -> np.ndarray:
+        return self.out
+
+
+def _job(job_id: str, workload: Any, partitions: int = 8, budget: int = 10**9) -> TrainingJob:
+    return TrainingJob(job_id=job_id, workload=workload, n_partitions=partitions,
+                       minibatches=budget // partitions, epochs=1)
+
+
+def _config(ckpt: str, **kw: Any) -> RuntimeConfig:
+    return RuntimeConfig(checkpoint_dir=ckpt, evaluate=False, **kw)
+
+
+def bench_exchange(sizes_mb: list[float], ckpt: str) -> list[dict[str, float]]:
+    rows = []
+    for mb in sizes_mb:
+        n = int(mb * 2**20 / 4)
+        steps = max(3, int(120 / mb))
+        echo = Echo.remote(n)
+        x = np.ones(n, dtype=np.float32)
+        ray.get(echo.echo.remote(x))  # warm
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            y = ray.get(echo.echo.remote(x))
+            del y
+        raw_s = (time.perf_counter() - t0) / steps
+        ray.kill(echo)
+        rt = JobRuntime(_job(f"xchg{mb:g}", FreeGradient(n_params=n)),
+                        _config(ckpt, mode="async", lr=0.01))
+        try:
+            rt.resize([None], [None])
+            rt.run_until(time.time() + FAR, until_batches=1)  # warm
+            rt.record()
+            rt.run_until(time.time() + FAR, until_batches=1 + steps)
+            step_s = rt.stats.seconds / rt.stats.batches
+        finally:
+            rt.close()
+        rows.append({"mb": mb, "raw_s": raw_s, "step_s": step_s,
+                     "raw_mbps": 2 * mb / raw_s, "xchg_mbps": 2 * mb / step_s})
+        print(f"  exchange {mb:g} MB: raw {raw_s * 1e3:.1f} ms, step {step_s * 1e3:.1f} ms",
+              file=sys.stderr)
+    return rows
+
+
+def _boundary(rt: JobRuntime, workers: int, shards: int) -> float:
+    """Seconds from the resize call until every new worker has applied a push."""
+    t0 = time.perf_counter()
+    rt.resize([None] * workers, [None] * shards)
+    rt.run_until(time.time() + FAR, until_batches=rt.batches + workers)
+    return time.perf_counter() - t0
+
+
+def bench_boundary(reps: int, ckpt: str, big_mb: float) -> list[dict[str, Any]]:
+    rows = []
+    cases = [("add workers 1 -> 4 (digits MLP)", "mlp", 4, 1, 1, 1),
+             ("re-shard PS 1 -> 2 (digits MLP)", "mlp", 1, 2, 1, 1),
+             (f"re-shard PS 1 -> 2 ({big_mb:g} MB params)", "big", 1, 2, 1, 1)]
+    for label, wl_name, w_new, ps_new, w_old, ps_old in cases:
+        wl = (get_workload("mlp", {"hidden": 64}) if wl_name == "mlp"
+              else FreeGradient(n_params=int(big_mb * 2**20 / 4)))
+        for warm in (False, True):
+            rt = JobRuntime(_job(f"b{len(rows)}", wl), _config(ckpt, mode="async", lr=0.01))
+            times = []
+            try:
+                rt.resize([None] * w_old, [None] * ps_old)
+                rt.run_until(time.time() + FAR, until_batches=rt.batches + 1)
+                for _ in range(reps):
+                    if warm:  # during the previous slot: start the actors the plan will add
+                        rt.prestart(workers=[None] * (w_new - w_old),
+                                    ps=[None] * (ps_new - ps_old))
+                    times.append(_boundary(rt, w_new, ps_new))
+                    _boundary(rt, w_old, ps_old)  # back (shrinking: not measured)
+            finally:
+                rt.close()
+            rows.append({"case": label, "warm": warm, "median_s": statistics.median(times),
+                         "max_s": max(times), "reps": reps})
+            print(f"  {label} {'warm' if warm else 'cold'}: {times}", file=sys.stderr)
+    return rows
+
+
+def bench_iterations(ckpt: str, seconds: float) -> list[dict[str, Any]]:
+    wl = get_workload("mlp", {"hidden": 64})
+    opt = MomentumSGD(lr=0.05, momentum=0.9)
+    params, state = wl.init_params(0), opt.init(wl.init_params(0).size)
+    stream = wl.batches(wl.partition(1, 0), 32, np.random.default_rng(0))
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        _, g = wl.gradient(params, next(stream))
+        params, state = opt.update(params, g, state)
+        n += 1
+    base = n / (time.perf_counter() - t0)
+    rows: list[dict[str, Any]] = [{"setup": "single-process numpy loop", "its": base}]
+    for mode, workers in (("async", 1), ("async", 2), ("sync", 1), ("sync", 2)):
+        rt = JobRuntime(_job(f"it-{mode}{workers}", wl), _config(ckpt, mode=mode, lr=0.05))
+        try:
+            rt.resize([None] * workers, [None])
+            rt.run_until(time.time() + FAR, until_batches=workers)
+            b0, t0 = rt.batches, time.perf_counter()
+            rt.run_until(time.time() + seconds)
+            its = (rt.batches - b0) / (time.perf_counter() - t0)
+        finally:
+            rt.close()
+        rows.append({"setup": f"runtime {mode}, {workers} worker(s), 1 shard", "its": its})
+    for r in rows:
+        r["ratio"] = r["its"] / base
+    return rows
+
+
+def markdown(xchg: list[dict[str, float]], bound: list[dict[str, Any]],
+             its: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    out = ["## Ray parameter-server runtime (`benchmarks/bench_runtime.py`)", "",
+           f"Command: `.venv/bin/python benchmarks/bench_runtime.py --sizes-mb "
+           f"{' '.join(f'{s:g}' for s in args.sizes_mb)} --reps {args.reps}` "
+           f"(embedded Ray, {os.cpu_count()} cores).", "",
+           "### Gradient exchange (1 worker, 1 shard, free gradient) vs raw Ray round trip", "",
+           "| params | raw round trip | runtime step | raw MB/s | exchange MB/s | fraction |",
+           "|---:|---:|---:|---:|---:|---:|"]
+    for r in xchg:
+        out.append(f"| {r['mb']:g} MB | {r['raw_s'] * 1e3:.1f} ms | {r['step_s'] * 1e3:.1f} ms"
+                   f" | {r['raw_mbps']:.0f} | {r['xchg_mbps']:.0f} | "
+                   f"{r['xchg_mbps'] / r['raw_mbps']:.0%} |")
+    out += ["", "### Slot boundary to training at the new size (median of "
+            f"{args.reps})", "", "| change | actors | median | max |", "|---|---|---:|---:|"]
+    for r in bound:
+        out.append(f"| {r['case']} | {'pre-started' if r['warm'] else 'cold'} | "
+                   f"{r['median_s']:.2f} s | {r['max_s']:.2f} s |")
+    out += ["", "### Iterations per second, MLP (64 hidden) on digits, batch 32", "",
+            "| setup | it/s | vs numpy loop |", "|---|---:|---:|"]
+    for r in its:
+        out.append(f"| {r['setup']} | {r['its']:.0f} | {r['ratio']:.2f}x |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes-mb", type=float, nargs="+", default=[4, 40, 400])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--big-mb", type=float, default=40.0, help="params of the big re-shard")
+    ap.add_argument("--its-seconds", type=float, default=3.0)
+    ap.add_argument("--out", help="also write the markdown here")
+    args = ap.parse_args(argv)
+    store = int(max(args.sizes_mb) * 2**20 * 6 + 512 * 2**20)
+    ray.init(num_cpus=2, object_store_memory=store, include_dashboard=False,
+             log_to_driver=False)
+    with tempfile.TemporaryDirectory(prefix="bench-runtime-") as ckpt:
+        try:
+            xchg = bench_exchange(args.sizes_mb, ckpt)
+            bound = bench_boundary(args.reps, ckpt, args.big_mb)
+            its = bench_iterations(ckpt, args.its_seconds)
+        finally:
+            ray.shutdown()
+    text = markdown(xchg, bound, its, args)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
