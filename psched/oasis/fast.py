@@ -26,7 +26,7 @@ recursion, usually far less after pruning.
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
+from numpy.lib.stride_tricks import as_strided
 
 from psched.oasis.ledger import JobInputs
 from psched.oasis.schedule import Best, beats, slot_costs
@@ -47,7 +47,8 @@ def minplus_step(h: np.ndarray, c: np.ndarray, hi: int) -> tuple[np.ndarray, np.
     """
     k = c.shape[0] - 1
     hp = np.concatenate((np.full(k, np.inf), h[: hi + 1]))
-    m = sliding_window_view(hp, k + 1) + c[::-1]
+    step = hp.strides[0]
+    m = as_strided(hp, shape=(hi + 1, k + 1), strides=(step, step), writeable=False) + c[::-1]
     low = m.min(axis=1)
     j = (m <= (low + ARG_RTOL * low)[:, None]).argmax(axis=1)
     new = m[np.arange(hi + 1), j]

@@ -21,9 +21,11 @@ from psched.oasis.ledger import JobInputs, PoolInputs
 __all__ = [
     "TIE_RTOL",
     "Best",
+    "PlacementTables",
     "beats",
     "greedy_costs",
     "place",
+    "placement_tables",
     "schedule_allocs",
     "schedule_cost",
     "slot_costs",
@@ -104,15 +106,30 @@ def greedy_costs(unit: np.ndarray, caps: np.ndarray, n_max: int) -> np.ndarray:
     return out
 
 
-def slot_costs(inp: JobInputs) -> np.ndarray:
+@dataclass(frozen=True, kw_only=True)
+class PlacementTables:
+    """Unit prices and container capacities of both pools over a job's window."""
+
+    unit: tuple[np.ndarray, np.ndarray]  #: (Tw, H) and (Tw, K) unit prices
+    caps: tuple[np.ndarray, np.ndarray]  #: (Tw, H) and (Tw, K) containers that fit
+
+
+def placement_tables(inp: JobInputs) -> PlacementTables:
+    """Unit prices and capacities per slot and server, workers then PS. O(Tw (H + K) R)."""
+    return PlacementTables(
+        unit=(unit_prices(inp.workers), unit_prices(inp.ps)),
+        caps=(unit_caps(inp.workers, inp.job.max_workers),
+              unit_caps(inp.ps, int(inp.ps_needed[-1]))))
+
+
+def slot_costs(inp: JobInputs, tables: PlacementTables | None = None) -> np.ndarray:
     """Cost of ``n = 0..N`` workers (and their PS) in every window slot, (Tw, N+1).
 
     Complexity O(Tw (H + K) R + Tw N log(H + K)).
     """
-    n_max = inp.job.max_workers
-    p_max = int(inp.ps_needed[-1])
-    wc = greedy_costs(unit_prices(inp.workers), unit_caps(inp.workers, n_max), n_max)
-    pc = greedy_costs(unit_prices(inp.ps), unit_caps(inp.ps, p_max), p_max)
+    tab = tables or placement_tables(inp)
+    wc = greedy_costs(tab.unit[0], tab.caps[0], inp.job.max_workers)
+    pc = greedy_costs(tab.unit[1], tab.caps[1], int(inp.ps_needed[-1]))
     return np.asarray(wc + pc[:, inp.ps_needed])
 
 
@@ -135,19 +152,17 @@ def place(unit: np.ndarray, caps: np.ndarray, n: int) -> list[tuple[int, int]]:
     return out
 
 
-def schedule_allocs(inp: JobInputs, counts: np.ndarray) -> dict[int, Alloc]:
+def schedule_allocs(inp: JobInputs, counts: np.ndarray,
+                    tables: PlacementTables | None = None) -> dict[int, Alloc]:
     """The allocation per absolute slot for ``counts`` workers per window slot (sparse)."""
-    n_max = inp.job.max_workers
+    tab = tables or placement_tables(inp)
     out: dict[int, Alloc] = {}
     for i in np.nonzero(counts)[0]:
         n = int(counts[i])
         allocs = []
-        for pool, k in ((inp.workers, n), (inp.ps, int(inp.ps_needed[n]))):
-            unit = pool.price[i] @ pool.norm
-            caps = unit_caps(PoolInputs(servers=pool.servers, price=pool.price[i:i + 1],
-                                        resid=pool.resid[i:i + 1], demand=pool.demand,
-                                        norm=pool.norm), max(n_max, k))[0]
-            allocs.append({int(pool.servers[h]): c for h, c in place(unit, caps, k)})
+        for p, pool, k in ((0, inp.workers, n), (1, inp.ps, int(inp.ps_needed[n]))):
+            pairs = place(tab.unit[p][i], tab.caps[p][i], k)
+            allocs.append({int(pool.servers[h]): c for h, c in pairs})
         out[inp.start + int(i)] = Alloc.of(allocs[0], allocs[1])
     return out
 

@@ -29,7 +29,7 @@ from psched.oasis.dual import dual_objective, unscale
 from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import Ledger
 from psched.oasis.literal import solve_literal
-from psched.oasis.schedule import schedule_allocs
+from psched.oasis.schedule import placement_tables, schedule_allocs, slot_costs
 from psched.policies.base import RunContext, View, register_policy
 from psched.prices import PriceParams, fixed_params, params_from_jobs
 
@@ -119,11 +119,15 @@ class OasisPolicy:
             self._decided.append((job, 0.0))
             return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0)
         inp = ledger.inputs(job)
-        best = self._solve(inp, 0.0)
+        tables = placement_tables(inp)
+        if self._solve is solve_fast:
+            best = solve_fast(inp, 0.0, costs=slot_costs(inp, tables))
+        else:
+            best = self._solve(inp, 0.0)
         if best.counts is None:
             self._decided.append((job, 0.0))
             return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0)
-        schedule = schedule_allocs(inp, best.counts)
+        schedule = schedule_allocs(inp, best.counts, tables)
         ledger.commit(job, schedule)
         self._schedules[job.job_id] = schedule
         self._decided.append((job, best.payoff))
