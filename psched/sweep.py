@@ -1,0 +1,268 @@
+"""Sweeps: policies x seeds x load factors x cluster sizes, one cell per Ray task.
+
+A cell loads the trace (mapping seed = the cell's seed), scales arrival times by ``1 / load``
+(load 2 = jobs arrive twice as densely), sizes the cluster as ``scale`` times the default
+cluster of the unscaled trace (so every load runs on the same servers), and simulates one
+policy. Each finished cell is written at once to ``OUT/cells/<key>.json`` (atomically); a rerun
+with the same sweep skips the cells already there (resumable), and ``OUT/results.csv`` plus
+``OUT/sweep_utility.png`` are rebuilt from all cells at the end.
+
+Ray: an embedded local Ray by default (started here, stopped at the end), an existing cluster
+with ``address``, or the Ray this process is already connected to. ``parallel=False`` runs the
+cells one after another in this process (the baseline of the speed-up figure).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+from psched.errors import InputError
+from psched.traces.native import atomic_write_text
+
+__all__ = ["RESULT_COLUMNS", "SweepCell", "SweepSpec", "cells_of", "run_cell", "run_sweep"]
+
+log = logging.getLogger(__name__)
+
+#: Columns of ``results.csv``, in order.
+RESULT_COLUMNS: tuple[str, ...] = (
+    "policy", "seed", "load", "scale", "jobs", "horizon", "worker_servers", "total_utility",
+    "admitted", "rejected", "completed", "unfinished", "jct_mean", "gpu_util", "wall_s",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepSpec:
+    """What a sweep covers."""
+
+    trace: tuple[str, ...]  #: trace file(s) (a folder or two files for Alibaba)
+    fmt: str = "auto"  #: trace format
+    jobs: int | None = None  #: keep the first N jobs by arrival
+    slot_seconds: float = 3600.0  #: slot length, seconds
+    policies: tuple[str, ...] = ("fifo", "drf", "oasis")  #: policy names
+    seeds: tuple[int, ...] = (0,)  #: seeds (mapping draws and policies)
+    loads: tuple[float, ...] = (1.0,)  #: load factors: arrival offsets divided by these
+    scales: tuple[float, ...] = (1.0,)  #: cluster sizes, times the default cluster
+    max_window: int | None = None  #: cap on a job's window, slots
+    check: bool = True  #: run the independent plan checker
+
+    def digest(self) -> str:
+        """A short hash of the spec (a results folder holds one sweep)."""
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepCell:
+    """One simulation of a sweep."""
+
+    policy: str  #: policy name
+    seed: int  #: seed
+    load: float  #: load factor
+    scale: float  #: cluster scale
+
+    @property
+    def key(self) -> str:
+        """File-name-safe identity of the cell."""
+        return f"{self.policy}_s{self.seed}_l{self.load:g}_c{self.scale:g}"
+
+
+def cells_of(spec: SweepSpec) -> list[SweepCell]:
+    """Every cell of ``spec``, in a fixed order. O(product of the axes)."""
+    return [SweepCell(policy=p, seed=s, load=ld, scale=c)
+            for c, ld, s, p in product(spec.scales, spec.loads, spec.seeds, spec.policies)]
+
+
+def _check(spec: SweepSpec) -> None:
+    from psched.policies.base import available_policies
+
+    known = available_policies()
+    for p in spec.policies:
+        if p not in known:
+            raise InputError(f"unknown policy {p!r}; available: {', '.join(known)}",
+                             path="--policies", field="policies")
+    for name, values in (("loads", spec.loads), ("scales", spec.scales)):
+        if not values or any(not (math.isfinite(v) and v > 0) for v in values):
+            raise InputError(f"must be positive numbers, got {values!r}", path=f"--{name}",
+                             field=name)
+    if not spec.seeds or not spec.policies:
+        raise InputError("a sweep needs at least one seed and one policy", field="sweep")
+
+
+def run_cell(spec: SweepSpec, cell: SweepCell) -> dict[str, Any]:
+    """Simulate one cell; return its ``results.csv`` row. Pure: the same cell, the same row
+    (except ``wall_s``). O(one simulation)."""
+    from psched.clusters import default_cluster_for_trace
+    from psched.horizon import trace_horizon
+    from psched.metrics import summarize
+    from psched.model import Cluster, Pool
+    from psched.policies.base import make_policy
+    from psched.simulator import simulate
+    from psched.traces.detect import load_any, scale_arrivals
+
+    t0 = time.perf_counter()
+    paths = spec.trace[0] if len(spec.trace) == 1 else list(spec.trace)
+    base = load_any(paths, spec.fmt, slot_seconds=spec.slot_seconds, seed=cell.seed)
+    if spec.jobs is not None:
+        base = base[: spec.jobs]
+    if not base:
+        raise InputError("the trace has no jobs", path=", ".join(spec.trace))
+    sized = default_cluster_for_trace(base, slot_seconds=spec.slot_seconds, load=1.0)
+    n = max(1, round(len(sized.indices(Pool.WORKER)) * cell.scale))
+    workers = [s for s in sized.servers if s.pool is Pool.WORKER][:1] * n
+    ps = [s for s in sized.servers if s.pool is Pool.PS][:1] * n
+    cluster = Cluster(
+        servers=tuple([replace(s, server_id=f"w{i:03d}") for i, s in enumerate(workers)]
+                      + [replace(s, server_id=f"p{i:03d}") for i, s in enumerate(ps)]),
+        slot_seconds=spec.slot_seconds)
+    specs = scale_arrivals(base, 1.0 / cell.load) if cell.load != 1.0 else base
+    horizon = trace_horizon(specs, spec.slot_seconds, spec.max_window)
+    result = simulate(specs, cluster, make_policy(cell.policy), horizon, seed=cell.seed,
+                      max_window=spec.max_window, check=spec.check)
+    s = summarize(result)
+    gpu = s["utilization"].get("worker", {}).get("gpu")
+    return {"policy": cell.policy, "seed": cell.seed, "load": cell.load, "scale": cell.scale,
+            "jobs": len(specs), "horizon": horizon, "worker_servers": n,
+            "total_utility": s["total_utility"], "admitted": s["admitted"],
+            "rejected": s["rejected"], "completed": s["completed"],
+            "unfinished": s["unfinished"], "jct_mean": s["jct_mean"], "gpu_util": gpu,
+            "wall_s": time.perf_counter() - t0}
+
+
+def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = True,
+              address: str | None = None, num_cpus: int | None = None,
+              cpus_per_cell: float = 1.0,
+              on_cell: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Run every cell of ``spec`` not yet in ``out``; write the table and the plot.
+
+    Parameters
+    ----------
+    spec : SweepSpec
+        The sweep.
+    out : path-like
+        Results folder: ``sweep.json`` (the spec), ``cells/*.json``, ``results.csv``,
+        ``sweep_utility.png``.
+    parallel : bool
+        Run cells as Ray tasks (default); False: one after another in this process.
+    address : str, optional
+        An existing Ray cluster (``ray.init(address=...)``); default: the Ray this process
+        is connected to, else an embedded local Ray with ``num_cpus`` CPUs.
+    cpus_per_cell : float
+        Ray CPUs each cell's task asks for (a fraction packs more cells per core).
+    on_cell : callable, optional
+        Called with each finished cell's row (progress).
+
+    Returns
+    -------
+    list of dict
+        Every cell's row (finished before and now), in :func:`cells_of` order.
+
+    Raises
+    ------
+    InputError
+        Bad axes, or ``out`` holding a different sweep.
+    """
+    _check(spec)
+    root = Path(out)
+    (root / "cells").mkdir(parents=True, exist_ok=True)
+    marker = root / "sweep.json"
+    record = {"digest": spec.digest(), "spec": asdict(spec)}
+    if marker.exists():
+        old = json.loads(marker.read_text(encoding="utf-8"))
+        if old.get("digest") != record["digest"]:
+            raise InputError("this folder holds a different sweep (see its sweep.json); use "
+                             "another --out", path=str(marker), field="out")
+    else:
+        atomic_write_text(marker, json.dumps(record, indent=2) + "\n")
+    cells = cells_of(spec)
+    todo = [c for c in cells if not (root / "cells" / f"{c.key}.json").exists()]
+    log.info("sweep: %d cells, %d already done", len(cells), len(cells) - len(todo))
+
+    def save(row: dict[str, Any]) -> None:
+        key = SweepCell(policy=row["policy"], seed=row["seed"], load=row["load"],
+                        scale=row["scale"]).key
+        atomic_write_text(root / "cells" / f"{key}.json", json.dumps(row) + "\n")
+        if on_cell is not None:
+            on_cell(row)
+
+    if todo and parallel:
+        _run_on_ray(spec, todo, save, address, num_cpus, cpus_per_cell)
+    else:
+        for cell in todo:
+            save(run_cell(spec, cell))
+    rows = [json.loads((root / "cells" / f"{c.key}.json").read_text(encoding="utf-8"))
+            for c in cells]
+    atomic_write_text(root / "results.csv", _table(rows))
+    _plot(rows, root / "sweep_utility.png")
+    return rows
+
+
+def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict[str, Any]],
+                None], address: str | None, num_cpus: int | None, cpus_per_cell: float) -> None:
+    import ray
+
+    started = False
+    if not ray.is_initialized():
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
+                     object_store_memory=200 * 2**20, log_to_driver=False)
+        started = True
+    try:
+        task = ray.remote(num_cpus=cpus_per_cell, max_retries=0)(run_cell)
+        pending = {task.remote(spec, c): c for c in todo}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                pending.pop(ref)
+                save(ray.get(ref))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _table(rows: Sequence[dict[str, Any]]) -> str:
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=RESULT_COLUMNS, lineterminator="\n",
+                       extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: ("" if r.get(k) is None else r[k]) for k in RESULT_COLUMNS})
+    return buf.getvalue()
+
+
+def _plot(rows: Sequence[dict[str, Any]], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    scales = sorted({r["scale"] for r in rows})
+    fig, axes = plt.subplots(1, len(scales), figsize=(5 * len(scales), 3.8), squeeze=False)
+    for ax, scale in zip(axes[0], scales, strict=True):
+        for policy in sorted({r["policy"] for r in rows}):
+            sel = [r for r in rows if r["scale"] == scale and r["policy"] == policy]
+            loads = sorted({r["load"] for r in sel})
+            mean = [np.mean([r["total_utility"] for r in sel if r["load"] == ld])
+                    for ld in loads]
+            ax.plot(loads, mean, marker="o", label=policy)
+        ax.set(title=f"cluster x{scale:g}", xlabel="load factor",
+               ylabel="total utility (mean over seeds)")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
