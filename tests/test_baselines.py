@@ -10,7 +10,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import Instance, allocations_by_slot, clusters, instances, job_specs
 
-from psched.model import Cluster, Job, JobSpec, Pool, Resources, Server, ceil_eps, resolve_job
+from psched.model import (
+    Alloc,
+    Cluster,
+    Job,
+    JobSpec,
+    Pool,
+    Resources,
+    Server,
+    ceil_eps,
+    resolve_job,
+)
 from psched.placement import Pools, next_with_room, room
 from psched.policies import JobStatus, RunContext, View, make_policy
 from psched.policies.drf import DrfPolicy, share_key
@@ -189,13 +199,16 @@ def view_at_start(jobs: list[Job], cluster: Cluster, done: list[float]) -> View:
     return View(t=0, cluster=cluster, horizon=30, active=active, arrived=tuple(active))
 
 
-def literal_drf(jobs: list[Job], done: list[float], cluster: Cluster) -> list[int]:
-    """Progressive filling written out: recompute every share, pick the argmin each step."""
+def literal_drf(jobs: list[Job], done: list[float], cluster: Cluster) -> list[Alloc]:
+    """Progressive filling written out: recompute every share, pick the argmin each step,
+    place each container on the next server with room."""
     pools = Pools.of(cluster)
     tot = cluster.capacity.sum(axis=0)
     free_w, free_p = cluster.capacity[pools.worker].copy(), cluster.capacity[pools.ps].copy()
     cap = [min(j.max_workers, ceil_eps(j.work - d)) for j, d in zip(jobs, done, strict=True)]
     n, p, frozen = [0] * len(jobs), [0] * len(jobs), [False] * len(jobs)
+    at_w: list[dict[int, int]] = [{} for _ in jobs]
+    at_p: list[dict[int, int]] = [{} for _ in jobs]
     cw = cp = 0
 
     def share(i: int) -> float:
@@ -209,7 +222,9 @@ def literal_drf(jobs: list[Job], done: list[float], cluster: Cluster) -> list[in
     while True:
         open_ = [i for i in range(len(jobs)) if not frozen[i] and n[i] < cap[i]]
         if not open_:
-            return n
+            return [Alloc.of({int(pools.worker[h]): c for h, c in at_w[i].items()},
+                             {int(pools.ps[k]): c for k, c in at_p[i].items()})
+                    for i in range(len(jobs))]
         i = min(open_, key=lambda k: (share(k), k))
         w, s = jobs[i].spec.worker_demand.as_array(), jobs[i].spec.ps_demand.as_array()
         h = next_with_room(free_w, w, cw)
@@ -219,9 +234,11 @@ def literal_drf(jobs: list[Job], done: list[float], cluster: Cluster) -> list[in
             continue
         free_w[h] -= w
         n[i], cw = n[i] + 1, (h + 1) % len(free_w)
+        at_w[i][h] = at_w[i].get(h, 0) + 1
         if k >= 0:
             free_p[k] -= s
             p[i], cp = p[i] + 1, (k + 1) % len(free_p)
+            at_p[i][k] = at_p[i].get(k, 0) + 1
 
 
 @st.composite
@@ -245,8 +262,7 @@ def test_drf_fills_like_the_literal_progressive_filling(
     policy = DrfPolicy()
     policy.start(RunContext(cluster=cluster, horizon=30))
     plan = policy.plan(view_at_start(jobs, cluster, done))
-    got = [plan[j.job_id].n_workers if j.job_id in plan else 0 for j in jobs]
-    assert got == literal_drf(jobs, done, cluster)
+    assert [plan.get(j.job_id, Alloc()) for j in jobs] == literal_drf(jobs, done, cluster)
 
 
 @SETTINGS
