@@ -186,7 +186,7 @@ def fixed_params(u_worker: float | Mapping[str, float], l_worker: float,
             arr = np.full(len(RESOURCES), float(u))
         if np.any(arr <= 0) or lo <= 0:
             raise ValueError("U and L must be positive")
-        return np.log(np.maximum(arr, lo))
+        return np.asarray(np.log(np.maximum(arr, lo)))
 
     return PriceParams(log_u=(vec(u_worker, l_worker), vec(u_ps, l_ps)),
                        log_l=(math.log(l_worker), math.log(l_ps)), eta=(1.0, 1.0),

@@ -121,9 +121,9 @@ def solve_fast(inp: JobInputs, floor: float = 0.0, costs: np.ndarray | None = No
     counts = np.zeros(inp.n_slots, dtype=np.int64)
     left = work
     for i in range(best_i, -1, -1):
-        arg = args[i]
-        if arg is not None and left > 0:
-            counts[i] = int(arg[left])
+        step = args[i]
+        if step is not None and left > 0:
+            counts[i] = int(step[left])
             left -= int(counts[i])
     if left != 0:  # pragma: no cover - the recursion guarantees a path
         raise RuntimeError("backtracking did not reach zero work")

@@ -77,7 +77,7 @@ def unit_caps(pool: PoolInputs, limit: int) -> np.ndarray:
     if not used.any():
         return np.full(pool.resid.shape[:2], limit, dtype=np.int64)
     fit = np.floor(pool.resid[..., used] / dem[used] + EPS).min(axis=-1)
-    return np.clip(fit, 0, limit).astype(np.int64)
+    return np.asarray(np.clip(fit, 0, limit).astype(np.int64))
 
 
 def greedy_costs(unit: np.ndarray, caps: np.ndarray, n_max: int) -> np.ndarray:
