@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -65,9 +66,10 @@ def detect_format(path_or_paths: Paths) -> str:
     path = paths[0]
     if "job_table" in path.name or "task_table" in path.name:
         return "alibaba"
-    first = _first_line(path)
-    if first.lstrip().startswith(("[", "{")):
+    head = _head(path)
+    if re.match(r"\s*\[\s*(\{|\]|$)", head):
         return "philly-json"
+    first = next(line for line in head.splitlines() if line.strip())
     import csv
 
     cells = {c.strip() for c in next(csv.reader(io.StringIO(first)), [])}
@@ -78,17 +80,16 @@ def detect_format(path_or_paths: Paths) -> str:
                      f"give --format (one of {', '.join(FORMATS)})", path=str(path), line=1)
 
 
-def _first_line(path: Path) -> str:
+def _head(path: Path) -> str:
     try:
         with path.open("rb") as fh:
             head = fh.read(65536)
     except OSError as err:
         raise InputError(f"cannot read trace: {err.strerror or err}", path=str(path)) from None
     text = head.decode("utf-8-sig", errors="replace")
-    for line in text.splitlines():
-        if line.strip():
-            return line
-    raise InputError("empty trace", path=str(path))
+    if not text.strip():
+        raise InputError("empty trace", path=str(path))
+    return text
 
 
 def read_rows(path_or_paths: Paths, fmt: str = "auto") -> tuple[str, list[TraceRow]]:
