@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import instances
+from test_baselines import spec
 
 from psched.model import Cluster, Pool, Resources, Server
 from psched.policies import make_policy
@@ -15,7 +16,6 @@ from psched.policies.elastic_mip import solve_mip
 from psched.policies.epoch import Epoch, brute_force, feasible, objective
 from psched.policies.greedy import fifo_fill, marginal_gain
 from psched.simulator import simulate
-from test_baselines import spec
 
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
