@@ -33,7 +33,7 @@ import numpy as np
 __all__ = ["MomentumSGD", "MomentumState", "concat_states", "shard_bounds", "split_state"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)  # arrays: compare by identity
 class MomentumState:
     """Optimizer state of one vector or one shard; plain arrays, so it checkpoints as is."""
 

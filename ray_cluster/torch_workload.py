@@ -82,7 +82,7 @@ class TorchMLP(_ArrayWorkload):
         x = torch.as_tensor(batch.x, dtype=torch.float32, device=device)
         y = torch.as_tensor(batch.y, dtype=torch.int64, device=device)
         loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()])  # type: ignore[union-attr]
         return float(loss.item()), grad.detach().cpu().numpy().astype(np.float32)
 

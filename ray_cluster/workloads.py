@@ -71,7 +71,7 @@ log = logging.getLogger(__name__)
 DATASETS: tuple[str, ...] = ("digits", "digits-hard")
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)  # arrays: compare by identity
 class Partition:
     """One worker's slice of the training set."""
 
@@ -83,7 +83,7 @@ class Partition:
         return int(self.rows.size)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)  # arrays: compare by identity
 class Batch:
     """A mini-batch of examples."""
 
@@ -123,7 +123,7 @@ class Workload(Protocol):
 
 
 # --------------------------------------------------------------------------- data
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)  # arrays: compare by identity
 class Dataset:
     """A classification data set, split into train and held-out parts."""
 
