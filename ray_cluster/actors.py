@@ -32,7 +32,7 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import ray
@@ -40,7 +40,9 @@ import ray
 from ray_cluster.checkpoint import read_range, write_slice
 from ray_cluster.elastic import LRScaleSchedule
 from ray_cluster.optim import MomentumSGD, MomentumState
-from ray_cluster.workloads import Batch, Workload
+
+if TYPE_CHECKING:  # a shard process never needs the workloads (nor what they import)
+    from ray_cluster.workloads import Batch, Workload
 
 __all__ = ["STATE_KEYS", "PSShard", "Worker"]
 

@@ -79,12 +79,12 @@ def test_placement_follows_plan_on_fake_gpu_nodes(ray_session, tmp_path):
                     for s in GPU_NODE_SERVERS)
     servers += (Server(server_id=HEAD_SERVER, pool=Pool.PS,
                        capacity=Resources(cpu=8, memory_gb=32, bandwidth_gbps=10)),)
-    cluster = Cluster(servers=servers, slot_seconds=2.0)  # cold actor start-up fits in it
+    cluster = Cluster(servers=servers, slot_seconds=0.5)
     g0, g1, head = 0, 1, 2
-    job = resolve_job(_spec("placed", n=2, m=100_000, gpu=1), 2.0, 100)
+    job = resolve_job(_spec("placed", n=2, m=100_000, gpu=1), 0.5, 100)
     executor = RayExecutor(cluster, RuntimeConfig(mode="sync", checkpoint_dir=str(tmp_path)),
                            node_of="auto")
-    plans = [Alloc.of({g0: 1}, {head: 1}), Alloc.of({g1: 1}, {head: 1}), None,
+    plans = [Alloc.of({g0: 1}, {head: 1}), None, Alloc.of({g1: 1}, {head: 1}),
              Alloc.of({g0: 1, g1: 1}, {head: 2})]
     node = ray_session.node_ids
     try:
@@ -107,6 +107,9 @@ def test_placement_follows_plan_on_fake_gpu_nodes(ray_session, tmp_path):
             assert all(len(gpus) == 1 for _, gpus in where_w)  # one fake GPU each
             assert {n for n, _ in where_p} == {node[HEAD_SERVER]}
             assert len(where_p) == alloc.n_ps
+        # sync mode, 1 -> 2 workers across a suspension: the Dynamic SGD ramp was started
+        sched = ray.get(executor.runtimes["placed"].shards[0].schedule_state.remote())
+        assert [r[2] for r in sched["ramps"]] == [2.0]
         # training time left after cold actor start-up varies with the machine's load: the
         # loop test above checks progress, this one placement
     finally:
