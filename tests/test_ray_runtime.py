@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+import ray
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-pytestmark = pytest.mark.ray
-
-ray = pytest.importorskip("ray")
-
-from ray_cluster.checkpoint import CheckpointStore  # noqa: E402
-from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob  # noqa: E402
-from ray_cluster.workloads import get_workload  # noqa: E402
+from ray_cluster.checkpoint import CheckpointMeta, CheckpointStore, write_slice
+from ray_cluster.optim import shard_bounds
+from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob, worker_slots
+from ray_cluster.workloads import get_workload
 
 FAR = 60.0  # seconds: a deadline no test reaches; the sample budget ends training first
 
@@ -37,6 +37,69 @@ def _alive(actor: Any) -> bool:
         return False
 
 
+# -- without Ray: checkpoints and units ------------------------------------------------------
+def _write(store: CheckpointStore, version: int, arrays: dict[str, np.ndarray],
+           n_shards: int, commit: bool = True) -> CheckpointMeta:
+    staging = store.staging(version)
+    n = arrays["params"].size
+    for lo, hi in shard_bounds(n, n_shards):
+        write_slice(staging, lo, hi, {k: a[lo:hi] for k, a in arrays.items()})
+    meta = CheckpointMeta(version=version, n_params=n, keys=tuple(arrays), step=version,
+                          batches=10 * version, n_workers=1, n_shards=n_shards)
+    if commit:
+        store.commit(meta)
+    return meta
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 60), shards=st.integers(1, 6), data=st.data())
+def test_checkpoint_reads_any_range_whatever_shards_wrote_it(tmp_path_factory, n, shards,
+                                                             data):
+    shards = min(shards, n)
+    store = CheckpointStore(tmp_path_factory.mktemp("ck"), "j")
+    rng = np.random.default_rng(n)
+    arrays = {"params": rng.normal(size=n).astype(np.float32),
+              "buffer": rng.normal(size=n).astype(np.float32)}
+    meta = _write(store, 0, arrays, shards)
+    lo = data.draw(st.integers(0, n - 1))
+    hi = data.draw(st.integers(lo + 1, n))
+    got = store.load(store.latest() or meta, lo, hi)
+    for key, arr in arrays.items():
+        np.testing.assert_array_equal(got[key], arr[lo:hi])
+
+
+def test_uncommitted_checkpoint_is_invisible_and_old_versions_are_pruned(tmp_path):
+    store = CheckpointStore(tmp_path, "j", keep=2)
+    arrays = {"params": np.arange(10, dtype=np.float32)}
+    for v in range(3):
+        _write(store, v, arrays, 2)
+    _write(store, 3, arrays, 2, commit=False)  # a crash between the shards and the commit
+    assert store.versions() == [1, 2]
+    assert store.latest().version == 2
+
+
+def test_commit_refuses_slices_with_a_gap(tmp_path):
+    store = CheckpointStore(tmp_path, "j")
+    staging = store.staging(0)
+    write_slice(staging, 0, 4, {"params": np.zeros(4, np.float32)})
+    write_slice(staging, 5, 10, {"params": np.zeros(5, np.float32)})
+    meta = CheckpointMeta(version=0, n_params=10, keys=("params",), step=0, batches=0,
+                          n_workers=1, n_shards=2)
+    with pytest.raises(ValueError, match="gap"):
+        store.commit(meta)
+    assert store.latest() is None
+
+
+@given(work=st.integers(1, 500), budget=st.integers(1, 10_000), data=st.data())
+def test_worker_slots_reach_the_work_exactly_at_the_budget(work, budget, data):
+    b = data.draw(st.integers(0, budget))
+    w = worker_slots(b, budget, work)
+    assert 0 <= w <= work
+    assert (w == work) == (b == budget)
+
+
+# -- on the session's Ray ----------------------------------------------------------------------
+@pytest.mark.ray
 @pytest.mark.parametrize("mode", ["async", "sync"])
 def test_training_lowers_held_out_loss_and_raises_accuracy(ray_session, tmp_path, mode):
     rt = JobRuntime(_job(f"learn-{mode}", minibatches=60),
@@ -55,6 +118,7 @@ def test_training_lowers_held_out_loss_and_raises_accuracy(ray_session, tmp_path
     assert rt.seconds_per_batch() is not None and rt.seconds_per_batch() > 0
 
 
+@pytest.mark.ray
 def test_schedule_resizes_live_actors_and_keeps_state_across_reshards(ray_session, tmp_path):
     """Workers 1 -> 4 -> 2 and PS 1 -> 2 -> 1: live actors as planned, state carried exactly.
 
@@ -95,6 +159,7 @@ def _train_batches(rt: JobRuntime, target: int) -> None:
     rt.run_until(time.time() + FAR, until_batches=target)
 
 
+@pytest.mark.ray
 def test_killed_worker_then_shard_lose_at_most_steps_since_checkpoint(ray_session, tmp_path):
     cfg = RuntimeConfig(mode="async", lr=0.05, checkpoint_dir=str(tmp_path),
                         checkpoint_every_s=0.2)
@@ -133,6 +198,7 @@ def test_killed_worker_then_shard_lose_at_most_steps_since_checkpoint(ray_sessio
         rt.close()
 
 
+@pytest.mark.ray
 def test_job_stops_and_resumes_from_disk(ray_session, tmp_path):
     cfg = RuntimeConfig(mode="sync", lr=0.05, checkpoint_dir=str(tmp_path))
     first = JobRuntime(_job("resume", minibatches=40), cfg)
