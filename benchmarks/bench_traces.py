@@ -7,7 +7,10 @@ memory (``ru_maxrss``). Ratios are against FIFO at the same size, measured in th
 
     python benchmarks/bench_traces.py [--jobs 1000,4000,16000] [--policies oasis,fifo,drf]
         [--trace ../shared/traces/elasticflow/augmented/cluster04.csv] [--timeout 900]
-    python benchmarks/bench_traces.py --profile oasis --jobs 1000   # cProfile, top functions
+    python benchmarks/bench_traces.py --profile oasis --jobs 2000   # cProfile, top functions
+
+Policy ``oasis-nocert`` is OASiS with ``certificate=False``: the same decisions, without the
+dual certificate (19) computed in ``report()`` at the end of the run.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ DEFAULT_TRACE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "t
                              "elasticflow", "augmented", "cluster04.csv")
 
 
+#: Policy variants by label: OASiS without its end-of-run dual certificate (decisions only).
+VARIANTS: dict[str, tuple[str, dict]] = {"oasis-nocert": ("oasis", {"certificate": False})}
+
+
 def one(trace: str, n_jobs: int, policy: str, slot_seconds: float, check: bool) -> dict:
     """Run one cell in this process; return its figures."""
     from psched.clusters import default_cluster_for_trace
@@ -37,7 +44,8 @@ def one(trace: str, n_jobs: int, policy: str, slot_seconds: float, check: bool) 
     cluster = default_cluster_for_trace(specs, slot_seconds=slot_seconds)
     horizon = trace_horizon(specs, slot_seconds)
     t1 = time.perf_counter()
-    result = simulate(specs, cluster, make_policy(policy), horizon, check=check)
+    name, opts = VARIANTS.get(policy, (policy, {}))
+    result = simulate(specs, cluster, make_policy(name, **opts), horizon, check=check)
     t2 = time.perf_counter()
     from psched.metrics import summarize
 
