@@ -120,13 +120,10 @@ def prepare(req: SimulateRequest) -> tuple[list[JobSpec], Cluster, int, dict[str
     return specs, cluster, horizon, params
 
 
-def _load(path: str, fmt: str) -> list[JobSpec]:
-    if fmt not in ("native", "auto"):
-        raise InputError(f"unknown trace format {fmt!r}; available: native",
-                         path="--format", field="format")
-    from psched.traces.native import load_trace
+def _load(path: str, fmt: str, **options: Any) -> list[JobSpec]:
+    from psched.traces import load_any
 
-    return load_trace(path)
+    return load_any(path, fmt, **options)
 
 
 def _as_dict(obj: Any) -> Any:

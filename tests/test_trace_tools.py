@@ -135,3 +135,9 @@ def test_higher_load_compresses_arrivals_on_the_same_cluster() -> None:
     assert low["load"] == 1.0 and high["load"] == 2.0
     assert low["worker_servers"] == high["worker_servers"]
     assert high["horizon"] <= low["horizon"]
+
+
+def test_simulate_reads_a_public_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--trace", str(HELIOS), "--format", "auto", "--policies",
+                 "fifo", "--no-plots"]) == 0
+    assert "# 3 jobs" in capsys.readouterr().out
