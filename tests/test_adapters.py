@@ -281,3 +281,37 @@ def test_malformed_alibaba_rows_name_file_line_field(tmp_path: Path, table: str,
     assert str(err.value).startswith(where)
     if field:
         assert str(err.value).startswith(where + field)
+
+
+_ALL = {"elasticflow": [EF_AUG], "elasticflow-raw": [EF_RAW], "tiresias": [TIRESIAS],
+        "philly": [PHILLY], "helios": [HELIOS], "philly-json": [PHILLY_JSON], "alibaba": PAI}
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(sorted(_ALL)), which=st.integers(0, 1), data=st.data())
+def test_any_corrupted_text_gives_jobs_or_a_one_line_error(name: str, which: int,
+                                                           data: st.DataObject) -> None:
+    """Byte-level damage (a cut, a span replaced) in any adapter's file, Alibaba included."""
+    files = _ALL[name]
+    if not files[0].exists():
+        return
+    victim = which % len(files)
+    text = files[victim].read_text()[:3000]
+    start = data.draw(st.integers(0, len(text)))
+    stop = data.draw(st.integers(start, min(len(text), start + 40)))
+    junk = data.draw(st.sampled_from(["", ",", "\n", '"', "-1", "x", "1e999", "{", "]", "\x00",
+                                      "2017-02-30 25:00:00", "é"]))
+    damaged = text[:start] + junk + text[stop:]
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i, f in enumerate(files):
+            p = Path(tmp) / f.name
+            p.write_text(damaged if i == victim else f.read_text())
+            paths.append(p)
+        try:
+            specs = load_any(paths[0] if len(paths) == 1 else paths, name)
+        except InputError as err:
+            assert "\n" not in str(err) and str(err).startswith(tuple(map(str, paths)))
+            return
+    for s in specs:
+        assert s.arrival >= 0 and s.max_workers >= 1 and s.work(3600) >= 1
