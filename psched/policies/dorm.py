@@ -78,7 +78,11 @@ def solve_dorm(jobs: list[Job], upper: np.ndarray, current: np.ndarray, capacity
         lower = np.minimum(np.maximum(1.0, floor), upper)
     Y, Z, Q, C = 0, J, 2 * J, 3 * J
     nvar = 4 * J
-    r_, c_, v_, lo, hi = [], [], [], [], []
+    r_: list[int] = []
+    c_: list[int] = []
+    v_: list[float] = []
+    lo: list[float] = []
+    hi: list[float] = []
 
     def row(cols: list[int], vals: list[float], a: float, b: float) -> None:
         i = len(lo)
@@ -116,7 +120,8 @@ def solve_dorm(jobs: list[Job], upper: np.ndarray, current: np.ndarray, capacity
                options={"time_limit": time_limit_s, "disp": False})
     if res.x is None:
         return None
-    return np.rint(res.x[Y:Z]).astype(np.int64)
+    counts: np.ndarray = np.rint(res.x[Y:Z]).astype(np.int64)
+    return counts
 
 
 @register_policy("dorm")

@@ -87,7 +87,8 @@ def solve_mip(epoch: Epoch, *, time_limit_s: float = 1.0,
     nvar = poff + J
 
     def xs(j: int, t: int) -> np.ndarray:
-        return xoff[j] + t * sizes[j] + np.arange(sizes[j])
+        cols: np.ndarray = xoff[j] + t * sizes[j] + np.arange(sizes[j])
+        return cols
 
     rows = _Rows()
     for j in range(J):
@@ -125,8 +126,8 @@ def solve_mip(epoch: Epoch, *, time_limit_s: float = 1.0,
 
     c = np.zeros(nvar)
     c[poff:] = -epoch.weight / epoch.remaining
-    for j in np.flatnonzero(has_u):
-        c[uoff[j]:uoff[j] + T] = epoch.penalty[j]
+    for ju in np.flatnonzero(has_u):
+        c[uoff[ju]:uoff[ju] + T] = epoch.penalty[ju]
     lb = np.zeros(nvar)
     ub = np.ones(nvar)
     ub[poff:] = epoch.remaining

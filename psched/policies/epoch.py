@@ -230,9 +230,10 @@ class EpochPolicy(ReplanPolicy):
         if intervals < 1 or interval_slots < 1 or rescale_overhead_s < 0 or not 0 < alpha <= 1:
             raise ValueError("intervals, interval_slots >= 1; rescale_overhead_s >= 0; "
                              "0 < alpha <= 1")
-        self.options = dict(counts=counts, speedup=speedup, alpha=alpha, weight=weight,
-                            rescale_overhead_s=rescale_overhead_s, intervals=intervals,
-                            interval_slots=interval_slots, anti_starvation=anti_starvation)
+        self.options: dict[str, Any] = {
+            "counts": counts, "speedup": speedup, "alpha": alpha, "weight": weight,
+            "rescale_overhead_s": rescale_overhead_s, "intervals": intervals,
+            "interval_slots": interval_slots, "anti_starvation": anti_starvation}
         self.objectives: list[float] = []  #: objective of every decision
 
     def reset(self) -> None:

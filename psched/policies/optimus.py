@@ -11,6 +11,8 @@ PS beyond the ratio do not speed a job up under this model, so the greedy never 
 Choices the specification leaves open, made to keep the rival strong:
 
 * **Cap** ``min(N, ceil(remaining))`` workers: more finish nothing sooner.
+* **Seeding** skips a job whose first worker does not fit and goes on with the next (a later,
+  smaller job may still get its seed): work-conserving, never worse for the later jobs.
 * **Placement**: each container round-robin on servers with room, from an empty cluster at each
   event (:class:`~psched.policies.counts.Builder`); a job whose next worker does not fit is
   frozen for the event. Ties go to the earlier arrival.

@@ -87,7 +87,7 @@ class RrhPolicy(FifoPolicy):
         density = job.utility_at(t - job.arrival + k) / max(float(u.max()) * k, 1e-12)
         return u, k, density
 
-    def _ranked(self, t: int) -> list[tuple[str, float, int, float]]:
+    def _ranked(self, t: int) -> list[tuple[str, np.ndarray, int, float]]:
         prof = [(j, *self._profile(self._jobs[j], self._left[j], t)) for j in self._jobs]
         arrival = {j: i for i, j in enumerate(self._jobs)}
         return sorted(prof, key=lambda p: (-p[3], arrival[p[0]]))

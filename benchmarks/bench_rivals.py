@@ -1,0 +1,87 @@
+"""Decision time of the elastic MIP allocator and Dorm at 50, 200 and 500 active jobs.
+
+The jobs are the ``oasis-paper`` scenario's (its cluster: 50 worker + 50 PS servers), all made
+active at once. The first event places every job from scratch (all queued); then each of
+``--events`` further events has one running job complete and one new job arrive, so the solver
+sees running and queued jobs together, as in a run. Each figure is the time of the policy's
+``plan`` call at an event (what the loop records as ``decision_ms``), p50 and p99 over those
+events; the ratio is against a baseline measured in the same run on the same events (the
+marginal-gain greedy for the MIP allocator, DRF for Dorm).
+
+    python benchmarks/bench_rivals.py [--sizes 50,200,500] [--events 15] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from psched.model import resolve_job
+from psched.policies import JobStatus, RunContext, View, make_policy
+from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
+
+PAIRS = (("elastic-mip", "greedy-gain"), ("dorm", "drf"))
+HORIZON = 300
+
+
+def event_times(policy_name: str, n: int, events: int, seed: int) -> tuple[list[float], dict]:
+    """Milliseconds of ``plan`` at the first event and at ``events`` completion+arrival events."""
+    cluster = oasis_paper_cluster(seed=seed)
+    specs, _ = oasis_paper_jobs(n + events, seed=seed, slots=HORIZON)
+    jobs = [resolve_job(replace(s, arrival=0), cluster.slot_seconds, HORIZON) for s in specs]
+    policy = make_policy(policy_name)
+    policy.start(RunContext(cluster=cluster, horizon=HORIZON, seed=seed))
+    done = {j.job_id: 0.0 for j in jobs[:n]}
+    pending = list(jobs[n:])
+    by_id = {j.job_id: j for j in jobs}
+    times: list[float] = []
+    arrived: tuple[str, ...] = tuple(done)
+    completed: tuple[str, ...] = ()
+    for t in range(events + 1):
+        view = View(t=t, cluster=cluster, horizon=HORIZON,
+                    active={j: JobStatus(job=by_id[j], done=d, first_slot=None)
+                            for j, d in done.items()},
+                    arrived=arrived, completed=completed)
+        t0 = time.perf_counter()
+        plan = policy.plan(view)
+        times.append((time.perf_counter() - t0) * 1e3)
+        for j, a in plan.items():
+            done[j] += a.n_workers
+        running = [j for j in plan if plan[j].n_workers]
+        if not running or not pending:
+            break
+        gone = min(running, key=lambda j: by_id[j].work - done[j])
+        del done[gone]
+        new = pending.pop(0)
+        done[new.job_id] = 0.0
+        arrived, completed = (new.job_id,), (gone,)
+    return times, policy.report()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="50,200,500")
+    ap.add_argument("--events", type=int, default=15)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    print("| active jobs | policy | p50 ms | p99 ms | first event ms | baseline | baseline p50 ms"
+          " | ratio p50 | notes |")
+    print("|---:|---|---:|---:|---:|---|---:|---:|---|")
+    for n in (int(x) for x in args.sizes.split(",")):
+        for name, base in PAIRS:
+            times, report = event_times(name, n, args.events, args.seed)
+            btimes, _ = event_times(base, n, args.events, args.seed)
+            later, blater = np.array(times[1:] or times), np.array(btimes[1:] or btimes)
+            notes = ", ".join(f"{k}={v}" for k, v in report.items() if "objective" not in k)
+            print(f"| {n} | {name} | {np.percentile(later, 50):.1f} | "
+                  f"{np.percentile(later, 99):.1f} | {times[0]:.1f} | {base} | "
+                  f"{np.percentile(blater, 50):.1f} | "
+                  f"{np.percentile(later, 50) / np.percentile(blater, 50):.1f} | {notes} |",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
