@@ -7,10 +7,18 @@ from itertools import islice
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 from psched.errors import InputError
 from ray_cluster.optim import MomentumSGD
 from ray_cluster.workloads import MLP, Batch, Workload, available_workloads, get_workload
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_blas_thread():  # tiny matrices on a shared machine: BLAS threads only contend
+    with threadpool_limits(limits=1):
+        yield
+
 
 BUILTINS = [
     ("softmax", {}),
