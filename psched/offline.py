@@ -207,6 +207,15 @@ def _build(jobs: Sequence[Job], cap_w: np.ndarray, cap_p: np.ndarray, horizon: i
                   cols=cols)
 
 
+def _trivial_bound(model: _Model) -> float:
+    """``sum_i max_t f_i``: each job completes at most once (a bound with no solve at all)."""
+    total = 0.0
+    for _, c0, _, _, slots in model.cols:
+        ends = -model.c[c0:c0 + len(slots)][model.ub[c0:c0 + len(slots)] > 0]
+        total += float(max(0.0, ends.max())) if ends.size else 0.0
+    return total
+
+
 def _pool_caps(cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     cap = cluster.capacity
     wi, ki = cluster.indices(Pool.WORKER), cluster.indices(Pool.PS)
@@ -284,6 +293,7 @@ def solve_offline(jobs: Sequence[Job], cluster: Cluster, horizon: int, *,
     obj = float(sum(util.values()))
     dual = getattr(res, "mip_dual_bound", None)
     bound = -float(dual) if dual is not None and np.isfinite(dual) else math.inf
+    bound = min(bound, _trivial_bound(model))
     if res.status == 0:
         bound = max(bound, obj) if np.isfinite(bound) else obj
     gap = max(0.0, (bound - obj) / max(bound, 1e-9)) if np.isfinite(bound) else math.inf
