@@ -141,3 +141,16 @@ def test_simulate_reads_a_public_trace(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["simulate", "--trace", str(HELIOS), "--format", "auto", "--policies",
                  "fifo", "--no-plots"]) == 0
     assert "# 3 jobs" in capsys.readouterr().out
+
+
+def test_sweep_command_serial_writes_the_table(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sw"
+    argv = ["sweep", "--trace", str(HELIOS), "--policies", "fifo", "--loads", "1,2",
+            "--out", str(out), "--serial"]
+    assert main(argv) == 0
+    assert "2 cells (2 run now)" in capsys.readouterr().out
+    assert len((out / "results.csv").read_text().splitlines()) == 3
+    assert main(argv) == 0
+    assert "2 cells (0 run now)" in capsys.readouterr().out
+    assert main([*argv[:-1], "--policies", "nosuch", "--serial"]) == 2
