@@ -55,13 +55,16 @@ class _Task:
 
 
 def alibaba_files(paths: Sequence[str | os.PathLike[str]]) -> tuple[Path, Path]:
-    """The (job table, task table) among ``paths`` (files or one folder); by name, then layout.
+    """The (job table, task table) among ``paths`` (files, or folders: their ``*.csv``).
+
+    By name (``job_table`` / ``task_table``), then by layout (6 or 10 fields in the first row).
 
     Raises :class:`InputError` when either table cannot be found.
     """
     files: list[Path] = []
     for p in map(Path, paths):
-        files += sorted(q for q in p.iterdir() if q.is_file()) if p.is_dir() else [p]
+        files += sorted(q for q in p.iterdir() if q.is_file() and q.suffix == ".csv"
+                        ) if p.is_dir() else [p]
     job = [f for f in files if "job_table" in f.name]
     task = [f for f in files if "task_table" in f.name]
     for f in files:
