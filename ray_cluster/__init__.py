@@ -5,7 +5,9 @@ Submodules (import them directly; this package imports nothing heavy on purpose)
 * ``ray_cluster.workloads`` — the ``Workload`` protocol and built-in training tasks;
 * ``ray_cluster.optim`` — momentum SGD over flat vectors and their shards;
 * ``ray_cluster.elastic`` — the Dynamic mini-batch SGD learning-rate scale (Lin et al. 2019);
-* ``ray_cluster.actors``, ``ray_cluster.executor``, ``ray_cluster.checkpoint`` — the runtime.
+* ``ray_cluster.torch_workload`` — the optional PyTorch workload (needs the ``torch`` extra);
+* ``ray_cluster.actors``, ``ray_cluster.runtime``, ``ray_cluster.executor``,
+  ``ray_cluster.checkpoint`` — the runtime.
 """
 
 __all__: list[str] = []

@@ -28,8 +28,12 @@ Each takes ``dataset``:
     corrupted the same way with an independent stream (2 copies each). Translations break the
     pixel alignment that makes digits almost linearly separable, and the noise lowers the
     signal-to-noise ratio, so the same model under the same budget reaches a clearly lower
-    held-out accuracy (measured in ``benchmarks/dynamic_sgd.py``). The larger training set
+    held-out accuracy: in ``benchmarks/dynamic_sgd.py`` the 64-unit MLP ends near 97 % on
+    ``digits`` and near 83 % on ``digits-hard``; softmax regression, about 96 % on ``digits``,
+    stays below about 50 % there (shifts defeat a linear model). The larger training set
     (about 10,800 images) also keeps big synchronous batches (32 workers) meaningful.
+    (No larger data set ships inside an installed package here, and nothing can be
+    downloaded; ``fetch_*`` data sets are not on disk.)
 
 Workloads are frozen dataclasses of hyper-parameters only: they pickle in a few bytes (Ray
 ships them to actors) and load their data lazily, cached once per process.

@@ -133,9 +133,9 @@ def test_hard_task_is_harder_than_digits_under_the_same_budget() -> None:
     assert acc_hard < acc_easy - 0.1
 
 
-@pytest.mark.parametrize("name", ["softmax", "mlp"])
+@pytest.mark.parametrize("name", ["softmax", "mlp", "torch-mlp"])
 def test_workloads_pickle_as_hyperparameters_only(name: str) -> None:
-    wl = get_workload(name, {"dataset": "digits-hard", "split_seed": 4})
+    wl = _make(name, {"dataset": "digits-hard", "split_seed": 4})
     _ = wl.evaluate(wl.init_params(0))  # data loaded and cached in this process
     blob = pickle.dumps(wl)
     assert len(blob) < 1000
