@@ -98,8 +98,9 @@ def plot_certificate(rows: Sequence[RatioRow]) -> Any:
     cert = np.array([r.certificate for r in rows])
     lp = np.array([r.lp for r in rows])
     with np.errstate(divide="ignore", invalid="ignore"):
+        sharp = np.array([r.certificate_sharp for r in rows])
         series = {"dual bound / OPT": cert / opt, "dual bound / OASiS achieved": cert / got,
-                  "LP bound / OPT": lp / opt}
+                  "sharp dual bound / OPT": sharp / opt, "LP bound / OPT": lp / opt}
     finite = np.concatenate([v[np.isfinite(v)] for v in series.values()])
     bins = np.linspace(1.0, max(1.05, float(finite.max())), 30)
     for name, v in series.items():

@@ -220,6 +220,8 @@ def test_bounds_dominate_the_optimum(seed: int) -> None:
     assert cert >= opt_all.objective - 1e-6
     assert cert >= opt.objective - 1e-6
     assert oasis.report["dual_bound_final_prices"] >= opt_all.objective - 1e-6
+    sharp = cert - oasis.report["dual_tail_utility"] + window_tail(jobs, horizon)
+    assert sharp >= opt_all.objective - 1e-6
 
 
 @pytest.mark.parametrize("n", [3, 12])
