@@ -124,3 +124,18 @@ def test_long_horizon_keeps_memory_per_slot_not_per_job() -> None:
 
 def resolved(spec: JobSpec, horizon: int):
     return resolve_job(spec, 3600.0, horizon)
+
+
+def test_a_job_decided_after_its_arrival_slot_is_scheduled_from_now() -> None:
+    """A live queue may hand over a job late: no slot before ``view.t`` is used."""
+    cluster = make_cluster([(4, 8, 8, 10)], [(8, 8, 10)])
+    job = make_job(work=4, window=6, max_workers=2, arrival=0,
+                   utility=Utility(kind="linear", value=10.0, decay=1.0, target=2.0))
+    pol = make_policy("oasis")
+    pol.start(RunContext(cluster=cluster, horizon=6, known_jobs=[job]))
+    d = pol.on_arrival(job, View(t=3, cluster=cluster, horizon=6, active={}))
+    assert d.admitted and d.schedule is not None
+    assert min(d.schedule) == 3 and max(d.schedule) == 4
+    assert pol.report()["committed_utility"] == pytest.approx(job.utility_at(5))
+    late = pol.on_arrival(job, View(t=6, cluster=cluster, horizon=6, active={}))
+    assert not late.admitted

@@ -74,13 +74,16 @@ class Ledger:
                         self.params.log_u[pool], self.params.log_l[pool])
         return np.asarray(np.exp(lp - self.log_scale))
 
-    def inputs(self, job: Job, relaxed: bool = False) -> JobInputs:
+    def inputs(self, job: Job, relaxed: bool = False, start: int | None = None) -> JobInputs:
         """The priced inputs of ``job`` over its window at the current prices.
 
         ``relaxed`` gives every server its full capacity (the job alone in the cluster) while
-        keeping the prices: the schedule set of the dual constraint (20).
+        keeping the prices: the schedule set of the dual constraint (20). ``start`` (default
+        the arrival) is the first usable slot, for a job decided after its arrival slot (a
+        live queue); durations still count from the arrival. The window may then be empty.
         """
-        t0, t1 = job.arrival, job.last_slot + 1
+        t0 = job.arrival if start is None else max(job.arrival, start)
+        t1 = max(t0, job.last_slot + 1)
         spec = job.spec
         pools = []
         for p, dem in enumerate((spec.worker_demand, spec.ps_demand)):
@@ -91,7 +94,7 @@ class Ledger:
             pools.append(PoolInputs(
                 servers=self.servers[p], price=self.scaled_prices(p, t0, t1), resid=resid,
                 demand=d, norm=normalise(d, self.cbar[p])))
-        log_f = log_utility(job, np.arange(1, t1 - t0 + 1))
+        log_f = log_utility(job, np.arange(t0 - job.arrival + 1, t1 - job.arrival + 1))
         util = np.exp(log_f - self.log_scale)
         n = np.arange(job.max_workers + 1)
         ps_needed = np.array([job.ps_needed(int(k)) for k in n], dtype=int)

@@ -115,10 +115,10 @@ class OasisPolicy:
     def on_arrival(self, job: Job, view: View) -> Decision:
         ledger = self._ledger()
         self._report = None
-        if job.window <= 0:
+        inp = ledger.inputs(job, start=view.t)
+        if inp.n_slots == 0:
             self._decided.append((job, 0.0))
             return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0)
-        inp = ledger.inputs(job)
         tables = placement_tables(inp)
         if self._solve is solve_fast:
             best = solve_fast(inp, 0.0, costs=slot_costs(inp, tables))
@@ -133,7 +133,7 @@ class OasisPolicy:
         self._decided.append((job, best.payoff))
         done = best.completion
         assert done is not None
-        self._committed_utility += job.utility_at(done + 1)
+        self._committed_utility += job.utility_at(inp.start + done - job.arrival + 1)
         return Decision(admitted=True, payoff=unscale(best.payoff, ledger.log_scale),
                         schedule=dict(schedule))
 
