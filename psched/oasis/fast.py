@@ -7,13 +7,14 @@ comes from four exact devices, none of which drops a schedule that could win:
 1. **All slot costs at once.** The greedy placement (Theorem 1) of ``n = 0..N`` workers and
    their PS is vectorised over the whole window (:func:`~psched.oasis.schedule.slot_costs`).
 2. **Vectorised min-plus step.** ``cost(t, .) = cost(t - 1, .) (+) c_t`` is one
-   ``(D, n)`` array operation over a sliding-window view, limited to the reachable ``D``
+   ``(D, n)`` array operation over a strided view, limited to the reachable ``D``
    (``D <= sum`` of the slot capacities so far) and to the feasible ``n`` of the slot. The
    recursion is shared by every candidate completion slot (prefix ``t`` of the window).
-3. **Exact pruning of completion slots.** Every cost is at least ``LB = W r*`` where ``r*`` is
-   the least average cost per worker ``c_t(n) / n`` over the window (a bound of the convex
-   relaxation's first segment). Once ``max_{t' >= t} f(t') - LB`` is no better than the best
-   payoff found, no later completion can win and the search stops.
+3. **Exact pruning of completion slots.** Every cost is at least ``LB``, the cheapest
+   fractional fill of ``W`` workers at each slot's least average cost per worker
+   ``min_n c_t(n) / n`` within its capacity (:func:`cost_lower_bound`, a relaxation). Once
+   ``max_{t' >= t} f(t') - LB`` is no better than the best payoff found, no later completion
+   can win and the search stops.
 4. **Stationary runs of identical slots.** Slots whose prices and residual capacities match
    give identical cost vectors (typically the untouched future). If adding such a slot left
    ``cost(t, .)`` unchanged, another identical slot cannot change it either
@@ -56,13 +57,28 @@ def minplus_step(h: np.ndarray, c: np.ndarray, hi: int) -> tuple[np.ndarray, np.
 
 
 def cost_lower_bound(costs: np.ndarray, work: int) -> float:
-    """``W`` times the least average cost per worker over all slots and ``n >= 1``."""
+    """A lower bound on the cost of ``work`` workers over all slots of ``costs`` (Tw, n).
+
+    Slot ``t`` costs at least ``r_t n`` for ``n`` workers, ``r_t = min_{n >= 1} c_t(n) / n``,
+    and holds at most ``m_t`` (its last finite ``n``); the cheapest fractional fill of ``work``
+    at those rates (a fractional knapsack, sorted by rate) is a lower bound, at least
+    ``work * min_t r_t``. ``inf`` if the slots cannot hold ``work`` at all. O(Tw (n + log Tw)).
+    """
     if costs.shape[1] < 2:
         return np.inf
     n = np.arange(1, costs.shape[1])
+    finite = np.isfinite(costs[:, 1:])
+    m = finite.sum(axis=1)  # feasible n form a prefix
     with np.errstate(invalid="ignore"):
-        ratio = costs[:, 1:] / n
-    return float(work * np.min(ratio))
+        rate = np.where(finite, costs[:, 1:] / n, np.inf).min(axis=1)
+    order = np.argsort(rate, kind="stable")
+    cap = m[order]
+    before = np.cumsum(cap) - cap
+    take = np.clip(work - before, 0, cap)
+    if take.sum() < work:
+        return np.inf
+    used = take > 0
+    return float(np.sum(rate[order][used] * take[used]))
 
 
 def solve_fast(inp: JobInputs, floor: float = 0.0, costs: np.ndarray | None = None) -> Best:
