@@ -6,7 +6,9 @@ Three measurements, each against a baseline measured in the same run:
    that costs nothing to compute, so a step is pull + push + the momentum update. Throughput
    is ``2 x size / step time`` (a step moves the parameters one way and the gradient the
    other), compared with a raw Ray round trip of the same bytes (an actor method that takes an
-   array of that size and returns one: no optimizer, no slicing, no concatenation).
+   array of that size and returns one: no optimizer, no slicing, no concatenation). The same
+   step with an optimizer that applies nothing separates transport from update cost, and the
+   momentum update alone is timed in-process on the same size.
 2. **Slot-boundary latency**: from the ``resize`` call at a slot boundary until every worker of
    the new size has applied a push; for adding workers (1 -> 4) and for re-sharding the PS
    (1 -> 2 shards), cold (new actors) and with actors pre-started during the previous slot.
@@ -79,6 +81,15 @@ def _grad(n: int) -> np.ndarray:
     return _GRAD[n]
 
 
+@dataclass(frozen=True, kw_only=True)
+class NoUpdate(MomentumSGD):
+    """Momentum SGD that applies nothing: isolates the transport cost of a step."""
+
+    def update(self, params: np.ndarray, grad: np.ndarray, state: Any, *,
+               lr_scale: float = 1.0, buffer_factor: float = 1.0) -> tuple[np.ndarray, Any]:
+        return params, state
+
+
 @ray.remote(num_cpus=0)
 class Echo:
     """Raw Ray transfer: take an array, return a (preallocated) array of the same size."""
@@ -99,34 +110,50 @@ def _config(ckpt: str, **kw: Any) -> RuntimeConfig:
     return RuntimeConfig(checkpoint_dir=ckpt, evaluate=False, **kw)
 
 
-def bench_exchange(sizes_mb: list[float], ckpt: str) -> list[dict[str, float]]:
+def bench_exchange(sizes_mb: list[float], ckpt: str, blocks: int) -> list[dict[str, float]]:
+    """Alternating blocks of raw round trips and runtime steps; medians of the block means."""
     rows = []
     for mb in sizes_mb:
         n = int(mb * 2**20 / 4)
-        steps = max(3, int(120 / mb))
+        steps = max(2, int(100 / mb))
         echo = Echo.remote(n)
         x = np.ones(n, dtype=np.float32)
         ray.get(echo.echo.remote(x))  # warm
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            y = ray.get(echo.echo.remote(x))
-            del y
-        raw_s = (time.perf_counter() - t0) / steps
-        ray.kill(echo)
-        rt = JobRuntime(_job(f"xchg{mb:g}", FreeGradient(n_params=n)),
-                        _config(ckpt, mode="async", lr=0.01))
+        rts = [JobRuntime(_job(f"xchg{mb:g}{i}", FreeGradient(n_params=n)),
+                          _config(ckpt, mode="async", lr=0.01), optimizer=o)
+               for i, o in enumerate((None, NoUpdate(lr=0.01)))]
+        raw: list[float] = []
+        run: list[list[float]] = [[], []]
+        upd: list[float] = []
         try:
-            rt.resize([None], [None])
-            rt.run_until(time.time() + FAR, until_batches=1)  # warm
-            rt.record()
-            rt.run_until(time.time() + FAR, until_batches=1 + steps)
-            step_s = rt.stats.seconds / rt.stats.batches
+            for rt in rts:
+                rt.resize([None], [None])
+                rt.run_until(time.time() + FAR, until_batches=1)  # warm
+            opt, p, g = MomentumSGD(lr=0.01), np.zeros(n, np.float32), _grad(n)
+            state = opt.init(n)
+            for _ in range(blocks):
+                t0 = time.perf_counter()
+                for _ in range(steps):
+                    y = ray.get(echo.echo.remote(x))
+                    del y
+                raw.append((time.perf_counter() - t0) / steps)
+                for rt, times in zip(rts, run, strict=True):
+                    rt.record()
+                    rt.run_until(time.time() + FAR, until_batches=rt.batches + steps)
+                    times.append(rt.stats.seconds / rt.stats.batches)
+                t0 = time.perf_counter()
+                p, state = opt.update(p, g, state)
+                upd.append(time.perf_counter() - t0)
         finally:
-            rt.close()
-        rows.append({"mb": mb, "raw_s": raw_s, "step_s": step_s,
-                     "raw_mbps": 2 * mb / raw_s, "xchg_mbps": 2 * mb / step_s})
-        print(f"  exchange {mb:g} MB: raw {raw_s * 1e3:.1f} ms, step {step_s * 1e3:.1f} ms",
-              file=sys.stderr)
+            for rt in rts:
+                rt.close()
+            ray.kill(echo)
+        raw_s, step_s, bare_s = (statistics.median(raw), statistics.median(run[0]),
+                                 statistics.median(run[1]))
+        rows.append({"mb": mb, "raw_s": raw_s, "step_s": step_s, "update_s": min(upd),
+                     "bare_s": bare_s, "raw_mbps": 2 * mb / raw_s,
+                     "xchg_mbps": 2 * mb / step_s, "bare_mbps": 2 * mb / bare_s})
+        print(f"  exchange {mb:g} MB: raw {raw}, step {run}", file=sys.stderr)
     return rows
 
 
@@ -198,15 +225,19 @@ def markdown(xchg: list[dict[str, float]], bound: list[dict[str, Any]],
              its: list[dict[str, Any]], args: argparse.Namespace) -> str:
     out = ["## Ray parameter-server runtime (`benchmarks/bench_runtime.py`)", "",
            f"Command: `.venv/bin/python benchmarks/bench_runtime.py --sizes-mb "
-           f"{' '.join(f'{s:g}' for s in args.sizes_mb)} --reps {args.reps}` "
+           f"{' '.join(f'{s:g}' for s in args.sizes_mb)} --reps {args.reps} "
+           f"--blocks {args.blocks}` "
            f"(embedded Ray, {os.cpu_count()} cores).", "",
            "### Gradient exchange (1 worker, 1 shard, free gradient) vs raw Ray round trip", "",
-           "| params | raw round trip | runtime step | raw MB/s | exchange MB/s | fraction |",
-           "|---:|---:|---:|---:|---:|---:|"]
+           "| params | raw round trip | runtime step | momentum update alone | step, no update "
+           "| raw MB/s | exchange MB/s | fraction | fraction, no update |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in xchg:
         out.append(f"| {r['mb']:g} MB | {r['raw_s'] * 1e3:.1f} ms | {r['step_s'] * 1e3:.1f} ms"
-                   f" | {r['raw_mbps']:.0f} | {r['xchg_mbps']:.0f} | "
-                   f"{r['xchg_mbps'] / r['raw_mbps']:.0%} |")
+                   f" | {r['update_s'] * 1e3:.1f} ms | {r['bare_s'] * 1e3:.1f} ms | "
+                   f"{r['raw_mbps']:.0f} | {r['xchg_mbps']:.0f} | "
+                   f"{r['xchg_mbps'] / r['raw_mbps']:.0%} | "
+                   f"{r['bare_mbps'] / r['raw_mbps']:.0%} |")
     out += ["", "### Slot boundary to training at the new size (median of "
             f"{args.reps})", "", "| change | actors | median | max |", "|---|---|---:|---:|"]
     for r in bound:
@@ -223,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes-mb", type=float, nargs="+", default=[4, 40, 400])
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--blocks", type=int, default=5, help="alternating exchange blocks")
     ap.add_argument("--big-mb", type=float, default=40.0, help="params of the big re-shard")
     ap.add_argument("--its-seconds", type=float, default=3.0)
     ap.add_argument("--out", help="also write the markdown here")
@@ -232,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
              log_to_driver=False)
     with tempfile.TemporaryDirectory(prefix="bench-runtime-") as ckpt:
         try:
-            xchg = bench_exchange(args.sizes_mb, ckpt)
+            xchg = bench_exchange(args.sizes_mb, ckpt, args.blocks)
             bound = bench_boundary(args.reps, ckpt, args.big_mb)
             its = bench_iterations(ckpt, args.its_seconds)
         finally:

@@ -220,6 +220,10 @@ class Worker:
         return self._assemble(parts)
 
     def _assemble(self, parts: Sequence[np.ndarray]) -> np.ndarray:
+        """The flat parameters: one shard's slice as is (zero-copy, read-only), else the
+        slices concatenated into this worker's buffer (one copy)."""
+        if len(parts) == 1:
+            return parts[0]
         np.concatenate(parts, out=self.buf)
         return self.buf
 

@@ -203,10 +203,13 @@ class JobRuntime:
         Mode, optimizer, learning-rate rule, checkpoints.
     placer
         Actor options per planned server (default: none).
+    optimizer
+        The shards' optimizer (default: momentum SGD from ``config``); benchmarks pass a
+        subclass to separate transport from update cost.
     """
 
     def __init__(self, job: TrainingJob, config: RuntimeConfig | None = None,
-                 placer: Placer | None = None) -> None:
+                 placer: Placer | None = None, optimizer: MomentumSGD | None = None) -> None:
         self.job = job
         self.config = config or RuntimeConfig()
         self.placer = placer or NoPlacement()
@@ -214,8 +217,8 @@ class JobRuntime:
         self._tmpdir = None if cfg.checkpoint_dir else tempfile.mkdtemp(prefix="psched-ckpt-")
         self.store = CheckpointStore(cfg.checkpoint_dir or self._tmpdir or "", job.job_id,
                                      keep=cfg.keep_checkpoints)
-        self.optimizer = MomentumSGD(lr=cfg.lr, momentum=cfg.momentum,
-                                     lr_in_buffer=cfg.lr_in_buffer)
+        self.optimizer = optimizer or MomentumSGD(lr=cfg.lr, momentum=cfg.momentum,
+                                                  lr_in_buffer=cfg.lr_in_buffer)
         self.n_params = int(job.workload.init_params(cfg.seed).size)
         self.shards: list[Any] = []
         self.shard_servers: list[int | None] = []
@@ -412,13 +415,14 @@ class JobRuntime:
     def _reshard(self, servers: list[int | None]) -> None:
         """Move the parameters and optimizer state onto shards on ``servers`` (new bounds)."""
         old, old_bounds = self.shards, self.bounds
+        bounds = shard_bounds(self.n_params, len(servers))  # raises before anything changes
         exports = [s.export.remote() for s in old]
         step, batches = self.counters()
         sched = ray.get(old[0].schedule_state.remote())
         keep, add = _match(self.shard_servers, servers)
         targets = [old[i] for i in keep] + [self._new_actor("ps", srv) for srv in add]
         self.shard_servers = [self.shard_servers[i] for i in keep] + add
-        self.bounds = shard_bounds(self.n_params, len(servers))
+        self.bounds = bounds
         loads = []
         for actor, (lo, hi) in zip(targets, self.bounds, strict=True):
             pieces = [e for e, (a, b) in zip(exports, old_bounds, strict=True)
