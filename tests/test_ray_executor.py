@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
+import ray
 
-pytestmark = pytest.mark.ray
-
-ray = pytest.importorskip("ray")
-
-from psched.executor import Executor  # noqa: E402
-from psched.model import Alloc, Cluster, JobSpec, Pool, Resources, Server, resolve_job  # noqa: E402
-from psched.policies import make_policy  # noqa: E402
-from psched.simulator import SchedulerLoop, TraceArrivals  # noqa: E402
-from psched.utility import Utility  # noqa: E402
-from ray_cluster.executor import (  # noqa: E402
+from psched.executor import Executor
+from psched.model import Alloc, Cluster, JobSpec, Pool, Resources, Server, resolve_job
+from psched.policies import make_policy
+from psched.simulator import SchedulerLoop, TraceArrivals
+from psched.utility import Utility
+from ray_cluster.executor import (
     RayExecutor,
     profile_seconds_per_batch,
     training_job,
     with_measured_tau,
 )
-from ray_cluster.runtime import RuntimeConfig  # noqa: E402
+from ray_cluster.runtime import RuntimeConfig
 
 SLOT_S = 1.0
 GPU_NODE_SERVERS = ("gpu0", "gpu1")  # the fake-GPU nodes of tests/conftest.py
@@ -48,6 +46,7 @@ def _single_machine(slot_s: float = SLOT_S) -> Cluster:
     ), slot_seconds=slot_s)
 
 
+@pytest.mark.ray
 def test_scheduler_loop_trains_jobs_to_completion_on_ray(ray_session, tmp_path):
     """tau is profiled; the loop's completion comes from measured progress in worker-slots."""
     cluster = _single_machine()
@@ -73,6 +72,7 @@ def test_scheduler_loop_trains_jobs_to_completion_on_ray(ray_session, tmp_path):
     assert not executor.runtimes  # released on completion
 
 
+@pytest.mark.ray
 def test_placement_follows_plan_on_fake_gpu_nodes(ray_session, tmp_path):
     servers = tuple(Server(server_id=s, pool=Pool.WORKER,
                            capacity=Resources(gpu=1, cpu=4, memory_gb=16, bandwidth_gbps=10))
@@ -114,3 +114,14 @@ def test_placement_follows_plan_on_fake_gpu_nodes(ray_session, tmp_path):
         # loop test above checks progress, this one placement
     finally:
         executor.close()
+
+
+def test_job_without_workload_is_reported_failed_not_raised():
+    """Bad input stays one line in the slot report; no Ray call is needed to say so."""
+    cluster = _single_machine()
+    job = resolve_job(dataclasses.replace(_spec("sim-only"), workload=""), SLOT_S, 10)
+    executor = RayExecutor(cluster)
+    report = executor.apply(0, {"sim-only": Alloc.of({0: 1}, {1: 1})}, {"sim-only": job})
+    assert report.progress == {}
+    assert "names no workload" in report.failed["sim-only"]
+    executor.close()
