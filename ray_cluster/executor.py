@@ -105,13 +105,14 @@ def nodes_for_servers(cluster: Cluster) -> dict[int, str]:
     return out
 
 
-def training_job(spec_job: Job) -> TrainingJob:
+def training_job(spec_job: Job, allow_import: bool = False) -> TrainingJob:
     """What a psched job trains: its workload, ``N`` partitions, ``M`` mini-batches, ``E``.
 
     Raises
     ------
     InputError
-        If the job names no workload (it is simulated only) or its hparams are bad.
+        If the job names no workload (it is simulated only), its hparams are bad, or it
+        names an import path and ``allow_import`` is false.
     """
     spec = spec_job.spec
     if not spec.workload:
@@ -121,7 +122,8 @@ def training_job(spec_job: Job) -> TrainingJob:
     except json.JSONDecodeError as err:
         raise InputError(f"job {spec.job_id!r}: hparams is not JSON: {err}",
                          field="hparams") from None
-    return TrainingJob(job_id=spec.job_id, workload=get_workload(spec.workload, hparams),
+    workload = get_workload(spec.workload, hparams, allow_import=allow_import)
+    return TrainingJob(job_id=spec.job_id, workload=workload,
                        n_partitions=spec.max_workers, minibatches=spec.minibatches,
                        epochs=spec.epochs)
 
@@ -217,13 +219,16 @@ class RayExecutor:
         ``"auto"``: :func:`nodes_for_servers`.
     demands_as_resources
         See :class:`RayPlacer`.
+    allow_import
+        Accept workloads named by import path (``pkg.module:Class``): they run user code.
     """
 
     def __init__(self, cluster: Cluster, config: RuntimeConfig | None = None, *,
                  slot_seconds: float | None = None,
                  node_of: Mapping[int, str] | str | None = None,
-                 demands_as_resources: bool = False) -> None:
+                 demands_as_resources: bool = False, allow_import: bool = False) -> None:
         self.cluster = cluster
+        self.allow_import = allow_import
         self.config = config or RuntimeConfig()
         self.slot_seconds = float(slot_seconds or cluster.slot_seconds)
         nodes = nodes_for_servers(cluster) if node_of == "auto" else node_of
@@ -240,7 +245,7 @@ class RayExecutor:
         if rt is None:
             spec = job.spec
             self._demands[job.job_id] = (spec.worker_demand, spec.ps_demand)
-            rt = JobRuntime(training_job(job), self.config, self.placer)
+            rt = JobRuntime(training_job(job, self.allow_import), self.config, self.placer)
             self.runtimes[job.job_id] = rt
             self.reported.setdefault(job.job_id, 0.0)
         return rt
