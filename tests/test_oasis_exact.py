@@ -123,3 +123,61 @@ def test_no_feasible_schedule_gives_no_counts() -> None:
     for solve in (solve_fast, solve_literal, solve_brute):
         best = solve(inp, floor=-math.inf)
         assert best.counts is None and best.payoff == -math.inf
+
+
+@st.composite
+def convex_inputs(draw: st.DrawFn) -> JobInputs:
+    """Integer prices and one PS per worker (b = B): every slot cost is convex in n."""
+    from psched.oasis.ledger import PoolInputs
+
+    n_slots, n_srv = draw(st.integers(1, 6)), draw(st.integers(1, 3))
+    n = draw(st.integers(1, 4))
+    work = draw(st.integers(1, n * n_slots))
+    job = make_job(work=work, window=n_slots, max_workers=n, ps=(1, 1, 1))
+
+    def pool(k: int) -> PoolInputs:
+        price = np.array(draw(st.lists(st.integers(1, 9), min_size=n_slots * k,
+                                       max_size=n_slots * k)), float).reshape(n_slots, k, 1)
+        resid = np.array(draw(st.lists(st.integers(0, 3), min_size=n_slots * k,
+                                       max_size=n_slots * k)), float).reshape(n_slots, k, 1)
+        return PoolInputs(servers=np.arange(k), price=price, resid=resid,
+                          demand=np.ones(1), norm=np.ones(1))
+
+    util = np.sort(np.array(draw(st.lists(st.integers(0, 200), min_size=n_slots,
+                                          max_size=n_slots)), float))[::-1]
+    return JobInputs(job=job, start=0, util=util.copy(), workers=pool(n_srv), ps=pool(2),
+                     ps_needed=np.arange(n + 1))
+
+
+def min_cost_flow_cost(costs: np.ndarray, work: int, last: int) -> float:
+    """Least cost of ``work`` workers in slots 0..last by networkx min-cost flow."""
+    import networkx as nx
+
+    g = nx.DiGraph()
+    g.add_node("s", demand=-work)
+    g.add_node("z", demand=work)
+    for i in range(last + 1):
+        g.add_edge("s", ("slot", i), capacity=work, weight=0)
+        for j in range(1, costs.shape[1]):
+            if np.isfinite(costs[i, j]):
+                g.add_edge(("slot", i), ("unit", i, j), capacity=1,
+                           weight=round(float(costs[i, j] - costs[i, j - 1])))
+                g.add_edge(("unit", i, j), "z", capacity=1, weight=0)
+    try:
+        flow = nx.min_cost_flow(g)
+    except nx.NetworkXUnfeasible:
+        return math.inf
+    return float(nx.cost_of_flow(g, flow))
+
+
+@settings(max_examples=40, deadline=None)
+@given(inp=convex_inputs())
+def test_fast_search_matches_min_cost_flow_when_slot_costs_are_convex(inp: JobInputs) -> None:
+    costs = slot_costs(inp)
+    assert np.all(np.diff(np.diff(costs[np.isfinite(costs).all(axis=1)], axis=1), axis=1)
+                  >= -1e-9)  # convex rows (rows fully finite)
+    best = -math.inf
+    for last in range(inp.n_slots):
+        best = max(best, float(inp.util[last]) - min_cost_flow_cost(costs, inp.job.work, last))
+    fast = solve_fast(inp, floor=-math.inf)
+    assert close(fast.payoff, best)
