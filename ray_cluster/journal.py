@@ -1,0 +1,228 @@
+"""The scheduler service's durable journal: SQLite in WAL mode on the head node.
+
+What is written, each in one transaction, before the service acts on it:
+
+* ``meta`` -- the service's configuration (policy, slot length, horizon, cluster, history jobs
+  for the price bounds), written once; a restarted service reads it back;
+* ``submissions`` -- every accepted job spec (data: JSON of :class:`psched.model.JobSpec`),
+  ``job_id`` unique, so no job is submitted twice;
+* ``decisions`` -- each admission decision (arrival or re-plan): slot, admitted, reason,
+  payoff, the work decided on and the committed schedule;
+* ``slots`` + ``progress`` -- one transaction per finished slot: the plan executed, each job's
+  measured progress and total, its latest checkpoint location;
+* ``events`` -- cancellations, completions, drops, lost nodes.
+
+A restarted service replays ``decisions`` through a fresh policy (deterministic given the
+configuration) and the ``slots``/``progress`` rows into the loop state
+(:mod:`ray_cluster.service`). Complexity: each write is O(rows written); a full read is
+O(journal size).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from psched.model import Alloc, JobSpec, Resources
+from psched.utility import Utility
+
+__all__ = [
+    "DecisionRow",
+    "Journal",
+    "alloc_from_json",
+    "alloc_to_json",
+    "spec_from_json",
+    "spec_to_json",
+]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS submissions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL UNIQUE,
+    spec TEXT NOT NULL, submitted REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS decisions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, kind TEXT NOT NULL,
+    slot INTEGER NOT NULL, admitted INTEGER NOT NULL, reason TEXT NOT NULL, payoff REAL,
+    work INTEGER NOT NULL, schedule TEXT NOT NULL, latency_ms REAL NOT NULL,
+    decided REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS slots (
+    t INTEGER PRIMARY KEY, started REAL NOT NULL, ended REAL NOT NULL, plan TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS progress (
+    t INTEGER NOT NULL, job_id TEXT NOT NULL, amount REAL NOT NULL, done REAL NOT NULL,
+    checkpoint TEXT NOT NULL, info TEXT NOT NULL, PRIMARY KEY (t, job_id));
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, slot INTEGER NOT NULL,
+    kind TEXT NOT NULL, info TEXT NOT NULL, at REAL NOT NULL);
+"""
+
+
+def spec_to_json(spec: JobSpec) -> str:
+    """A job spec as JSON (plain data)."""
+    return json.dumps(dataclasses.asdict(spec), sort_keys=True)
+
+
+def spec_from_json(text: str) -> JobSpec:
+    """The inverse of :func:`spec_to_json` (data only, nothing evaluated)."""
+    d = json.loads(text)
+    d["worker_demand"] = Resources(**d["worker_demand"])
+    d["ps_demand"] = Resources(**d["ps_demand"])
+    d["utility"] = Utility(**d["utility"])
+    return JobSpec(**d)
+
+
+def alloc_to_json(schedule: Mapping[int, Alloc]) -> str:
+    """A schedule ``{slot: Alloc}`` as JSON ``{slot: [workers, ps]}``."""
+    return json.dumps({str(t): [[list(p) for p in a.workers], [list(p) for p in a.ps]]
+                       for t, a in sorted(schedule.items())})
+
+
+def alloc_from_json(text: str) -> dict[int, Alloc]:
+    """The inverse of :func:`alloc_to_json`."""
+    return {int(t): Alloc(workers=tuple((int(h), int(n)) for h, n in w),
+                          ps=tuple((int(k), int(n)) for k, n in p))
+            for t, (w, p) in json.loads(text).items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecisionRow:
+    """One journaled decision."""
+
+    job_id: str  #: the job
+    kind: str  #: "arrival" or "replan"
+    slot: int  #: the slot the decision was made for (its first usable slot)
+    admitted: bool  #: admitted
+    reason: str  #: rejection reason ("" if admitted)
+    payoff: float | None  #: the policy's payoff
+    work: int  #: worker-slots decided on (the job's W, or what was left at a re-plan)
+    schedule: dict[int, Alloc]  #: committed schedule (empty if none)
+    latency_ms: float  #: submission-to-decision time (policy time for trace arrivals)
+
+
+class Journal:
+    """The journal file. Thread-safe (one connection, one lock); WAL, synchronous=FULL."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False,
+                                   isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _tx(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, args in statements:
+                    self._db.execute(sql, args)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return list(self._db.execute(sql, args).fetchall())
+
+    # -- writes ----------------------------------------------------------------------------
+    def set_meta(self, values: Mapping[str, Any]) -> None:
+        """Store configuration values (JSON) once; existing keys are kept."""
+        self._tx([("INSERT OR IGNORE INTO meta VALUES (?, ?)", (k, json.dumps(v)))
+                  for k, v in values.items()])
+
+    def submit(self, spec: JobSpec, decision: DecisionRow | None = None) -> None:
+        """Record a submission (and its decision, same transaction).
+
+        Raises ``sqlite3.IntegrityError`` if the job id was submitted before.
+        """
+        now = time.time()
+        stmts = [("INSERT INTO submissions (job_id, spec, submitted) VALUES (?, ?, ?)",
+                  (spec.job_id, spec_to_json(spec), now))]
+        if decision is not None:
+            stmts.append(self._decision_stmt(decision, now))
+        self._tx(stmts)
+
+    @staticmethod
+    def _decision_stmt(d: DecisionRow, now: float) -> tuple[str, tuple[Any, ...]]:
+        return ("INSERT INTO decisions (job_id, kind, slot, admitted, reason, payoff, work, "
+                "schedule, latency_ms, decided) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (d.job_id, d.kind, d.slot, int(d.admitted), d.reason, d.payoff, d.work,
+                 alloc_to_json(d.schedule), d.latency_ms, now))
+
+    def decide(self, decision: DecisionRow) -> None:
+        self._tx([self._decision_stmt(decision, time.time())])
+
+    def slot_done(self, t: int, started: float, plan: Mapping[str, Alloc],
+                  progress: Mapping[str, tuple[float, float, str, str]],
+                  events: list[tuple[str, str, str]] = ()) -> None:  # type: ignore[assignment]
+        """Record a finished slot: plan, per job (amount, done, checkpoint, info), events."""
+        now = time.time()
+        stmts: list[tuple[str, tuple[Any, ...]]] = [(
+            "INSERT INTO slots VALUES (?, ?, ?, ?)",
+            (t, started, now, json.dumps({j: [[list(p) for p in a.workers],
+                                              [list(p) for p in a.ps]]
+                                          for j, a in plan.items()})))]
+        for job_id, (amount, done, ckpt, info) in progress.items():
+            stmts.append(("INSERT INTO progress VALUES (?, ?, ?, ?, ?, ?)",
+                          (t, job_id, amount, done, ckpt, info)))
+        for job_id, kind, info in events:
+            stmts.append(("INSERT INTO events (job_id, slot, kind, info, at) VALUES "
+                          "(?, ?, ?, ?, ?)", (job_id, t, kind, info, now)))
+        self._tx(stmts)
+
+    def event(self, job_id: str, slot: int, kind: str, info: str = "") -> None:
+        self._tx([("INSERT INTO events (job_id, slot, kind, info, at) VALUES (?, ?, ?, ?, ?)",
+                   (job_id, slot, kind, info, time.time()))])
+
+    # -- reads -----------------------------------------------------------------------------
+    def meta(self) -> dict[str, Any]:
+        return {k: json.loads(v) for k, v in self._rows("SELECT key, value FROM meta")}
+
+    def submissions(self) -> dict[str, JobSpec]:
+        """Every submitted spec by job id, in submission order."""
+        return {j: spec_from_json(s) for j, s in
+                self._rows("SELECT job_id, spec FROM submissions ORDER BY seq")}
+
+    def decisions(self) -> Iterator[DecisionRow]:
+        """Every decision, in the order made."""
+        for row in self._rows("SELECT job_id, kind, slot, admitted, reason, payoff, work, "
+                              "schedule, latency_ms FROM decisions ORDER BY seq"):
+            yield DecisionRow(job_id=row[0], kind=row[1], slot=row[2], admitted=bool(row[3]),
+                              reason=row[4], payoff=row[5], work=row[6],
+                              schedule=alloc_from_json(row[7]), latency_ms=row[8])
+
+    def slots(self) -> list[tuple[int, float, float, dict[str, Alloc]]]:
+        """Finished slots: (t, started, ended, plan), in order."""
+        out = []
+        for t, s, e, plan in self._rows("SELECT t, started, ended, plan FROM slots ORDER BY t"):
+            out.append((t, s, e, {j: Alloc(workers=tuple(tuple(p) for p in w),  # type: ignore[misc]
+                                           ps=tuple(tuple(p) for p in q))
+                                  for j, (w, q) in json.loads(plan).items()}))
+        return out
+
+    def progress(self, job_id: str | None = None) -> list[tuple[int, str, float, float, str, str]]:
+        """Progress rows (t, job_id, amount, done, checkpoint, info) in slot order."""
+        sql = "SELECT t, job_id, amount, done, checkpoint, info FROM progress"
+        if job_id is not None:
+            return self._rows(sql + " WHERE job_id = ? ORDER BY t", (job_id,))  # type: ignore[return-value]
+        return self._rows(sql + " ORDER BY t, job_id")  # type: ignore[return-value]
+
+    def events(self, job_id: str | None = None) -> list[tuple[str, int, str, str]]:
+        """Events (job_id, slot, kind, info) in order."""
+        sql = "SELECT job_id, slot, kind, info FROM events"
+        if job_id is not None:
+            return self._rows(sql + " WHERE job_id = ? ORDER BY seq", (job_id,))  # type: ignore[return-value]
+        return self._rows(sql + " ORDER BY seq")  # type: ignore[return-value]
