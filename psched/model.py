@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 
 import numpy as np
 
@@ -119,14 +120,26 @@ class Cluster:
         if self.slot_seconds <= 0 or not math.isfinite(self.slot_seconds):
             raise ValueError(f"slot_seconds must be positive, got {self.slot_seconds!r}")
 
-    @property
+    @cached_property
     def capacity(self) -> np.ndarray:
-        """Capacity matrix, servers x resources."""
-        return np.array([s.capacity.as_array() for s in self.servers]).reshape(-1, len(RESOURCES))
+        """Capacity matrix, servers x resources (read-only, computed once)."""
+        cap = np.array([s.capacity.as_array() for s in self.servers], dtype=float)
+        cap = cap.reshape(-1, len(RESOURCES))
+        cap.setflags(write=False)
+        return cap
+
+    @cached_property
+    def _pool_indices(self) -> dict[Pool, np.ndarray]:
+        out = {}
+        for pool in Pool:
+            idx = np.array([i for i, s in enumerate(self.servers) if s.pool == pool], dtype=int)
+            idx.setflags(write=False)
+            out[pool] = idx
+        return out
 
     def indices(self, pool: Pool) -> np.ndarray:
-        """Indices of the servers of one pool, in order."""
-        return np.array([i for i, s in enumerate(self.servers) if s.pool == pool], dtype=int)
+        """Indices of the servers of one pool, in order (read-only)."""
+        return self._pool_indices[pool]
 
     def pool_of(self, index: int) -> Pool:
         return self.servers[index].pool

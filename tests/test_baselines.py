@@ -256,9 +256,9 @@ def test_drf_fills_like_the_literal_progressive_filling(
     cluster, specs = instance
     jobs = [resolve_job(s, cluster.slot_seconds, 30) for s in specs]
     jobs = [j for j in jobs if j.ps_needed(1) <= 1]
-    done = [float(i % 3) * 0.5 for i in range(len(jobs))]
-    jobs = [j for j, d in zip(jobs, done, strict=True) if j.work > d]
-    done = done[: len(jobs)]
+    pairs = [(j, float(i % 3) * 0.5) for i, j in enumerate(jobs)]
+    pairs = [(j, d) for j, d in pairs if j.work > d]  # only unfinished jobs are active
+    jobs, done = [j for j, _ in pairs], [d for _, d in pairs]
     policy = DrfPolicy()
     policy.start(RunContext(cluster=cluster, horizon=30))
     plan = policy.plan(view_at_start(jobs, cluster, done))
