@@ -11,9 +11,11 @@ Placement. Server index ``h`` of the psched :class:`~psched.model.Cluster` stand
 node whose resources contain ``psched_server:<server_id>`` (:func:`server_node_resources` gives
 what to declare when starting a node; :func:`nodes_for_servers` finds them). Actors get a hard
 ``NodeAffinitySchedulingStrategy`` to that node, ``num_gpus`` = the demand's GPUs and, with
-``demands_as_resources``, the other demands as custom resources ``psched_<resource>`` (which the
-node then must declare: :func:`server_node_resources` does). A single machine stands for both
-virtual servers of a pool pair (section 7 of ``oasis.md``).
+``demands_as_resources``, the other demands as custom resources ``psched_<pool>_<resource>``
+(``psched_worker_cpu``, ``psched_ps_memory_gb``, ...; the node then must declare them, as
+:func:`server_node_resources` does, and as :mod:`ray_cluster.cluster_model` reads them), so a
+node split into a worker and a PS server keeps the two capacities apart. A single machine
+stands for both virtual servers of a pool pair (section 7 of ``oasis.md``).
 
 Progress. A job trains ``E N M`` mini-batches in all; one mini-batch is ``W / (E N M)``
 worker-slots (:func:`ray_cluster.runtime.worker_slots`), and the slot in which the budget is
@@ -43,6 +45,7 @@ from psched.model import (
     Cluster,
     Job,
     JobSpec,
+    Pool,
     Resources,
     Server,
     SlotPlan,
@@ -55,6 +58,7 @@ __all__ = [
     "SERVER_MARK",
     "RayExecutor",
     "RayPlacer",
+    "demand_resource",
     "nodes_for_servers",
     "profile_seconds_per_batch",
     "server_node_resources",
@@ -66,20 +70,27 @@ log = logging.getLogger(__name__)
 
 #: Custom resource marking the Ray node that stands for a psched server: ``SERVER_MARK + id``.
 SERVER_MARK = "psched_server:"
-#: Prefix of the custom resources carrying non-GPU demands: ``psched_cpu``, ...
+#: Prefix of the custom resources carrying non-GPU demands: ``psched_worker_cpu``, ...
 DEMAND_PREFIX = "psched_"
+
+
+def demand_resource(pool: Pool, resource: str) -> str:
+    """Name of the custom resource for ``resource`` in ``pool``: ``psched_<pool>_<resource>``."""
+    return f"{DEMAND_PREFIX}{pool.value}_{resource}"
 
 
 def server_node_resources(*servers: Server) -> dict[str, float]:
     """Custom resources a Ray node standing for ``servers`` declares (GPUs go to num_gpus).
 
-    The server marks, plus each non-GPU capacity summed over ``servers`` as
-    ``psched_<resource>``.
+    The server marks, plus each positive non-GPU capacity summed over the ``servers`` of each
+    pool as ``psched_<pool>_<resource>``.
     """
     out: dict[str, float] = {SERVER_MARK + s.server_id: 1.0 for s in servers}
-    for r in RESOURCES:
-        if r != "gpu":
-            out[DEMAND_PREFIX + r] = float(sum(getattr(s.capacity, r) for s in servers))
+    for s in servers:
+        for r in RESOURCES:
+            if r != "gpu" and getattr(s.capacity, r) > 0:
+                key = demand_resource(s.pool, r)
+                out[key] = out.get(key, 0.0) + float(getattr(s.capacity, r))
     return out
 
 
@@ -171,7 +182,7 @@ class RayPlacer:
     demands
         Job id -> (worker demand, PS demand).
     demands_as_resources
-        Also ask for the non-GPU demands as ``psched_<resource>`` custom resources.
+        Also ask for the non-GPU demands as ``psched_<pool>_<resource>`` custom resources.
     """
 
     def __init__(self, node_of: Mapping[int, str] | None,
@@ -181,21 +192,21 @@ class RayPlacer:
         self.demands = demands
         self.demands_as_resources = demands_as_resources
 
-    def _options(self, demand: Resources, server: int | None) -> dict[str, Any]:
+    def _options(self, pool: Pool, demand: Resources, server: int | None) -> dict[str, Any]:
         opts: dict[str, Any] = {"num_cpus": 0, "num_gpus": demand.gpu}
         if self.node_of is not None and server is not None:
             opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
                 self.node_of[server], soft=False)
         if self.demands_as_resources:
-            opts["resources"] = {DEMAND_PREFIX + r: float(getattr(demand, r))
+            opts["resources"] = {demand_resource(pool, r): float(getattr(demand, r))
                                  for r in RESOURCES if r != "gpu" and getattr(demand, r) > 0}
         return opts
 
     def worker_options(self, job_id: str, server: int | None) -> dict[str, Any]:
-        return self._options(self.demands[job_id][0], server)
+        return self._options(Pool.WORKER, self.demands[job_id][0], server)
 
     def ps_options(self, job_id: str, server: int | None) -> dict[str, Any]:
-        return self._options(self.demands[job_id][1], server)
+        return self._options(Pool.PS, self.demands[job_id][1], server)
 
 
 def _expand(pairs: Sequence[tuple[int, int]]) -> list[int | None]:

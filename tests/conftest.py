@@ -27,6 +27,7 @@ class RaySession:
 
     cluster: Any  #: the ``ray.cluster_utils.Cluster``
     node_ids: dict[str, str]  #: psched server id -> Ray node id
+    servers: tuple[Any, ...]  #: the psched servers the nodes stand for (worker ones first)
 
 
 @pytest.fixture(scope="session")
@@ -37,8 +38,14 @@ def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RaySession
     import ray
     from ray.cluster_utils import Cluster
 
-    from ray_cluster.executor import SERVER_MARK
+    from psched.model import Pool, Resources, Server
+    from ray_cluster.executor import server_node_resources
 
+    gpu_servers = [Server(server_id=s, pool=Pool.WORKER,
+                          capacity=Resources(gpu=1, cpu=4, memory_gb=16, bandwidth_gbps=10))
+                   for s in GPU_NODE_SERVERS]
+    head = Server(server_id=HEAD_SERVER, pool=Pool.PS,
+                  capacity=Resources(cpu=8, memory_gb=32, bandwidth_gbps=10))
     cluster = Cluster(
         initialize_head=True,
         connect=True,
@@ -47,19 +54,19 @@ def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RaySession
             "num_gpus": 0,
             "object_store_memory": 300 * 2**20,
             "include_dashboard": False,
-            "resources": {SERVER_MARK + HEAD_SERVER: 1.0},
+            "resources": server_node_resources(head),
             "_system_config": {"health_check_period_ms": 1000,
                                "health_check_failure_threshold": 5},
         },
     )
     nodes = {HEAD_SERVER: cluster.head_node.node_id}
-    for server in GPU_NODE_SERVERS:
+    for server in gpu_servers:
         node = cluster.add_node(num_cpus=0, num_gpus=1, object_store_memory=100 * 2**20,
-                                resources={SERVER_MARK + server: 1.0})
-        nodes[server] = node.node_id
+                                resources=server_node_resources(server))
+        nodes[server.server_id] = node.node_id
     cluster.wait_for_nodes()
     try:
-        yield RaySession(cluster=cluster, node_ids=nodes)
+        yield RaySession(cluster=cluster, node_ids=nodes, servers=(*gpu_servers, head))
     finally:
         ray.shutdown()
         cluster.shutdown()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections import Counter
 
 import pytest
@@ -15,6 +16,7 @@ from psched.simulator import SchedulerLoop, TraceArrivals
 from psched.utility import Utility
 from ray_cluster.executor import (
     RayExecutor,
+    demand_resource,
     profile_seconds_per_batch,
     training_job,
     with_measured_tau,
@@ -74,16 +76,12 @@ def test_scheduler_loop_trains_jobs_to_completion_on_ray(ray_session, tmp_path):
 
 @pytest.mark.ray
 def test_placement_follows_plan_on_fake_gpu_nodes(ray_session, tmp_path):
-    servers = tuple(Server(server_id=s, pool=Pool.WORKER,
-                           capacity=Resources(gpu=1, cpu=4, memory_gb=16, bandwidth_gbps=10))
-                    for s in GPU_NODE_SERVERS)
-    servers += (Server(server_id=HEAD_SERVER, pool=Pool.PS,
-                       capacity=Resources(cpu=8, memory_gb=32, bandwidth_gbps=10)),)
-    cluster = Cluster(servers=servers, slot_seconds=0.5)
+    """Node affinity, one fake GPU per worker, demands held as custom resources."""
+    cluster = Cluster(servers=ray_session.servers, slot_seconds=0.5)
     g0, g1, head = 0, 1, 2
     job = resolve_job(_spec("placed", n=2, m=100_000, gpu=1), 0.5, 100)
     executor = RayExecutor(cluster, RuntimeConfig(mode="sync", checkpoint_dir=str(tmp_path)),
-                           node_of="auto")
+                           node_of="auto", demands_as_resources=True)
     plans = [Alloc.of({g0: 1}, {head: 1}), None, Alloc.of({g1: 1}, {head: 1}),
              Alloc.of({g0: 1, g1: 1}, {head: 2})]
     node = ray_session.node_ids
@@ -107,6 +105,9 @@ def test_placement_follows_plan_on_fake_gpu_nodes(ray_session, tmp_path):
             assert all(len(gpus) == 1 for _, gpus in where_w)  # one fake GPU each
             assert {n for n, _ in where_p} == {node[HEAD_SERVER]}
             assert len(where_p) == alloc.n_ps
+            # the demands are held as custom resources: 1 vCPU per worker, per PS
+            _wait_for_held(demand_resource(Pool.WORKER, "cpu"), alloc.n_workers)
+            _wait_for_held(demand_resource(Pool.PS, "cpu"), alloc.n_ps)
         # sync mode, 1 -> 2 workers across a suspension: the Dynamic SGD ramp was started
         sched = ray.get(executor.runtimes["placed"].shards[0].schedule_state.remote())
         assert [r[2] for r in sched["ramps"]] == [2.0]
@@ -114,6 +115,17 @@ def test_placement_follows_plan_on_fake_gpu_nodes(ray_session, tmp_path):
         # loop test above checks progress, this one placement
     finally:
         executor.close()
+
+
+def _wait_for_held(resource: str, amount: float, timeout_s: float = 20.0) -> None:
+    """Poll Ray's resource view until ``amount`` of ``resource`` is in use (it lags a bit)."""
+    limit = time.time() + timeout_s
+    while True:
+        held = ray.cluster_resources()[resource] - ray.available_resources().get(resource, 0.0)
+        if held == pytest.approx(amount) or time.time() > limit:
+            break
+        time.sleep(0.1)  # polling Ray's eventually-consistent view, not standing in for work
+    assert held == pytest.approx(amount), f"{resource}: {held} held, expected {amount}"
 
 
 def test_job_without_workload_is_reported_failed_not_raised():
