@@ -30,7 +30,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import ray
@@ -232,14 +232,22 @@ class RayExecutor:
         See :class:`RayPlacer`.
     allow_import
         Accept workloads named by import path (``pkg.module:Class``): they run user code.
+    lookahead
+        ``t -> plan of slot t`` where already known (a policy that commits schedules on
+        arrival knows it), else None. Right after slot ``t``'s resizes, the actors that slot
+        ``t + 1``'s plan adds are started in the background, so that boundary waits for no
+        actor start-up; spares a boundary did not use are stopped after its resizes. In a
+        placed cluster a spare holds its demand from its start, a slot early.
     """
 
     def __init__(self, cluster: Cluster, config: RuntimeConfig | None = None, *,
                  slot_seconds: float | None = None,
                  node_of: Mapping[int, str] | str | None = None,
-                 demands_as_resources: bool = False, allow_import: bool = False) -> None:
+                 demands_as_resources: bool = False, allow_import: bool = False,
+                 lookahead: Callable[[int], SlotPlan | None] | None = None) -> None:
         self.cluster = cluster
         self.allow_import = allow_import
+        self.lookahead = lookahead
         self.config = config or RuntimeConfig()
         self.slot_seconds = float(slot_seconds or cluster.slot_seconds)
         nodes = nodes_for_servers(cluster) if node_of == "auto" else node_of
@@ -280,6 +288,9 @@ class RayExecutor:
                 log.warning("slot %d: job %s cannot run: %s", t, job_id, err)
                 failed[job_id] = str(err)
         resized = time.time()
+        for rt in self.runtimes.values():
+            rt.drop_spares()
+        self._prepare(t + 1, jobs)
         for rt in running.values():
             rt.begin(deadline)
         owner = {}
@@ -297,6 +308,18 @@ class RayExecutor:
                               "slot_s": time.time() - start,
                               "jobs": {j: (a.n_workers, a.n_ps) for j, a in plan.items()}})
         return SlotReport(slot=t, progress=progress, failed=failed)
+
+    def _prepare(self, t: int, jobs: Mapping[str, Job]) -> None:
+        """Start, in the background, the actors slot ``t``'s known plan will add."""
+        plan = self.lookahead(t) if self.lookahead is not None else None
+        for job_id, alloc in (plan or {}).items():
+            if job_id not in jobs:
+                continue  # not arrived yet: it has no runtime to prepare
+            try:
+                rt = self.runtime(jobs[job_id])
+                rt.prestart(*rt.missing(_expand(alloc.workers), _expand(alloc.ps)), wait=False)
+            except (RayError, InputError, ValueError) as err:
+                log.info("slot %d: cannot prepare %s: %s", t, job_id, err)
 
     def _progress(self, job: Job, rt: JobRuntime, alloc: Alloc) -> float:
         """Worker-slots newly done by ``job`` (never negative, exactly W in all)."""

@@ -312,14 +312,36 @@ class JobRuntime:
         opts = self.placer.ps_options(self.job.job_id, server)
         return PSShard.options(**opts).remote(self.optimizer)
 
-    def prestart(self, workers: Sequence[int | None] = (), ps: Sequence[int | None] = ()) -> None:
+    def prestart(self, workers: Sequence[int | None] = (), ps: Sequence[int | None] = (),
+                 wait: bool = True) -> None:
         """Start spare actors on these servers now (data loaded), so a later resize that
-        needs them does not wait for actor start-up. Blocks until they are ready."""
+        needs them does not wait for actor start-up. ``wait``: block until they are ready."""
         fresh = [("worker", srv, self._create("worker", srv)) for srv in workers]
         fresh += [("ps", srv, self._create("ps", srv)) for srv in ps]
-        ray.get([a.warm.remote() if k == "worker" else a.ping.remote() for k, _, a in fresh])
+        refs = [a.warm.remote() if k == "worker" else a.ping.remote() for k, _, a in fresh]
+        if wait:
+            self._wait(refs)
         for kind, srv, actor in fresh:
             self._spares[kind].append((srv, actor))
+
+    def missing(self, workers: Sequence[int | None],
+                ps: Sequence[int | None]) -> tuple[list[int | None], list[int | None]]:
+        """Servers that would need new worker and shard actors to :meth:`resize` to this
+        plan from now, less the spares already started there."""
+        _, w_add = _match(self.worker_servers, workers)
+        if not self.shards:
+            p_add = list(ps)
+        elif sorted(ps, key=str) != sorted(self.shard_servers, key=str):
+            p_add = _match(self.shard_servers, ps)[1]
+        else:
+            p_add = []
+        return (_match([s for s, _ in self._spares["worker"]], w_add)[1],
+                _match([s for s, _ in self._spares["ps"]], p_add)[1])
+
+    def drop_spares(self) -> None:
+        """Stop the spare actors no resize has used."""
+        self._kill([a for k in self._spares for _, a in self._spares[k]])
+        self._spares = {"worker": [], "ps": []}
 
     def _wait(self, refs: list[Any]) -> list[Any]:
         """``ray.get`` with the start-up timeout: actors that cannot be placed fail the slot

@@ -117,6 +117,27 @@ def test_placement_follows_plan_on_fake_gpu_nodes(ray_session, tmp_path):
         executor.close()
 
 
+@pytest.mark.ray
+def test_lookahead_starts_next_slots_actors_during_this_slot(ray_session, tmp_path):
+    cluster = _single_machine(slot_s=0.3)
+    job = resolve_job(_spec("ahead", n=4, m=100_000), 0.3, 100)
+    plans = {0: {"ahead": Alloc.of({0: 1}, {1: 1})}, 1: {"ahead": Alloc.of({0: 3}, {1: 2})}}
+    executor = RayExecutor(cluster, RuntimeConfig(checkpoint_dir=str(tmp_path)),
+                           lookahead=plans.get)
+    try:
+        executor.apply(0, plans[0], {"ahead": job})
+        rt = executor.runtimes["ahead"]
+        spares = [a for k in ("worker", "ps") for _, a in rt._spares[k]]
+        assert len(rt._spares["worker"]) == 2 and len(rt._spares["ps"]) == 1
+        executor.apply(1, plans[1], {"ahead": job})
+        assert len(rt.workers) == 3 and len(rt.shards) == 2
+        # the boundary used the actors started a slot early, and kept none spare
+        assert all(a in rt.workers + rt.shards for a in spares)
+        assert not rt._spares["worker"] and not rt._spares["ps"]
+    finally:
+        executor.close()
+
+
 def _wait_for_held(resource: str, amount: float, timeout_s: float = 20.0) -> None:
     """Poll Ray's resource view until ``amount`` of ``resource`` is in use (it lags a bit)."""
     limit = time.time() + timeout_s
