@@ -44,6 +44,7 @@ __all__ = [
     "instance_seed",
     "ratio_instance",
     "ratio_study",
+    "read_csv",
     "summarise",
     "write_csv",
 ]
@@ -237,6 +238,28 @@ def write_csv(rows: Sequence[RatioRow], path: str | Path) -> None:
         w = csv.DictWriter(fh, fieldnames=cols)
         w.writeheader()
         w.writerows(flat)
+
+
+def read_csv(path: str | Path) -> list[RatioRow]:
+    """Rows written by :func:`write_csv`, back as :class:`RatioRow` (for re-plotting)."""
+    out = []
+    with open(path, newline="") as fh:
+        for d in csv.DictReader(fh):
+            out.append(RatioRow(
+                servers=int(d["servers"]),
+                priority=(float(d["priority_lo"]), float(d["priority_hi"])),
+                seed=int(d["seed"]), jobs=int(d["jobs"]), slots=int(d["slots"]),
+                utility={k[8:]: float(v) for k, v in d.items() if k.startswith("utility_")},
+                certificate=float(d["certificate"]),
+                certificate_recorded=float(d["certificate_recorded"]),
+                certificate_sharp=float(d["certificate_sharp"]), alpha=float(d["alpha"]),
+                log_u_over_l=float(d["log_u_over_l"]), opt=float(d["opt"]),
+                opt_bound=float(d["opt_bound"]), opt_status=d["opt_status"],
+                opt_s=float(d["opt_s"]), lp=float(d["lp"]), lp_s=float(d["lp_s"]),
+                tail=float(d["tail"]),
+                factors={float(k[7:]): float(v) for k, v in d.items()
+                         if k.startswith("oasis_x")}))
+    return out
 
 
 def compare_jobs(specs: Sequence[JobSpec], cluster: Cluster, horizon: int,

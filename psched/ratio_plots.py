@@ -90,7 +90,7 @@ def plot_ratio(rows: Sequence[RatioRow]) -> Any:
 
 
 def plot_certificate(rows: Sequence[RatioRow]) -> Any:
-    """How tight the upper bounds are: dual certificate / OPT, / achieved, LP / OPT."""
+    """How tight the upper bounds are (CDFs): dual certificate / OPT, / achieved, LP / OPT."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
     opt = np.array([r.opt for r in rows])
@@ -101,12 +101,12 @@ def plot_certificate(rows: Sequence[RatioRow]) -> Any:
         sharp = np.array([r.certificate_sharp for r in rows])
         series = {"dual bound / OPT": cert / opt, "dual bound / OASiS achieved": cert / got,
                   "sharp dual bound / OPT": sharp / opt, "LP bound / OPT": lp / opt}
-    finite = np.concatenate([v[np.isfinite(v)] for v in series.values()])
-    bins = np.linspace(1.0, max(1.05, float(finite.max())), 30)
     for name, v in series.items():
-        ax.hist(v[np.isfinite(v)], bins=bins, alpha=0.5, label=name)
-    ax.set_xlabel("bound / utility (ratio, dimensionless)")
-    ax.set_ylabel("instances (count)")
+        v = np.sort(v[np.isfinite(v)])
+        ax.step(v, np.arange(1, v.size + 1) / max(v.size, 1), where="post", label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("bound / utility (ratio, dimensionless, log scale)")
+    ax.set_ylabel("fraction of instances (CDF)")
     ax.set_title("Tightness of the upper bounds on OPT")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -117,10 +117,14 @@ def plot_factors(rows: Sequence[RatioRow]) -> Any:
     """OASiS utility / OPT against the estimate factor on U (the paper's Fig. 6 axis)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.0, 4.0))
-    factors = sorted({f for r in rows for f in r.factors})
+    factors = sorted({f for r in rows for f in r.factors} | {1.0})
+
+    def got(r: RatioRow, f: float) -> float:
+        return r.utility["oasis"] if f == 1.0 else r.factors.get(f, np.nan)
+
     for n in sorted({r.servers for r in rows}):
         rs = [r for r in rows if r.servers == n and r.opt > 0]
-        mean = [np.mean([r.factors[f] / r.opt for r in rs if f in r.factors]) for f in factors]
+        mean = [np.nanmean([got(r, f) / r.opt for r in rs]) for f in factors]
         ax.plot(factors, mean, marker="o", label=f"{n} servers")
     ax.axvline(1.0, color="grey", lw=0.8)
     ax.set_xscale("log")
