@@ -21,7 +21,8 @@ log = logging.getLogger("psched")
 #: Modules adding commands: each has ``register(commands, trace_actions)`` taking the
 #: sub-parser collections of ``psched`` and ``psched trace``; handlers are set with
 #: ``set_defaults(func=...)``, take the parsed namespace and return the exit code.
-COMMAND_MODULES: tuple[str, ...] = ("psched.commands_trace", "psched.commands_ratio")
+COMMAND_MODULES: tuple[str, ...] = ("psched.commands_trace", "psched.commands_ratio",
+                                     "psched.commands_service")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -75,7 +75,7 @@ from psched.simulator import LoopState, QueueArrivals, RunResult, SchedulerLoop,
 from ray_cluster.journal import DecisionRow, Journal, spec_from_json, spec_to_json
 
 __all__ = ["SERVICE_NAME", "SERVICE_NAMESPACE", "SchedulerService", "ServiceConfig",
-           "cluster_from_dict", "service_actor"]
+           "cluster_from_dict", "run_trace", "service_actor"]
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +255,7 @@ class SchedulerService:
             state=LoopState(usage=np.zeros((2, len(RESOURCES)))))
         if self.restored:
             self._replay()
+        self._phase = ("wait", self.loop.state.t)
         self.wall = WallClock(config.slot_seconds,
                               start=time.time() - self.loop.state.t * config.slot_seconds)
 
@@ -348,6 +349,9 @@ class SchedulerService:
             A job with this id was submitted before (never admitted twice).
         """
         t0 = time.perf_counter()
+        if ":" in spec.workload and not self.config.allow_import:
+            raise InputError(f"job {spec.job_id!r}: import path {spec.workload!r} refused: "
+                             "the operator does not allow user workloads", field="workload")
         if spec.tau_s < 0:
             spec = self._profile(spec)
         with self._lock:
@@ -355,7 +359,7 @@ class SchedulerService:
                     any(s.job_id == spec.job_id for s in self._future):
                 raise InputError(f"job {spec.job_id!r} was submitted before", field="id")
             phase, slot = self._phase
-            now = slot if phase == "wait" else slot + 1
+            now = slot if phase != "run" else slot + 1
             if arrival is not None and arrival > now:
                 spec = dataclasses.replace(spec, arrival=arrival)
                 try:
@@ -393,7 +397,7 @@ class SchedulerService:
             if rec is None or job_id not in self.loop.state.active:
                 return False
             self.journal.event(job_id, self._phase[1], "cancel_requested")
-            if self._phase[0] == "wait":
+            if self._phase[0] != "run":
                 self._apply_cancel(job_id, self._phase[1])
             else:
                 self._cancels.append(job_id)
@@ -464,11 +468,17 @@ class SchedulerService:
                                         name="psched-service")
         self._thread.start()
 
-    def _run(self, until_idle: bool) -> None:
+    def run_for(self, slots: int) -> None:
+        """Run ``slots`` slots (or until the horizon) in the calling thread."""
+        self._run(False, slots)
+
+    def _run(self, until_idle: bool, max_slots: int | None = None) -> None:
         st = self.loop.state
+        end = self.config.horizon if max_slots is None else min(self.config.horizon,
+                                                                 st.t + max_slots)
         with self._lock:
             try:
-                while not self._stop and st.t < self.config.horizon:
+                while not self._stop and st.t < end:
                     if until_idle and not st.active and not self._future:
                         break
                     t = st.t
@@ -588,7 +598,6 @@ class SchedulerService:
                 continue
             if kind == "complete":
                 rec.completion = slot
-                rec.done = float(rec.job.work)
             if kind in ("complete", "cancel") and job_id in st.active:
                 st.active.remove(job_id)
             if kind == "cancel":
@@ -662,3 +671,25 @@ def service_actor() -> Any:
 
     return ServiceActor
 
+
+
+def run_trace(specs: list[JobSpec], workdir: str | Path, *, config: ServiceConfig,
+              cluster: Cluster, node_of: dict[int, str] | None = None,
+              executor: Executor | None = None, timeout_s: float | None = None) -> RunResult:
+    """Run a whole trace through a fresh service: each job submitted for its arrival slot.
+
+    Returns what really ran (the loop's :class:`~psched.simulator.RunResult`), the same
+    record :func:`psched.simulator.simulate` returns for a simulated run.
+    """
+    svc = SchedulerService(workdir, config=config, cluster=cluster, node_of=node_of,
+                           executor=executor)
+    try:
+        for spec in sorted(specs, key=lambda s: s.arrival):
+            svc.submit(spec, arrival=spec.arrival)
+        svc.start(until_idle=True)
+        svc.join(timeout_s)
+        if svc.error:
+            raise RuntimeError(f"the service failed: {svc.error}")
+        return svc.result()
+    finally:
+        svc.close()

@@ -1,0 +1,344 @@
+"""``psched serve | submit | status | cancel | logs | run``: the Ray cluster front door.
+
+``serve`` starts the scheduler service (:mod:`ray_cluster.service`) as a detached, named Ray
+actor: on an embedded local Ray by default (loopback only; ``serve`` then stays in the
+foreground and holds that Ray), on an existing cluster with ``--address`` (or from inside
+``ray job submit -- psched serve``, which sets ``RAY_ADDRESS``). The other commands find the
+service by name, on the Ray at ``--address``, ``RAY_ADDRESS`` or the address ``serve`` wrote
+into ``--dir``. ``run`` needs no service: it runs a whole trace through a fresh one in this
+process and writes what really ran as ``psched simulate --out`` does. Ray is imported lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from psched.errors import InputError
+
+__all__ = ["init_ray", "register"]
+
+log = logging.getLogger(__name__)
+
+#: Default folder of the journal, checkpoints and the embedded Ray's address.
+DEFAULT_DIR = ".psched"
+_BAR = 20
+
+
+def register(commands: Any, trace_actions: Any) -> None:
+    """Add ``serve``, ``submit``, ``status``, ``cancel``, ``logs`` and ``run``."""
+    from psched.cli import _positive_float, _positive_int
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--address", help="Ray address of an existing cluster")
+        p.add_argument("--dir", default=DEFAULT_DIR,
+                       help=f"service folder: journal, checkpoints (default {DEFAULT_DIR})")
+
+    def service_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--policy", default="oasis", help="policy name (default oasis)")
+        p.add_argument("--slot-seconds", type=_positive_float, default=30.0,
+                       help="slot length in seconds (default 30)")
+        p.add_argument("--horizon", type=_positive_int, help="most slots to run")
+        p.add_argument("--prices", help="OASiS U_w,L_w,U_ps,L_ps (instead of --history)")
+        p.add_argument("--history", action="append", default=[], metavar="FILE",
+                       help="OASiS: U and L from these jobs (trace CSV or job TOML)")
+        p.add_argument("--price-estimate-factor", type=_positive_float, default=1.0,
+                       help="OASiS: scale U by this factor (default 1)")
+        p.add_argument("--worker-cpus", type=_positive_float,
+                       help="embedded Ray: worker capacity in CPUs (default: the cores)")
+        p.add_argument("--allow-import", action="store_true",
+                       help="allow user workloads given by import path")
+        p.add_argument("--mode", default="async", help="training mode: async or sync")
+
+    s = commands.add_parser("serve", help="start the scheduler service on Ray")
+    common(s)
+    service_options(s)
+    s.set_defaults(func=_cmd_serve)
+    sb = commands.add_parser("submit", help="submit job spec files (TOML) to the service")
+    common(sb)
+    sb.add_argument("jobs", nargs="+", metavar="JOB.toml")
+    sb.set_defaults(func=_cmd_submit)
+    st = commands.add_parser("status", help="the service's jobs, with progress")
+    common(st)
+    st.add_argument("--watch", action="store_true", help="refresh until every job is over")
+    st.add_argument("--json", action="store_true", help="print JSON")
+    st.set_defaults(func=_cmd_status)
+    c = commands.add_parser("cancel", help="cancel a job")
+    common(c)
+    c.add_argument("job_id")
+    c.set_defaults(func=_cmd_cancel)
+    lg = commands.add_parser("logs", help="a job's journal: decisions, progress, events")
+    common(lg)
+    lg.add_argument("job_id")
+    lg.set_defaults(func=_cmd_logs)
+    r = commands.add_parser("run", help="run a trace on Ray through the service (real training)")
+    r.add_argument("trace", metavar="TRACE")
+    r.add_argument("--out", metavar="DIR", help="write the files of 'psched simulate --out'")
+    r.add_argument("--address", help="Ray address of an existing cluster")
+    r.add_argument("--profile", action="store_true",
+                   help="measure tau of every job on this Ray first (else the trace's tau_s)")
+    service_options(r)
+    r.set_defaults(func=_cmd_run)
+
+
+# -- Ray connection -------------------------------------------------------------------------
+def init_ray(address: str | None, *, num_cpus: int | None = None) -> str:
+    """Connect to ``address`` (or ``RAY_ADDRESS``), else start an embedded Ray on 127.0.0.1.
+
+    Returns the GCS address. The embedded Ray binds to the loopback interface only
+    (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, node IP 127.0.0.1), has no dashboard and a
+    capped object store.
+    """
+    import ray
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if not ray.is_initialized():
+        address = address or os.environ.get("RAY_ADDRESS")
+        if address:
+            ray.init(address=address, namespace=_namespace(), log_to_driver=False)
+        else:
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+            ray.init(_node_ip_address="127.0.0.1", include_dashboard=False,
+                     num_cpus=num_cpus or os.cpu_count() or 1,
+                     object_store_memory=300 * 2**20, namespace=_namespace(),
+                     log_to_driver=False)
+    return str(ray.get_runtime_context().gcs_address)
+
+
+def _namespace() -> str:
+    from ray_cluster.service import SERVICE_NAMESPACE
+
+    return SERVICE_NAMESPACE
+
+
+def _service(args: argparse.Namespace) -> Any:
+    import ray
+
+    from ray_cluster.service import SERVICE_NAME, SERVICE_NAMESPACE
+
+    address = args.address or os.environ.get("RAY_ADDRESS")
+    if not address and not ray.is_initialized():
+        f = Path(args.dir) / "address"
+        if not f.exists():
+            raise InputError("no service: start 'psched serve' (or give --address)",
+                             path=str(f))
+        address = f.read_text().strip()
+    init_ray(address)
+    try:
+        return ray.get_actor(SERVICE_NAME, namespace=SERVICE_NAMESPACE)
+    except ValueError:
+        raise InputError(f"no service named {SERVICE_NAME!r} on this Ray; start "
+                         "'psched serve'", field="address") from None
+
+
+# -- commands -------------------------------------------------------------------------------
+def _config(args: argparse.Namespace, specs: list[Any] | None = None) -> Any:
+    from ray_cluster.service import ServiceConfig
+
+    prices = None
+    if args.prices:
+        try:
+            prices = tuple(float(x) for x in args.prices.split(","))
+        except ValueError:
+            prices = ()
+        if len(prices) != 4 or min(prices) <= 0:
+            raise InputError(f"expected four positive numbers U_w,L_w,U_ps,L_ps, got "
+                             f"{args.prices!r}", field="--prices")
+    history = [s for f in args.history for s in _load_jobs(f, allow_import=True)]
+    if specs is not None and not history and prices is None:
+        history = list(specs)
+    return ServiceConfig(policy=args.policy, slot_seconds=args.slot_seconds,
+                         horizon=args.horizon or 500, prices=prices, history=tuple(history),
+                         estimate_factor=args.price_estimate_factor,
+                         runtime={"mode": args.mode}, allow_import=args.allow_import)
+
+
+def _load_jobs(path: str, *, allow_import: bool) -> list[Any]:
+    if path.endswith(".toml"):
+        from ray_cluster.jobspec import TAU_UNKNOWN, load_jobspec
+
+        spec = load_jobspec(path, allow_import=allow_import)
+        if spec.tau_s == TAU_UNKNOWN:
+            raise InputError("history jobs need tau_s", path=path, field="tau_s")
+        return [spec]
+    from psched.traces.native import load_trace
+
+    return load_trace(path)
+
+
+def _local_cluster(args: argparse.Namespace, slot_seconds: float) -> tuple[Any, dict[int, str]]:
+    import dataclasses
+
+    import ray
+
+    from ray_cluster.cluster_model import cluster_from_nodes
+
+    cluster, node_of = cluster_from_nodes(ray.nodes(), slot_seconds)
+    if args.worker_cpus:
+        servers = tuple(dataclasses.replace(s, capacity=dataclasses.replace(
+            s.capacity, cpu=float(args.worker_cpus))) if s.pool.value == "worker" else s
+            for s in cluster.servers)
+        cluster = dataclasses.replace(cluster, servers=servers)
+    return cluster, node_of
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from ray_cluster.service import SERVICE_NAME, SERVICE_NAMESPACE, service_actor
+
+    config = _config(args)
+    if config.policy == "oasis":
+        config.make_policy()  # fails now, in one line, without prices or history
+    embedded = not (args.address or os.environ.get("RAY_ADDRESS"))
+    address = init_ray(args.address)
+    workdir = Path(args.dir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "address").write_text(address + "\n")
+    cluster, node_of = _local_cluster(args, config.slot_seconds)
+    here = ray.get_runtime_context().get_node_id()  # the journal lives on this node
+    actor = service_actor().options(
+        name=SERVICE_NAME, namespace=SERVICE_NAMESPACE, lifetime="detached",
+        get_if_exists=True,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
+    ).remote(str(workdir), config.to_json(), cluster.to_dict(),
+             {str(k): v for k, v in node_of.items()})
+    ray.get(actor.ping.remote())
+    print(f"psched service on {address} (policy {config.policy}, slot "
+          f"{config.slot_seconds:g} s, {len(cluster.servers)} servers); journal "
+          f"{workdir / 'journal.db'}", flush=True)
+    if not embedded:
+        return 0
+    try:  # the embedded Ray lives as long as this process
+        while ray.get(actor.status.remote())["running"]:
+            time.sleep(2.0)
+    except KeyboardInterrupt:
+        pass
+    ray.get(actor.stop.remote())
+    ray.kill(actor)
+    ray.shutdown()
+    return 0
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    import ray
+
+    from ray_cluster.jobspec import load_jobspec
+    from ray_cluster.journal import spec_to_json
+
+    specs = [load_jobspec(f, allow_import=True) for f in args.jobs]  # the service re-checks
+    actor = _service(args)
+    failed = 0
+    for spec in specs:
+        out = ray.get(actor.submit.remote(spec_to_json(spec)))
+        if "error" in out:
+            print(f"psched: error: {out['error']}", file=sys.stderr)
+            failed += 1
+            continue
+        verdict = "admitted" if out.get("admitted") else f"rejected ({out.get('reason')})"
+        end = out.get("planned_completion")
+        print(f"{spec.job_id}: arrival slot {out['arrival']}: {verdict}"
+              + (f", planned completion slot {end}" if end is not None else "")
+              + (f", payoff {out['payoff']:.4g}" if out.get("payoff") is not None else ""))
+    return 2 if failed else 0
+
+
+def format_status(st: dict[str, Any]) -> str:
+    """The status table, one row per job, a progress bar each."""
+    lines = [f"slot {st['slot']} ({st['phase']}), policy {st['policy']}, "
+             f"{st['slot_seconds']:g} s slots" + (f"  ERROR {st['error']}" if st['error'] else "")]
+    lines.append(f"{'job':<16} {'state':<15} {'arr':>4} {'w/ps':>6} {'progress':<{_BAR + 2}} "
+                 f"{'done/W':>11} {'plan':>5} {'end':>5} {'utility':>8}  loss")
+    for j in st["jobs"]:
+        frac = min(1.0, j["done"] / j["work"]) if j["work"] else 0.0
+        bar = "#" * round(frac * _BAR)
+        lines.append(
+            f"{j['job_id'][:16]:<16} {j['state'][:15]:<15} {j['arrival']:>4} "
+            f"{j['workers']:>3}/{j['ps']:<2} [{bar:<{_BAR}}] "
+            f"{j['done']:>5.1f}/{j['work']:<5} "
+            f"{'' if j['planned_completion'] is None else j['planned_completion']:>5} "
+            f"{'' if j['completion'] is None else j['completion']:>5} "
+            f"{j['utility']:>8.3g}  {j['loss']}")
+    return "\n".join(lines)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    import ray
+
+    actor = _service(args)
+    while True:
+        st = ray.get(actor.status.remote())
+        if args.json:
+            print(json.dumps(st))
+        else:
+            if args.watch:
+                print("\x1b[2J\x1b[H", end="")
+            print(format_status(st), flush=True)
+        over = all(j["state"] not in ("running", "waiting", "queued") for j in st["jobs"])
+        if not args.watch or over or not st["running"]:
+            return 0
+        time.sleep(min(2.0, st["slot_seconds"] / 2))
+
+
+def _cmd_cancel(args: argparse.Namespace) -> int:
+    import ray
+
+    if not ray.get(_service(args).cancel.remote(args.job_id)):
+        raise InputError(f"no active job {args.job_id!r}", field="job_id")
+    print(f"{args.job_id}: cancelled at the next slot boundary")
+    return 0
+
+
+def _cmd_logs(args: argparse.Namespace) -> int:
+    import ray
+
+    lines = ray.get(_service(args).logs.remote(args.job_id))
+    if not lines:
+        raise InputError(f"no job {args.job_id!r} in the journal", field="job_id")
+    print("\n".join(lines))
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import dataclasses
+    import tempfile
+
+    from psched.horizon import trace_horizon
+    from psched.output import write_run
+    from psched.traces.native import load_trace
+    from ray_cluster.service import run_trace
+
+    specs = load_trace(args.trace)
+    if any(not s.workload for s in specs):
+        bad = next(s for s in specs if not s.workload)
+        raise InputError(f"job {bad.job_id!r} names no workload (a real run trains every job)",
+                         path=args.trace, field="workload")
+    init_ray(args.address)
+    if args.profile:
+        from psched.model import resolve_job
+        from ray_cluster.executor import profile_seconds_per_batch, training_job, with_measured_tau
+
+        specs = [with_measured_tau(s, profile_seconds_per_batch(
+            training_job(resolve_job(s, args.slot_seconds, 10)))) for s in specs]
+    config = _config(args, specs)
+    horizon = args.horizon or trace_horizon(specs, args.slot_seconds)
+    config = dataclasses.replace(config, horizon=horizon)
+    cluster, node_of = _local_cluster(args, args.slot_seconds)
+    with tempfile.TemporaryDirectory(prefix="psched-run-") as work:
+        result = run_trace(specs, work, config=config, cluster=cluster, node_of=node_of)
+    params = {"trace": args.trace, "policy": config.policy, "slot_seconds": args.slot_seconds,
+              "horizon": horizon, "executor": "ray"}
+    if args.out:
+        write_run(args.out, params, cluster, {config.policy: result})
+        print(f"wrote {args.out}", file=sys.stderr)
+    for rec in result.records.values():
+        print(f"{rec.job.job_id}: {'admitted' if rec.admitted else 'rejected'} "
+              f"completion={rec.completion} utility={rec.utility:.4g}")
+    return 0

@@ -1,0 +1,181 @@
+"""The journal and restarts from it (simulated executor: no Ray, exact and fast)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from psched.errors import InputError
+from psched.executor import SimulatedExecutor, SlotReport
+from psched.model import Alloc, Cluster, JobSpec, Pool, Resources, Server
+from psched.utility import Utility
+from ray_cluster.journal import (
+    Journal,
+    alloc_from_json,
+    alloc_to_json,
+    spec_from_json,
+    spec_to_json,
+)
+from ray_cluster.service import CANCELLED, DROPPED_BEHIND, SchedulerService, ServiceConfig
+
+SLOT_S = 0.01
+
+
+def _cluster(cpu: float = 2.0) -> Cluster:
+    return Cluster(servers=(
+        Server(server_id="m/w", pool=Pool.WORKER,
+               capacity=Resources(cpu=cpu, memory_gb=8, bandwidth_gbps=10)),
+        Server(server_id="m/ps", pool=Pool.PS,
+               capacity=Resources(cpu=cpu, memory_gb=8, bandwidth_gbps=10)),
+    ), slot_seconds=SLOT_S)
+
+
+def _spec(i: int, *, n: int = 2, work_s: float = 0.04, value: float = 10.0,
+          kind: str = "sigmoid") -> JobSpec:
+    return JobSpec(job_id=f"j{i}", arrival=0, epochs=1, max_workers=n, minibatches=10,
+                   tau_s=work_s / (10 * n), grad_mb=0.01, tau_includes_comm=True,
+                   worker_demand=Resources(cpu=1, memory_gb=1, bandwidth_gbps=1),
+                   ps_demand=Resources(cpu=1, memory_gb=1, bandwidth_gbps=1),
+                   utility=Utility(kind=kind, value=value, decay=0.5, target=4),
+                   workload="softmax")
+
+
+HISTORY = tuple(_spec(i, work_s=0.01 * (1 + i % 4)) for i in range(8))
+
+
+def _config(**kw) -> ServiceConfig:
+    return ServiceConfig(slot_seconds=SLOT_S, horizon=80, history=HISTORY, **kw)
+
+
+class SlowExecutor(SimulatedExecutor):
+    """Reality behind the model: each worker does ``rate`` worker-slots per slot."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+
+    def apply(self, t, plan, jobs):
+        return SlotReport(slot=t, progress={j: self.rate * a.n_workers
+                                            for j, a in plan.items() if a.n_workers})
+
+
+def _outcome(svc: SchedulerService) -> dict[str, tuple]:
+    return {j: (r.admitted, r.reason, r.completion, round(r.done, 9), r.job.arrival)
+            for j, r in svc.loop.state.records.items()}
+
+
+def test_journal_round_trips_specs_and_schedules(tmp_path):
+    spec = dataclasses.replace(_spec(1), hparams='{"dataset": "digits"}')
+    assert spec_from_json(spec_to_json(spec)) == spec
+    sched = {3: Alloc.of({0: 2}, {1: 1}), 4: Alloc.of({0: 1}, {1: 1})}
+    assert alloc_from_json(alloc_to_json(sched)) == sched
+    j = Journal(tmp_path / "j.db")
+    assert j._rows("PRAGMA journal_mode")[0][0] == "wal"
+    j.submit(spec)
+    with pytest.raises(Exception, match="UNIQUE"):
+        j.submit(spec)
+    assert list(j.submissions()) == ["j1"]
+    j.close()
+
+
+def _drive(svc: SchedulerService, plan: list[tuple[int, list[JobSpec]]], until: int) -> None:
+    """Submit each batch when the service reaches its slot; run to slot ``until``."""
+    for slot, specs in plan:
+        if slot >= until:
+            break
+        if slot > svc.loop.state.t:
+            svc.run_for(min(slot, until) - svc.loop.state.t)
+        for s in specs:
+            svc.submit(s)
+    if svc.loop.state.t < until:
+        svc.run_for(until - svc.loop.state.t)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                HealthCheck.function_scoped_fixture])
+@given(crash_at=st.integers(1, 14), seed=st.integers(0, 1000), rate=st.sampled_from([1.0, 0.6]))
+def test_restart_from_journal_loses_and_duplicates_nothing(tmp_path_factory, crash_at, seed,
+                                                           rate):
+    """A service killed at any slot and restarted ends exactly as one never interrupted."""
+    import random
+
+    rng = random.Random(seed)
+    plan = sorted(((rng.randrange(0, 10), [_spec(i, n=rng.randint(1, 3),
+                                                  work_s=rng.choice([0.01, 0.03, 0.05]),
+                                                  value=rng.uniform(1, 20))])
+                   for i in range(7)), key=lambda x: x[0])
+    end = 40
+    ref = SchedulerService(tmp_path_factory.mktemp("ref"), config=_config(), cluster=_cluster(),
+                           executor=SlowExecutor(rate))
+    _drive(ref, plan, end)
+    work = tmp_path_factory.mktemp("crash")
+    first = SchedulerService(work, config=_config(), cluster=_cluster(),
+                             executor=SlowExecutor(rate))
+    _drive(first, plan, crash_at)
+    first.journal.close()  # the process dies: nothing else is saved
+    again = SchedulerService(work, executor=SlowExecutor(rate))
+    assert again.restored and again.loop.state.t == crash_at
+    before = [s for slot, b in plan if slot < crash_at for s in b]
+    if before:
+        with pytest.raises(InputError, match="submitted before"):
+            again.submit(before[0])
+    _drive(again, [(s, b) for s, b in plan if s >= crash_at], end)
+    assert _outcome(again) == _outcome(ref)
+    assert again.loop.state.allocations == ref.loop.state.allocations
+    assert sorted(again.journal.submissions()) == sorted(ref.journal.submissions())
+    # every admitted job completed or was dropped for being behind: none lost
+    for rec in again.loop.state.records.values():
+        if rec.admitted:
+            assert rec.completion is not None or rec.reason == DROPPED_BEHIND
+
+
+def test_a_job_behind_plan_is_replanned_and_keeps_its_arrival(tmp_path):
+    svc = SchedulerService(tmp_path, config=_config(), cluster=_cluster(),
+                           executor=SlowExecutor(0.5))
+    svc.submit(_spec(1, n=2, work_s=0.04))
+    svc.run_for(30)
+    rec = svc.loop.state.records["j1"]
+    kinds = [d.kind for d in svc.journal.decisions()]
+    assert kinds[0] == "arrival" and "replan" in kinds
+    assert rec.completion is not None and rec.job.arrival == 0
+    assert rec.utility == pytest.approx(rec.job.utility_at(rec.completion + 1))
+    replans = [d for d in svc.journal.decisions() if d.kind == "replan"]
+    assert replans[0].work < rec.job.work  # only the remaining work was re-planned
+
+
+def test_cancel_stops_a_job_and_survives_restart(tmp_path):
+    svc = SchedulerService(tmp_path, config=_config(), cluster=_cluster(),
+                           executor=SimulatedExecutor())
+    svc.submit(_spec(1, n=1, work_s=0.08))
+    svc.run_for(2)
+    assert svc.cancel("j1")
+    assert not svc.cancel("j1")  # already stopped
+    svc.run_for(2)
+    rec = svc.loop.state.records["j1"]
+    assert rec.reason == CANCELLED and rec.completion is None
+    svc.journal.close()
+    again = SchedulerService(tmp_path, executor=SimulatedExecutor())
+    assert again.loop.state.records["j1"].reason == CANCELLED
+    assert not again.loop.state.active
+    assert any("cancel" in line for line in again.logs("j1"))
+
+
+def test_future_arrivals_wait_for_their_slot_and_survive_restart(tmp_path):
+    svc = SchedulerService(tmp_path, config=_config(), cluster=_cluster(),
+                           executor=SimulatedExecutor())
+    out = svc.submit(dataclasses.replace(_spec(1), arrival=5), arrival=5)
+    assert out == {"job_id": "j1", "arrival": 5, "decided": False}
+    svc.run_for(3)
+    svc.journal.close()
+    again = SchedulerService(tmp_path, executor=SimulatedExecutor())
+    again.run_for(10)
+    rec = again.loop.state.records["j1"]
+    assert rec.job.arrival == 5 and rec.admitted and rec.first_slot >= 5
+
+
+def test_oasis_without_price_bounds_is_one_line_error(tmp_path):
+    with pytest.raises(InputError, match="--prices or --history"):
+        SchedulerService(tmp_path, config=ServiceConfig(slot_seconds=SLOT_S),
+                         cluster=_cluster(), executor=SimulatedExecutor())
