@@ -115,6 +115,11 @@ class PSShard:
         """``(updates applied, mini-batches applied)``."""
         return self.mstate.step, self.batches
 
+    def set_counters(self, step: int, batches: int) -> None:
+        """Align this shard's counters with the others' (after a lost worker's partial push)."""
+        self.mstate = MomentumState(buffer=self.mstate.buffer, step=step)
+        self.batches = batches
+
     def schedule_state(self) -> dict[str, Any]:
         return self.schedule.to_dict()
 

@@ -561,7 +561,7 @@ class JobRuntime:
                 raise RuntimeError(f"shards of {self.job.job_id} disagree: {sorted(got)}")
             self.step, self.batches = got.pop()
         else:
-            self.step, self.batches = self.counters()
+            self._align_counters()
 
     def _recover(self) -> None:
         failed, self._failed = set(self._failed), []
@@ -570,9 +570,23 @@ class JobRuntime:
         elif self.config.mode == "sync":
             ray.get([s.discard.remote() for s in self.shards])
             self.step, self.batches = self.counters()
+        else:
+            self._align_counters()
         for i in sorted(failed - {-1}):
             if not _alive(self.workers[i]):
                 self._replace_worker(i)
+
+    def _align_counters(self) -> None:
+        """Async, at a quiescent point: read the counters; if a worker died between its pushes
+        to different shards, its partial push stays applied where it landed (an asynchronous
+        update of some slices, which async SGD tolerates) and every shard takes the largest
+        counters, so the job is again at one global version."""
+        got = ray.get([s.counters.remote() for s in self.shards])
+        top = max(got)
+        if len(set(got)) > 1:
+            ray.get([s.set_counters.remote(*top) for s in self.shards])
+            self._mark(f"partial push of a lost worker kept: counters {sorted(set(got))} -> {top}")
+        self.step, self.batches = top
 
     def run_until(self, deadline: float, until_batches: int | None = None) -> None:
         """One job alone: :meth:`begin`, then wait on :meth:`pending` until nothing is left."""

@@ -194,6 +194,15 @@ def test_killed_worker_then_shard_lose_at_most_steps_since_checkpoint(ray_sessio
         end = rt.end()
         assert rt.done and end.batches >= rt.job.budget
         assert end.eval_accuracy > 0.8
+        # a worker lost between its pushes leaves its gradient on some shards only: the
+        # next quiescent point puts every shard at one version again, and it checkpoints
+        lo, hi = rt.bounds[0]
+        ray.get(rt.shards[0].push.remote(np.zeros(hi - lo, np.float32)))
+        with pytest.raises(RuntimeError, match="disagree"):
+            rt.counters()
+        rt._align_counters()
+        assert rt.counters() == (end.step + 1, end.batches + 1)
+        assert rt.checkpoint().batches == end.batches + 1
     finally:
         rt.close()
 
