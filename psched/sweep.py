@@ -8,8 +8,10 @@ with the same sweep skips the cells already there (resumable), and ``OUT/results
 ``OUT/sweep_utility.png`` are rebuilt from all cells at the end.
 
 Ray: an embedded local Ray by default (started here, stopped at the end), an existing cluster
-with ``address``, or the Ray this process is already connected to. ``parallel=False`` runs the
-cells one after another in this process (the baseline of the speed-up figure).
+with ``address``, or the Ray this process is already connected to. The embedded Ray is always
+a new one (``address="local"``), never a Ray some other process left running on the machine.
+``parallel=False`` runs the cells one after another in this process (the baseline of the
+speed-up figure).
 """
 
 from __future__ import annotations
@@ -218,8 +220,9 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
             ray.init(address=address, log_to_driver=False)
         else:
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
-                     object_store_memory=200 * 2**20, log_to_driver=False)
+            ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1,
+                     include_dashboard=False, object_store_memory=200 * 2**20,
+                     log_to_driver=False)
         started = True
     try:
         task = ray.remote(num_cpus=cpus_per_cell, max_retries=0)(run_cell)
