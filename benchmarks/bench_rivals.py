@@ -8,7 +8,8 @@ sees running and queued jobs together, as in a run. Each figure is the time of t
 events; the ratio is against a baseline measured in the same run on the same events (the
 marginal-gain greedy for the MIP allocator, DRF for Dorm).
 
-    python benchmarks/bench_rivals.py [--sizes 50,200,500] [--events 15] [--seed 0]
+    python benchmarks/bench_rivals.py [--sizes 50,200,500] [--events 15] [--seed 0] \
+        [--mip-time-limit SECONDS]
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -27,12 +29,13 @@ PAIRS = (("elastic-mip", "greedy-gain"), ("dorm", "drf"))
 HORIZON = 300
 
 
-def event_times(policy_name: str, n: int, events: int, seed: int) -> tuple[list[float], dict]:
+def event_times(policy_name: str, n: int, events: int, seed: int,
+                **options: Any) -> tuple[list[float], dict[str, Any]]:
     """Milliseconds of ``plan`` at the first event and at ``events`` completion+arrival events."""
     cluster = oasis_paper_cluster(seed=seed)
     specs, _ = oasis_paper_jobs(n + events, seed=seed, slots=HORIZON)
     jobs = [resolve_job(replace(s, arrival=0), cluster.slot_seconds, HORIZON) for s in specs]
-    policy = make_policy(policy_name)
+    policy = make_policy(policy_name, **options)
     policy.start(RunContext(cluster=cluster, horizon=HORIZON, seed=seed))
     done = {j.job_id: 0.0 for j in jobs[:n]}
     pending = list(jobs[n:])
@@ -66,16 +69,21 @@ def main() -> None:
     ap.add_argument("--sizes", default="50,200,500")
     ap.add_argument("--events", type=int, default=15)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--mip-time-limit", type=float, help="elastic-mip time_limit_s (default:"
+                    " the policy's)")
     args = ap.parse_args()
+    mip_opts = {} if args.mip_time_limit is None else {"time_limit_s": args.mip_time_limit}
     print("| active jobs | policy | p50 ms | p99 ms | first event ms | baseline | baseline p50 ms"
           " | ratio p50 | notes |")
     print("|---:|---|---:|---:|---:|---|---:|---:|---|")
     for n in (int(x) for x in args.sizes.split(",")):
         for name, base in PAIRS:
-            times, report = event_times(name, n, args.events, args.seed)
+            opts = mip_opts if name == "elastic-mip" else {}
+            times, report = event_times(name, n, args.events, args.seed, **opts)
             btimes, _ = event_times(base, n, args.events, args.seed)
             later, blater = np.array(times[1:] or times), np.array(btimes[1:] or btimes)
-            notes = ", ".join(f"{k}={v}" for k, v in report.items() if "objective" not in k)
+            notes = ", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"
+                              for k, v in report.items() if "objective" not in k)
             print(f"| {n} | {name} | {np.percentile(later, 50):.1f} | "
                   f"{np.percentile(later, 99):.1f} | {times[0]:.1f} | {base} | "
                   f"{np.percentile(blater, 50):.1f} | "

@@ -7,8 +7,8 @@ completed jobs, :mod:`psched.policies.rival_metrics`) and decision time per even
 Then the elastic MIP allocator against its two greedy baselines on the same trace: queueing
 time reduction and training efficiency gain, beside the paper's "up to 32%" and "up to 24%".
 
-Rows go to ``--csv`` as they are measured (a long run loses nothing); the markdown tables go to
-stdout and ``--md``.
+Rows are appended to ``--csv`` as they are measured (a long run loses nothing); the markdown
+tables of everything in that file (the last row of each trace and policy) go to ``--md``.
 
     python benchmarks/rivals_tables.py --traces oasis-100,oasis-200,oasis-300,oasis-400,\\
         ef-cluster10,ef-195job --csv benchmarks/results/rivals.csv \\
@@ -114,6 +114,26 @@ def mip_vs_greedy(all_rows: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
+def from_csv(path: str, seed: int) -> dict[str, list[dict[str, Any]]]:
+    """Rows of a results file by trace, the last measurement of each (trace, policy) kept."""
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    with open(path, newline="") as f:
+        for raw in csv.DictReader(f):
+            row: dict[str, Any] = {k: (None if v == "" else v) for k, v in raw.items()}
+            for k in COLUMNS[2:]:
+                if row[k] is not None:
+                    row[k] = float(row[k]) if k not in ("completed", "jobs") else int(row[k])
+            latest[row["trace"], row["policy"]] = row
+    out: dict[str, list[dict[str, Any]]] = {}
+    for (trace, _), row in latest.items():
+        out.setdefault(trace, []).append(row)
+    for trace, rows in out.items():
+        desc = load(trace, seed)[3]
+        for row in rows:
+            row["desc"] = desc
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", default="oasis-100,oasis-200,oasis-300,oasis-400,"
@@ -134,10 +154,11 @@ def main() -> None:
         if handle is not None:
             handle.flush()
         print(table(results[trace]) + "\n", flush=True)
-    text = "\n\n".join(table(r) for r in results.values()) + "\n\n" + mip_vs_greedy(results)
-    print(mip_vs_greedy(results))
     if handle is not None:
         handle.close()
+        results = from_csv(args.csv, args.seed)  # every trace in the file, last row wins
+    text = "\n\n".join(table(r) for r in results.values()) + "\n\n" + mip_vs_greedy(results)
+    print(mip_vs_greedy(results))
     if args.md:
         with open(args.md, "w") as f:
             f.write(text + "\n")
