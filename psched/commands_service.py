@@ -95,16 +95,19 @@ def init_ray(address: str | None, *, num_cpus: int | None = None) -> str:
     (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, node IP 127.0.0.1), has no dashboard and a
     capped object store.
     """
-    import ray
-
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address:  # read when Ray is first imported
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    import ray
+    from ray._private import ray_constants
+
     if not ray.is_initialized():
-        address = address or os.environ.get("RAY_ADDRESS")
         if address:
             ray.init(address=address, namespace=_namespace(), log_to_driver=False)
         else:
-            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-            ray.init(_node_ip_address="127.0.0.1", include_dashboard=False,
+            ray_constants.ENABLE_RAY_CLUSTER = False  # Ray was imported before: loopback
+            ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
                      num_cpus=num_cpus or os.cpu_count() or 1,
                      object_store_memory=300 * 2**20, namespace=_namespace(),
                      log_to_driver=False)

@@ -1,0 +1,289 @@
+"""The scheduler service on Ray: CLI end to end, placement on nodes, a lost node, a crash.
+
+All on the session's Ray (tests/conftest.py) with one-to-two-second slots and tiny models;
+the loopback test starts its own embedded Ray in a subprocess (``psched serve``'s way).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.ray
+
+ray = pytest.importorskip("ray")
+
+from psched.cli import main  # noqa: E402
+from psched.model import Cluster, JobSpec, Pool, Resources, Server, resolve_job  # noqa: E402
+from psched.utility import Utility  # noqa: E402
+from ray_cluster.executor import (  # noqa: E402
+    SERVER_MARK,
+    profile_seconds_per_batch,
+    training_job,
+)
+from ray_cluster.runtime import RuntimeConfig  # noqa: E402
+from ray_cluster.service import (  # noqa: E402
+    SERVICE_NAME,
+    SERVICE_NAMESPACE,
+    SchedulerService,
+    ServiceConfig,
+    service_actor,
+)
+
+SLOT_S = 1.5
+ROOT = Path(__file__).parent.parent
+
+JOB_TOML = """\
+id = "{id}"
+workload = "softmax"
+epochs = 1
+partitions = {n}
+minibatches = {m}
+grad_mb = 0.003
+{tau}
+
+[hparams]
+dataset = "digits"
+
+[worker]
+cpu = 1
+memory_gb = 1
+bandwidth_gbps = 1
+
+[ps]
+cpu = 1
+memory_gb = 1
+bandwidth_gbps = 1
+
+[utility]
+kind = "sigmoid"
+value = {value}
+decay = 0.3
+target = 6
+"""
+
+
+@pytest.fixture(scope="module")
+def tau(ray_session) -> float:
+    """Seconds per mini-batch of the test workload on this machine, measured once."""
+    spec = _spec("probe")
+    return profile_seconds_per_batch(training_job(resolve_job(spec, SLOT_S, 10)),
+                                     RuntimeConfig(), steps=20)
+
+
+def _spec(job_id: str, *, n: int = 1, m: int = 100, tau_s: float = 0.01,
+          gpu: float = 0.0) -> JobSpec:
+    return JobSpec(job_id=job_id, arrival=0, epochs=1, max_workers=n, minibatches=m,
+                   tau_s=tau_s, grad_mb=0.003, tau_includes_comm=True,
+                   worker_demand=Resources(gpu=gpu, cpu=1, memory_gb=1, bandwidth_gbps=1),
+                   ps_demand=Resources(cpu=1, memory_gb=1, bandwidth_gbps=1),
+                   utility=Utility(kind="sigmoid", value=10, decay=0.3, target=8),
+                   workload="softmax", hparams='{"dataset": "digits"}')
+
+
+def _stop(actor) -> None:
+    ray.get(actor.stop.remote())
+    ray.kill(actor, no_restart=True)
+    for _ in range(50):
+        try:
+            ray.get_actor(SERVICE_NAME, namespace=SERVICE_NAMESPACE)
+        except ValueError:
+            return
+        time.sleep(0.2)
+
+
+def _wait_over(actor, timeout: float) -> dict:
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            st = ray.get(actor.status.remote(), timeout=30)
+        except ray.exceptions.RayError:  # restarting
+            time.sleep(0.5)
+            continue
+        if st["jobs"] and all(j["state"] not in ("running", "waiting", "queued")
+                              for j in st["jobs"]):
+            return st
+        time.sleep(0.5)
+    raise AssertionError(f"jobs not over after {timeout} s: {st}")
+
+
+def _losses(db: Path, job_id: str) -> list[float]:
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT info FROM progress WHERE job_id = ? ORDER BY t",
+                           (job_id,)).fetchall()
+    return [float(m.group(1)) for (info,) in rows if (m := re.search(r"eval=([0-9.]+)", info))]
+
+
+def test_cli_jobs_are_decided_train_resize_and_complete(ray_session, tmp_path, tau, capsys):
+    """serve / submit / status / logs / cancel on the session Ray, three jobs, OASiS."""
+    work = tmp_path / "svc"
+    files = []
+    for i, (n, m, value, given) in enumerate([(2, 700, 10, True), (2, 500, 6, True),
+                                              (1, 150, 4, False)]):
+        f = tmp_path / f"job{i}.toml"
+        f.write_text(JOB_TOML.format(id=f"job{i}", n=n, m=m, value=value,
+                                     tau=f"tau_s = {tau!r}" if given else ""))
+        files.append(str(f))
+    hist = tmp_path / "hist.toml"
+    hist.write_text(JOB_TOML.format(id="h", n=2, m=600, value=10, tau=f"tau_s = {tau!r}"))
+    addr = ray_session.cluster.address
+    assert main(["serve", "--address", addr, "--dir", str(work), "--slot-seconds", str(SLOT_S),
+                 "--history", str(hist), "--worker-cpus", "2"]) == 0
+    actor = ray.get_actor(SERVICE_NAME, namespace=SERVICE_NAMESPACE)
+    try:
+        assert main(["submit", "--address", addr, *files]) == 0
+        out = capsys.readouterr().out
+        assert out.count("arrival slot") == 3
+        assert main(["submit", "--address", addr, files[0]]) == 2  # never admitted twice
+        assert "submitted before" in capsys.readouterr().err
+        st = _wait_over(actor, 150)
+        assert main(["status", "--address", addr]) == 0
+        table = capsys.readouterr().out
+        assert all(f"job{i}" in table for i in range(3))
+        assert main(["logs", "--address", addr, "job0"]) == 0
+        assert "arrival: admitted" in capsys.readouterr().out
+        assert main(["cancel", "--address", addr, "job0"]) == 2  # over: nothing to cancel
+    finally:
+        _stop(actor)
+    states = {j["job_id"]: j for j in st["jobs"]}
+    admitted = [j for j in states.values() if j["admitted"]]
+    assert admitted, "OASiS admitted nothing"
+    db = work / "journal.db"
+    with sqlite3.connect(db) as con:
+        plans = [json.loads(p) for (p,) in con.execute("SELECT plan FROM slots ORDER BY t")]
+    for j in admitted:
+        assert j["state"] == "done" and j["done"] >= j["work"] - 1e-6
+        losses = _losses(db, j["job_id"])
+        assert len(losses) >= 2 and losses[-1] < losses[0], (j["job_id"], losses)
+    # executed worker counts per job: a job whose count changed was resized at a boundary
+    counts = {j["job_id"]: [sum(c for _, c in p[j["job_id"]][0]) for p in plans
+                            if j["job_id"] in p] for j in admitted}
+    assert any(len(set(c)) > 1 for c in counts.values()), counts
+
+
+def test_actors_follow_the_plan_and_a_lost_node_moves_the_job(ray_session, tmp_path, tau):
+    """Head + three fake-GPU nodes; the node running the job is removed mid-run."""
+    extra = ray_session.cluster.add_node(num_cpus=0, num_gpus=1,
+                                         object_store_memory=100 * 2**20,
+                                         resources={SERVER_MARK + "gpu2": 1.0})
+    ray_session.cluster.wait_for_nodes()
+    nodes = dict(ray_session.node_ids, gpu2=extra.node_id)
+    gpu = Resources(gpu=1, cpu=4, memory_gb=16, bandwidth_gbps=10)
+    servers = (Server(server_id="gpu2", pool=Pool.WORKER, capacity=gpu),
+               Server(server_id="gpu0", pool=Pool.WORKER, capacity=gpu),
+               Server(server_id="gpu1", pool=Pool.WORKER, capacity=gpu),
+               Server(server_id="head", pool=Pool.PS,
+                      capacity=Resources(cpu=8, memory_gb=32, bandwidth_gbps=10)))
+    cluster = Cluster(servers=servers, slot_seconds=SLOT_S)
+    node_of = {i: nodes[s.server_id] for i, s in enumerate(servers)}
+    spec = _spec("moving", n=1, m=int(5 * SLOT_S / tau), tau_s=tau, gpu=1)
+    cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=60, history=(spec,),
+                        runtime={"start_timeout_s": 30.0})
+    svc = SchedulerService(tmp_path, config=cfg, cluster=cluster, node_of=node_of)
+    removed = False
+    try:
+        assert svc.submit(spec)["admitted"]
+        for _ in range(40):
+            svc.run_for(1)
+            rec = svc.loop.state.records["moving"]
+            if rec.completion is not None:
+                break
+            rt = svc.inner_executor.runtimes.get("moving")
+            if rt is None or not rt.workers:
+                continue
+            where = {n for n, _ in ray.get([w.where.remote() for w in rt.workers])}
+            planned = {node_of[h] for h, _ in svc._slot_plan["moving"].workers}
+            assert where == planned  # actors on the nodes their plan names
+            if not removed and where == {extra.node_id}:
+                ray_session.cluster.remove_node(extra)
+                removed = True
+                for _ in range(60):
+                    if not any(n["Alive"] for n in ray.nodes() if n["NodeID"] == extra.node_id):
+                        break
+                    time.sleep(0.5)
+        rec = svc.loop.state.records["moving"]
+        assert removed, "the job never ran on the node to remove"
+        assert rec.completion is not None  # it moved and completed
+        assert node_of[0] != extra.node_id  # server gpu2 now stands on a live node
+        assert any(kind == "node_lost" for _, _, kind, _ in svc.journal.events())
+    finally:
+        svc.close()
+        if not removed:
+            ray_session.cluster.remove_node(extra)
+
+
+def test_service_killed_mid_run_restarts_from_journal(ray_session, tmp_path, tau):
+    """Kill the service actor mid-run: Ray restarts it, the journal restores it, every
+    accepted job completes once."""
+    cluster = Cluster(servers=(
+        Server(server_id="m/w", pool=Pool.WORKER,
+               capacity=Resources(cpu=2, memory_gb=16, bandwidth_gbps=10)),
+        Server(server_id="m/ps", pool=Pool.PS,
+               capacity=Resources(cpu=4, memory_gb=16, bandwidth_gbps=10))), slot_seconds=SLOT_S)
+    head = ray_session.node_ids["head"]
+    specs = [_spec(f"c{i}", n=2, m=int(2.5 * SLOT_S / tau), tau_s=tau) for i in range(3)]
+    cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=60, history=tuple(specs))
+    from ray_cluster.journal import spec_to_json
+
+    actor = service_actor().options(
+        name=SERVICE_NAME, namespace=SERVICE_NAMESPACE, lifetime="detached",
+    ).remote(str(tmp_path), cfg.to_json(), cluster.to_dict(), {"0": head, "1": head})
+    try:
+        decided = [ray.get(actor.submit.remote(spec_to_json(s))) for s in specs]
+        assert all(d.get("decided") for d in decided)
+        db = tmp_path / "journal.db"
+        for _ in range(120):  # two slots journaled
+            with sqlite3.connect(db) as con:
+                if con.execute("SELECT COUNT(*) FROM slots").fetchone()[0] >= 2:
+                    break
+            time.sleep(0.25)
+        ray.kill(actor, no_restart=False)  # a crash: Ray restarts it from the journal
+        st = _wait_over(actor, 150)
+    finally:
+        _stop(actor)
+    with sqlite3.connect(tmp_path / "journal.db") as con:
+        subs = con.execute("SELECT job_id FROM submissions").fetchall()
+        arrivals = con.execute("SELECT job_id FROM decisions WHERE kind='arrival'").fetchall()
+        done = con.execute("SELECT job_id, COUNT(*) FROM events WHERE kind='complete' "
+                           "GROUP BY job_id").fetchall()
+    assert sorted(subs) == sorted(arrivals) == [(s.job_id,) for s in specs]
+    admitted = {d["job_id"] for d in decided if d["admitted"]}
+    assert admitted
+    assert {j: n for j, n in done} == dict.fromkeys(admitted, 1)  # each completed once
+    for j in st["jobs"]:
+        if j["job_id"] in admitted:
+            assert j["state"] == "done"
+
+
+def test_embedded_ray_listens_on_loopback_only():
+    """``psched serve``'s embedded Ray (init_ray without an address), in a fresh process."""
+    code = (
+        "import json, psutil\n"
+        "from psched.commands_service import init_ray\n"
+        "addr = init_ray(None, num_cpus=1)\n"
+        "import ray\n"
+        "me = psutil.Process()\n"
+        "ips = set()\n"
+        "for p in [me] + me.children(recursive=True):\n"
+        "    try:\n"
+        "        ips |= {c.laddr.ip for c in p.net_connections(kind='inet')\n"
+        "                if c.status == psutil.CONN_LISTEN}\n"
+        "    except psutil.Error:\n"
+        "        pass\n"
+        "print(json.dumps({'gcs': addr, 'nodes': [n['NodeManagerAddress'] for n in "
+        "ray.nodes()], 'ips': sorted(ips)}))\n"
+        "ray.shutdown()\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=180, env=env, check=True).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["gcs"].startswith("127.0.0.1:")
+    assert got["nodes"] == ["127.0.0.1"]
+    assert got["ips"] and set(got["ips"]) <= {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
