@@ -1,8 +1,9 @@
 """Wall time of ``psched simulate`` on the oasis-paper scenario, 100 to 400 jobs, T = 300.
 
-Each figure is the median of ``--repeat`` runs of the whole simulation (loop, policy and the
-independent checker) on one core. Ratios are against FIFO at the same size, measured in the same
-run, and against the same policy with the checker off (the checker's share).
+Each figure is the median CPU time (``time.process_time``: robust on a shared, loaded machine)
+of ``--repeat`` runs of the whole simulation (loop, policy and the independent checker); BLAS is
+pinned to one thread. Ratios are against FIFO at the same size, measured in the same run, and
+against the same policy with the checker off (the checker's share).
 
     python benchmarks/bench_simulate.py [--jobs 100,200,300,400] [--policies fifo,drf]
 """
@@ -21,9 +22,9 @@ from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 def time_run(n_jobs: int, policy: str, seed: int, check: bool, slots: int) -> float:
     specs, _ = oasis_paper_jobs(n_jobs, seed=seed, slots=slots)
     cluster = oasis_paper_cluster(seed=seed)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     simulate(specs, cluster, make_policy(policy), slots, seed=seed, check=check)
-    return time.perf_counter() - t0
+    return time.process_time() - t0
 
 
 def main() -> None:
@@ -34,9 +35,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
     sizes = [int(x) for x in args.jobs.split(",")]
     names = args.policies.split(",")
-    print("| jobs | policy | wall s (median) | vs FIFO | checker off s | checker share |")
+    print("| jobs | policy | CPU s (median) | vs FIFO | checker off s | checker share |")
     print("|---:|---|---:|---:|---:|---:|")
     for n in sizes:
         fifo = statistics.median(time_run(n, "fifo", args.seed, True, args.slots)
