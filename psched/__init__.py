@@ -1,47 +1,53 @@
-"""psched: online scheduling of parameter-server training jobs on shared clusters."""
+"""psched: online scheduling of parameter-server training jobs on shared clusters.
 
-from psched.executor import Executor, SimulatedExecutor, SlotReport
-from psched.model import (
-    RESOURCES,
-    Alloc,
-    Cluster,
-    Decision,
-    Job,
-    JobSpec,
-    Pool,
-    Resources,
-    Server,
-    resolve_job,
-)
-from psched.policies.base import Policy, RunContext, View, available_policies, make_policy
-from psched.simulator import RunResult, SchedulerLoop, simulate
-from psched.utility import Utility, make_utility
+The names below are loaded on first use (PEP 562), so that importing a light module such as
+``psched.errors`` (as every Ray worker does) does not import the whole library.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "RESOURCES",
-    "Alloc",
-    "Cluster",
-    "Decision",
-    "Executor",
-    "Job",
-    "JobSpec",
-    "Policy",
-    "Pool",
-    "Resources",
-    "RunContext",
-    "RunResult",
-    "SchedulerLoop",
-    "Server",
-    "SimulatedExecutor",
-    "SlotReport",
-    "Utility",
-    "View",
-    "__version__",
-    "available_policies",
-    "make_policy",
-    "make_utility",
-    "resolve_job",
-    "simulate",
-]
+_EXPORTS: dict[str, str] = {
+    "RESOURCES": "psched.model",
+    "Alloc": "psched.model",
+    "Cluster": "psched.model",
+    "Decision": "psched.model",
+    "Job": "psched.model",
+    "JobSpec": "psched.model",
+    "Pool": "psched.model",
+    "Resources": "psched.model",
+    "Server": "psched.model",
+    "resolve_job": "psched.model",
+    "Executor": "psched.executor",
+    "SimulatedExecutor": "psched.executor",
+    "SlotReport": "psched.executor",
+    "Policy": "psched.policies.base",
+    "RunContext": "psched.policies.base",
+    "View": "psched.policies.base",
+    "available_policies": "psched.policies.base",
+    "make_policy": "psched.policies.base",
+    "RunResult": "psched.simulator",
+    "SchedulerLoop": "psched.simulator",
+    "simulate": "psched.simulator",
+    "Utility": "psched.utility",
+    "make_utility": "psched.utility",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'psched' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
 
 __all__ = ["UTILITY_KINDS", "Utility", "make_utility"]
 
@@ -49,7 +48,7 @@ class Utility:
         """f(d) for a duration or an array of durations (slots)."""
         x = np.asarray(d, dtype=float)
         if self.kind == "sigmoid":
-            out = self.value * expit(-self.decay * (x - self.target))
+            out = self.value * _expit(-self.decay * (x - self.target))
         elif self.kind == "constant":
             out = np.full_like(x, self.value)
         elif self.kind == "linear":
@@ -57,6 +56,13 @@ class Utility:
         else:  # deadline
             out = np.where(x <= self.target, self.value, 0.0)
         return float(out) if np.ndim(out) == 0 else out
+
+
+def _expit(x: np.ndarray) -> np.ndarray:
+    """The logistic function ``1 / (1 + exp(-x))`` without overflow (numpy only: this module is
+    imported by every Ray worker, which should not pay for importing scipy)."""
+    z = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z))
 
 
 def make_utility(kind: str, value: float, decay: float = 0.0, target: float = 0.0) -> Utility:
