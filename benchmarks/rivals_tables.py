@@ -55,14 +55,19 @@ def load(trace: str, seed: int) -> tuple[list[JobSpec], Cluster, int, str]:
                                      f" slots of 1 h, default cluster ({n_w} worker servers)")
 
 
-def measure(trace: str, policies: Sequence[str], seed: int, out: Any) -> list[dict[str, Any]]:
+def measure(trace: str, policies: Sequence[str], seed: int, out: Any,
+            mip_limit: float | None = None) -> list[dict[str, Any]]:
     specs, cluster, horizon, desc = load(trace, seed)
     rows = []
     for name in policies:
+        opts: dict[str, Any] = {}
+        label = name
+        if name == "elastic-mip" and mip_limit is not None:
+            opts, label = {"time_limit_s": mip_limit}, f"elastic-mip@{mip_limit:g}s"
         t0 = time.perf_counter()
-        res = simulate(specs, cluster, make_policy(name), horizon, seed=seed)
+        res = simulate(specs, cluster, make_policy(name, **opts), horizon, seed=seed)
         s = summarize(res)
-        row = {"trace": trace, "policy": name, "utility": s["total_utility"],
+        row = {"trace": trace, "policy": label, "utility": s["total_utility"],
                "completed": s["completed"], "jobs": s["jobs"], "jct_mean": s["jct_mean"],
                "jct_p99": s["jct_p99"], "queueing_mean": s["queueing_mean"],
                "gpu_util": s["utilization"].get("worker", {}).get("gpu"),
@@ -142,6 +147,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--csv", help="append rows here as they are measured")
     ap.add_argument("--md", help="write the markdown tables here")
+    ap.add_argument("--mip-time-limit", type=float,
+                    help="elastic-mip decision budget, s (rows labelled elastic-mip@<s>s)")
     args = ap.parse_args()
     policies = available_policies() if args.policies == "all" else args.policies.split(",")
     handle = open(args.csv, "a", newline="") if args.csv else None  # noqa: SIM115
@@ -150,7 +157,7 @@ def main() -> None:
         writer.writerow(COLUMNS)
     results: dict[str, list[dict[str, Any]]] = {}
     for trace in args.traces.split(","):
-        results[trace] = measure(trace, policies, args.seed, writer)
+        results[trace] = measure(trace, policies, args.seed, writer, args.mip_time_limit)
         if handle is not None:
             handle.flush()
         print(table(results[trace]) + "\n", flush=True)

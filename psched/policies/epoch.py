@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from psched.model import Alloc, Job
+from psched.model import EPS, Alloc, Job
 from psched.policies.base import View
 from psched.policies.counts import Builder, pool_totals, realise, work_cap
 from psched.policies.replan import ReplanPolicy
@@ -192,7 +192,7 @@ def build_epoch(view: View, current: dict[str, Alloc], capacity: np.ndarray, poo
         ids.append(job_id)
         allowed.append(ns)
         speed.append(s)
-        ps.append(np.array([job.ps_needed(int(n)) for n in ns], dtype=np.int64))
+        ps.append(np.ceil(job.spec.ps_ratio * ns - EPS).astype(np.int64))  # Job.ps_needed
         rem.append(st.remaining)
         wts.append(w)
         pen.append(w * (rescale_overhead_s / slot_s) * s_now / st.remaining)
