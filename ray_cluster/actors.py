@@ -70,6 +70,7 @@ class PSShard:
         self.batches = 0  # mini-batches applied
         self.acc: np.ndarray | None = None  # sync mode: sum of pushed gradients
         self.acc_count = 0
+        self._scratch = np.zeros(0, dtype=np.float32)  # the in-place update's temporary
 
     # -- state ---------------------------------------------------------------------------
     def load(self, lo: int, hi: int, step: int, batches: int, schedule: dict[str, Any],
@@ -171,8 +172,15 @@ class PSShard:
 
     def _update(self, grad: np.ndarray) -> None:
         lr_scale, factor = self.schedule.factors(self.mstate.step)
-        self.params, self.mstate = self.opt.update(self.params, grad, self.mstate,
-                                                   lr_scale=lr_scale, buffer_factor=factor)
+        if not self.params.flags.writeable:  # arrived zero-copy from the object store
+            self.params = self.params.copy()
+        if not self.mstate.buffer.flags.writeable:
+            self.mstate = MomentumState(buffer=self.mstate.buffer.copy(), step=self.mstate.step)
+        if self._scratch.shape != self.params.shape:
+            self._scratch = np.empty_like(self.params)
+        # in place: returned pulls were already serialised into the object store
+        self.mstate = self.opt.update_inplace(self.params, grad, self.mstate, lr_scale=lr_scale,
+                                              buffer_factor=factor, scratch=self._scratch)
 
     def ping(self) -> bool:
         return True

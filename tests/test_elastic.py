@@ -182,3 +182,20 @@ def test_concat_refuses_shards_at_different_steps() -> None:
     b = MomentumState(buffer=np.zeros(2, np.float32), step=2)
     with pytest.raises(ValueError, match="different steps"):
         concat_states([a, b])
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 50), inside=st.booleans(), mu=st.sampled_from([0.0, 0.9, 0.99]),
+       scale=st.floats(0.1, 8.0), factor=st.floats(0.5, 2.0), seed=st.integers(0, 99))
+def test_in_place_update_is_bit_identical_to_the_pure_update(
+        n: int, inside: bool, mu: float, scale: float, factor: float, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    opt = MomentumSGD(lr=0.05, momentum=mu, lr_in_buffer=inside)
+    params = rng.standard_normal(n).astype(np.float32)
+    state = MomentumState(buffer=rng.standard_normal(n).astype(np.float32), step=3)
+    grad = rng.standard_normal(n).astype(np.float32)
+    want_p, want_s = opt.update(params, grad, state, lr_scale=scale, buffer_factor=factor)
+    p2, s2 = params.copy(), MomentumState(buffer=state.buffer.copy(), step=state.step)
+    got_s = opt.update_inplace(p2, grad, s2, lr_scale=scale, buffer_factor=factor)
+    assert np.array_equal(p2, want_p) and np.array_equal(got_s.buffer, want_s.buffer)
+    assert got_s.step == want_s.step and got_s.buffer is s2.buffer
