@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 import re
 import shutil
 import tempfile
@@ -214,7 +215,7 @@ def _mutate(text: str, data: st.DataObject) -> str:
     return "\n".join([",".join(header), *body])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=int(os.environ.get("PSCHED_FUZZ_EXAMPLES", "60")), deadline=None)
 @given(name=st.sampled_from(sorted(SOURCES)), data=st.data())
 def test_malformed_files_give_one_line_errors_or_counted_skips(name: str,
                                                                data: st.DataObject) -> None:
@@ -287,7 +288,7 @@ _ALL = {"elasticflow": [EF_AUG], "elasticflow-raw": [EF_RAW], "tiresias": [TIRES
         "philly": [PHILLY], "helios": [HELIOS], "philly-json": [PHILLY_JSON], "alibaba": PAI}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=int(os.environ.get("PSCHED_FUZZ_EXAMPLES", "60")), deadline=None)
 @given(name=st.sampled_from(sorted(_ALL)), which=st.integers(0, 1), data=st.data())
 def test_any_corrupted_text_gives_jobs_or_a_one_line_error(name: str, which: int,
                                                            data: st.DataObject) -> None:

@@ -186,10 +186,12 @@ def _check_header(columns: list[str], required: Sequence[str], path: str,
     seen: set[str] = set()
     for col in columns:
         if col in seen:
-            raise InputError(f"column {col!r} appears twice", path=path, line=line, field=col)
+            raise InputError(f"column {col!r} appears twice", path=path, line=line,
+                             field=repr(col)[1:-1])
         seen.add(col)
     missing = [c for c in required if c not in seen]
     if missing:
         raise InputError(f"missing column(s) {', '.join(missing)} (header: "
-                         f"{','.join(columns)[:120]})", path=path, line=line, field=missing[0])
+                         f"{','.join(columns)[:120]!r})", path=path, line=line,
+                         field=missing[0])
     return columns
