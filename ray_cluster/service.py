@@ -247,6 +247,7 @@ class SchedulerService:
         self._slot_info: dict[str, tuple[str, str]] = {}
         self._last_report: SlotReport | None = None
         self._thread: threading.Thread | None = None
+        self._joined: set[str] = set()  # nodes seen joining (logged once)
         self.error: str | None = None
         self.loop = SchedulerLoop(
             cluster=cluster, policy=self.policy, horizon=config.horizon,
@@ -559,7 +560,10 @@ class SchedulerService:
         for line in remap_lost(self.cluster, self.node_of, alive):
             self.journal.event("", t, "node_lost", line)
         for node in joined_nodes(self.node_of, nodes):
-            log.info("node %s joined; it enters the model at the next restart", node[:8])
+            if node not in self._joined:
+                self._joined.add(node)
+                self.journal.event("", t, "node_joined", node)
+                log.info("node %s joined; it enters the model at a restart", node[:8])
 
     # -- restart ---------------------------------------------------------------------------
     def _replay(self) -> None:

@@ -224,11 +224,12 @@ def test_service_killed_mid_run_restarts_from_journal(ray_session, tmp_path, tau
     accepted job completes once."""
     cluster = Cluster(servers=(
         Server(server_id="m/w", pool=Pool.WORKER,
-               capacity=Resources(cpu=2, memory_gb=16, bandwidth_gbps=10)),
+               capacity=Resources(cpu=3, memory_gb=16, bandwidth_gbps=10)),
         Server(server_id="m/ps", pool=Pool.PS,
-               capacity=Resources(cpu=4, memory_gb=16, bandwidth_gbps=10))), slot_seconds=SLOT_S)
+               capacity=Resources(cpu=3, memory_gb=16, bandwidth_gbps=10))), slot_seconds=SLOT_S)
     head = ray_session.node_ids["head"]
-    specs = [_spec(f"c{i}", n=2, m=int(2.5 * SLOT_S / tau), tau_s=tau) for i in range(3)]
+    # one worker each, all three fit at once: their actors stay up from slot to slot
+    specs = [_spec(f"c{i}", n=1, m=int(3 * SLOT_S / tau), tau_s=tau) for i in range(3)]
     cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=60, history=tuple(specs))
     from ray_cluster.journal import spec_to_json
 
