@@ -88,12 +88,14 @@ def register(commands: Any, trace_actions: Any) -> None:
 
 
 # -- Ray connection -------------------------------------------------------------------------
-def init_ray(address: str | None, *, num_cpus: int | None = None) -> str:
+def init_ray(address: str | None, *, num_cpus: int | None = None,
+             resources: dict[str, float] | None = None) -> str:
     """Connect to ``address`` (or ``RAY_ADDRESS``), else start an embedded Ray on 127.0.0.1.
 
     Returns the GCS address. The embedded Ray binds to the loopback interface only
     (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, node IP 127.0.0.1), has no dashboard and a
-    capped object store.
+    capped object store. ``resources``: custom resources of the embedded node (for instance
+    ``psched_worker_cpu``, see :mod:`ray_cluster.cluster_model`).
     """
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     address = address or os.environ.get("RAY_ADDRESS")
@@ -110,7 +112,7 @@ def init_ray(address: str | None, *, num_cpus: int | None = None) -> str:
             ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
                      num_cpus=num_cpus or os.cpu_count() or 1,
                      object_store_memory=300 * 2**20, namespace=_namespace(),
-                     log_to_driver=False)
+                     resources=dict(resources or {}), log_to_driver=False)
     return str(ray.get_runtime_context().gcs_address)
 
 
@@ -175,7 +177,16 @@ def _load_jobs(path: str, *, allow_import: bool) -> list[Any]:
     return load_trace(path)
 
 
+def _worker_resources(args: argparse.Namespace, embedded: bool) -> dict[str, float]:
+    """The embedded node declares its worker capacity as a custom resource."""
+    if embedded and args.worker_cpus:
+        return {"psched_worker_cpu": float(args.worker_cpus)}
+    return {}
+
+
 def _local_cluster(args: argparse.Namespace, slot_seconds: float) -> tuple[Any, dict[int, str]]:
+    """The cluster model of the connected Ray (``--worker-cpus`` caps every worker server
+    on an existing cluster; an embedded node declares it as ``psched_worker_cpu``)."""
     import dataclasses
 
     import ray
@@ -201,7 +212,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if config.policy == "oasis":
         config.make_policy()  # fails now, in one line, without prices or history
     embedded = not (args.address or os.environ.get("RAY_ADDRESS"))
-    address = init_ray(args.address)
+    address = init_ray(args.address, resources=_worker_resources(args, embedded))
     workdir = Path(args.dir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "address").write_text(address + "\n")
@@ -323,7 +334,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         bad = next(s for s in specs if not s.workload)
         raise InputError(f"job {bad.job_id!r} names no workload (a real run trains every job)",
                          path=args.trace, field="workload")
-    init_ray(args.address)
+    embedded = not (args.address or os.environ.get("RAY_ADDRESS"))
+    init_ray(args.address, resources=_worker_resources(args, embedded))
     if args.profile:
         from psched.model import resolve_job
         from ray_cluster.executor import profile_seconds_per_batch, training_job, with_measured_tau
