@@ -14,7 +14,7 @@ from psched.model import Cluster, Pool, Resources, Server
 from psched.policies import make_policy
 from psched.policies.elastic_mip import solve_mip
 from psched.policies.epoch import Epoch, brute_force, feasible, objective
-from psched.policies.greedy import fifo_fill, marginal_gain
+from psched.policies.greedy import density_fill, fifo_fill, marginal_gain
 from psched.simulator import simulate
 
 SETTINGS = settings(max_examples=40, deadline=None,
@@ -160,3 +160,13 @@ def test_anti_starvation_starts_queued_jobs_in_arrival_order() -> None:
     fair = simulate(jobs, cluster, make_policy("elastic-mip", anti_starvation=True), 40)
     assert free.records["short"].first_slot < free.records["long"].first_slot
     assert fair.records["long"].first_slot <= fair.records["short"].first_slot
+
+
+@SETTINGS
+@given(epoch=epochs())
+def test_density_heuristic_plans_are_feasible_and_never_beat_the_mip(epoch: Epoch) -> None:
+    plan = density_fill(epoch)
+    if epoch.anti_starvation and not feasible(epoch, plan):
+        return  # the heuristic does not know the anti-starvation rule
+    assert feasible(epoch, plan)
+    assert exact(epoch)[0] >= objective(epoch, plan) - 1e-9
