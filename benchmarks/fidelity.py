@@ -17,9 +17,13 @@ the trace as price history: the same U and L), and compared job by job: planned 
 slot (the simulation's) against the actual one, and utility. Time-critical jobs (sigmoid
 decay >= 4, or deadline utilities) are reported apart.
 
+``--testbed`` instead runs a scaled-down replica of the paper's testbed (``oasis.md`` section
+6: 12 jobs over 10 slots) for real with OASiS and rivals, total utility beside the paper's.
+
 Usage::
 
     python benchmarks/fidelity.py traces/run_small.csv --slot-seconds 30 --cores 2
+    python benchmarks/fidelity.py --testbed --slot-seconds 10 --cores 2 --policies oasis,fifo,drf
 """
 
 from __future__ import annotations
@@ -99,9 +103,75 @@ def compare(sim: RunResult, real: RunResult) -> tuple[list[dict], dict]:
     return rows, summary
 
 
+#: The paper's testbed total utility (x 10^2), oasis.md section 6.
+PAPER_TESTBED = {"oasis": 2.82, "dorm": 1.78, "fifo": 1.38, "drf": 0.90, "rrh": 0.61}
+
+
+def testbed_specs(seed: int, tau: dict[str, float], slot_seconds: float) -> list[JobSpec]:
+    """12 jobs arriving over slots 0..5 of a 10-slot horizon; W in 2..4 worker-slots, N 1..2,
+    sigmoid utilities with the paper's type mix (10% insensitive, 55% sensitive, 35%
+    critical), value U[1, 100], target U{F..10}."""
+    import numpy as np
+
+    from psched.model import Resources
+    from psched.utility import Utility
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(12):
+        wl = "softmax" if i % 2 == 0 else "mlp"
+        hp = '{"dataset": "digits"}' if wl == "softmax" else '{"dataset": "digits", "hidden": 32}'
+        n = int(rng.integers(1, 3))
+        work = int(rng.integers(2, 5))
+        fastest = -(-work // n)
+        kind = rng.choice(3, p=[0.1, 0.55, 0.35])
+        decay = 0.0 if kind == 0 else (rng.uniform(0.01, 1) if kind == 1 else rng.uniform(4, 6))
+        m = max(1, round((work - 0.5) * slot_seconds / (n * tau[wl])))
+        out.append(JobSpec(
+            job_id=f"tb{i:02d}", arrival=int(rng.integers(0, 6)), epochs=1, max_workers=n,
+            minibatches=m, tau_s=tau[wl], grad_mb=0.05, tau_includes_comm=True,
+            worker_demand=Resources(cpu=1, memory_gb=1, bandwidth_gbps=1),
+            ps_demand=Resources(cpu=1, memory_gb=1, bandwidth_gbps=1),
+            utility=Utility(kind="sigmoid", value=float(rng.uniform(1, 100)),
+                            decay=float(decay), target=float(rng.integers(fastest, 11))),
+            workload=wl, hparams=hp))
+    return out
+
+
+def testbed(args: argparse.Namespace, cluster, node_of) -> None:  # type: ignore[no-untyped-def]
+    from ray_cluster.service import ServiceConfig, run_trace
+
+    probe = testbed_specs(args.seed, {"softmax": 0.01, "mlp": 0.01}, args.slot_seconds)
+    tau = {}
+    for s in probe:
+        if s.workload not in tau:
+            tau[s.workload] = profile_loaded(s, args.cores, args.profile_s)
+    specs = testbed_specs(args.seed, tau, args.slot_seconds)
+    horizon = 10
+    print("| policy | admitted sim/real | completed real | utility sim | utility real "
+          "| paper (x10^2) |")
+    print("|---|---|---|---|---|---|")
+    for name in args.policies.split(","):
+        sim = simulate(specs, cluster, make_policy(name), horizon)
+        with tempfile.TemporaryDirectory(prefix="psched-testbed-") as work:
+            real = run_trace(specs, work, config=ServiceConfig(
+                policy=name, slot_seconds=args.slot_seconds, horizon=horizon,
+                history=tuple(specs)), cluster=cluster, node_of=node_of)
+        u_sim = sum(r.utility for r in sim.records.values())
+        u_real = sum(r.utility for r in real.records.values())
+        print(f"| {name} | {sum(r.admitted for r in sim.records.values())}/"
+              f"{sum(r.admitted for r in real.records.values())} | "
+              f"{sum(r.completion is not None for r in real.records.values())} | "
+              f"{u_sim:.1f} | {u_real:.1f} | {PAPER_TESTBED.get(name, float('nan'))} |",
+              flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("trace")
+    p.add_argument("trace", nargs="?")
+    p.add_argument("--testbed", action="store_true", help="the testbed replica instead")
+    p.add_argument("--policies", default="oasis,fifo,drf")
+    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--slot-seconds", type=float, default=30.0)
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     p.add_argument("--profile-s", type=float, default=12.0)
@@ -115,6 +185,10 @@ def main() -> None:
 
     init_ray(None, num_cpus=args.cores, resources={"psched_worker_cpu": float(args.cores)})
     cluster, node_of = cluster_from_nodes(ray.nodes(), args.slot_seconds)
+    if args.testbed:
+        testbed(args, cluster, node_of)
+        ray.shutdown()
+        return
     specs = load_trace(args.trace)
     taus: dict[tuple[str, str], float] = {}
     for s in specs:

@@ -634,7 +634,8 @@ def service_actor() -> Any:
 
         def __init__(self, workdir: str, config: dict[str, Any] | None,
                      cluster: dict[str, Any] | None, node_of: dict[str, str] | None) -> None:
-            logging.basicConfig(level=logging.INFO)
+            logging.basicConfig(level=logging.WARNING)
+            log.setLevel(logging.INFO)
             nodes = None if node_of is None else {int(k): v for k, v in node_of.items()}
             cl = cluster_from_dict(cluster) if cluster is not None else None
             if cl is None:

@@ -179,3 +179,37 @@ def test_oasis_without_price_bounds_is_one_line_error(tmp_path):
     with pytest.raises(InputError, match="--prices or --history"):
         SchedulerService(tmp_path, config=ServiceConfig(slot_seconds=SLOT_S),
                          cluster=_cluster(), executor=SimulatedExecutor())
+
+
+# -- the cluster model of Ray nodes (plain node rows, no Ray needed) -------------------------
+def _node(node_id: str, **res: float) -> dict:
+    return {"NodeID": node_id, "Alive": True, "Resources": res}
+
+
+def test_one_machine_is_split_into_a_worker_and_a_ps_server():
+    from ray_cluster.cluster_model import cluster_from_nodes
+
+    cluster, node_of = cluster_from_nodes(
+        [_node("a" * 16, CPU=2.0, memory=8 * 2**30, psched_worker_cpu=2.0)], 30.0)
+    (w, ps) = cluster.servers
+    assert (w.pool, ps.pool) == (Pool.WORKER, Pool.PS)
+    assert w.capacity.cpu == 2.0 and w.capacity.memory_gb == pytest.approx(4.0)
+    assert ps.capacity.gpu == 0 and ps.capacity.memory_gb == pytest.approx(4.0)
+    assert node_of == {0: "a" * 16, 1: "a" * 16}
+
+
+def test_pools_by_custom_resources_and_lost_nodes_remapped():
+    from ray_cluster.cluster_model import cluster_from_nodes, joined_nodes, remap_lost
+
+    nodes = [_node("n0", CPU=8, GPU=0, **{"psched_pool:ps": 1, "psched_server:head": 1}),
+             _node("n1", CPU=0, GPU=1, **{"psched_pool:worker": 1, "psched_server:g1": 1}),
+             _node("n2", CPU=0, GPU=1, **{"psched_pool:worker": 1, "psched_server:g2": 1})]
+    cluster, node_of = cluster_from_nodes(nodes, 10.0)
+    assert [s.server_id for s in cluster.servers] == ["g1", "g2", "head"]
+    assert [s.pool for s in cluster.servers] == [Pool.WORKER, Pool.WORKER, Pool.PS]
+    assert cluster.servers[0].capacity.gpu == 1 and cluster.servers[2].capacity.gpu == 0
+    moves = remap_lost(cluster, node_of, alive={"n0", "n2"})
+    assert node_of[0] == "n2" and len(moves) == 1  # g1's worker server now on n2
+    assert joined_nodes(node_of, [nodes[0], nodes[2], _node("n3")]) == ["n3"]
+    with pytest.raises(ValueError, match="no worker server"):
+        cluster_from_nodes([nodes[0]], 10.0)
