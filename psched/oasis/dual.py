@@ -19,8 +19,9 @@ Three bounds are reported:
   Valid when containers are small against servers (the paper's assumption): a schedule that
   did not fit at arrival is not covered by the recorded ``mu_i``.
 
-All three add, for each job, its utility just past its window (``oasis.md`` section 7), covering
-schedules the window excluded.
+All three add, for each job whose window ends before the horizon, its utility just past its
+window (``oasis.md`` section 7), covering schedules the window excluded; a window that ends at
+the horizon excludes no schedule (a job unfinished at the horizon earns 0).
 """
 
 from __future__ import annotations
@@ -86,7 +87,9 @@ def dual_objective(ledger: Ledger, jobs: Sequence[tuple[Job, float]],
     """
     ls = ledger.log_scale
     price_mass = ledger.price_mass(0) + ledger.price_mass(1)
-    tail = sum(job.utility_at(job.window + 1) for job, _ in jobs)
+    # a window the horizon cut excludes nothing: no schedule completes past the horizon
+    tail = sum(job.utility_at(job.window + 1) for job, _ in jobs
+               if job.last_slot < ledger.horizon - 1)
     tables = []
     for job, _ in jobs:
         inp = ledger.inputs(job, relaxed=True)
