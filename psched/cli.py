@@ -1,4 +1,6 @@
-"""``psched`` command line: thin -- it parses, calls the library, shows results.
+"""psched: online scheduling of parameter-server training jobs (OASiS and rivals) on a cluster.
+
+The command line is thin: it parses, calls the library, shows results.
 
 Bad input of any kind ends with one line on stderr and exit code 2, never a traceback.
 """
@@ -70,7 +72,7 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="psched", description=__doc__.splitlines()[0])
+    p = _Parser(prog="psched", description=(__doc__ or "").splitlines()[0])
     p.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
