@@ -3,7 +3,7 @@
 For each trace: total utility, jobs completed, mean and p99 completion time (JCT, slots, over
 completed jobs), mean queueing time (slots from arrival to first workers, over jobs that got
 any), GPU utilisation of the worker pool, training efficiency (mean fastest/duration over
-completed jobs, :mod:`psched.policies.rival_metrics`) and decision time per event (p50, p99 ms).
+completed jobs, :func:`psched.metrics.training_figures`) and decision time per event (p50, p99 ms).
 Then the elastic MIP allocator against its two greedy baselines on the same trace: queueing
 time reduction and training efficiency gain, beside the paper's "up to 32%" and "up to 24%".
 
@@ -22,19 +22,21 @@ import csv
 import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from psched.clusters import default_cluster_for_trace
 from psched.horizon import trace_horizon
-from psched.metrics import summarize
+from psched.metrics import summarize, training_figures
 from psched.model import Cluster, JobSpec
 from psched.policies import available_policies, make_policy
-from psched.policies.rival_metrics import training_figures
 from psched.simulator import simulate
 from psched.traces.detect import load_any
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 
-EF_DIR = "/work/shared/traces/elasticflow/augmented"
+#: the shared traces beside the repository (``../shared/traces``)
+EF_DIR = str(Path(__file__).resolve().parents[2] / "shared" / "traces" / "elasticflow"
+             / "augmented")
 COLUMNS = ("trace", "policy", "utility", "completed", "jobs", "jct_mean", "jct_p99",
            "queueing_mean", "gpu_util", "train_eff", "dec_p50_ms", "dec_p99_ms", "wall_s")
 

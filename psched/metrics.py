@@ -14,13 +14,14 @@ import numpy as np
 from psched.model import RESOURCES, Pool
 from psched.simulator import JobRecord, RunResult
 
-__all__ = ["SUMMARY_KEYS", "lateness", "summarize"]
+__all__ = ["SUMMARY_KEYS", "lateness", "summarize", "training_figures"]
 
 #: Keys every policy's entry in ``summary.json`` has (policies may add more, e.g. a dual bound).
 SUMMARY_KEYS: tuple[str, ...] = (
     "total_utility", "jobs", "admitted", "rejected", "rejected_reasons", "completed",
     "unfinished", "jct_mean", "jct_p50", "jct_p99", "lateness_mean", "queueing_mean",
     "utilization", "decision_ms_p50", "decision_ms_p99", "decision_events", "wall_s",
+    "training_efficiency", "worker_slot_efficiency",
 )
 
 
@@ -37,6 +38,30 @@ def _stats(values: list[float]) -> tuple[float | None, float | None, float | Non
         return None, None, None
     a = np.asarray(values, dtype=float)
     return float(a.mean()), float(np.percentile(a, 50)), float(np.percentile(a, 99))
+
+
+def training_figures(result: RunResult) -> dict[str, Any]:
+    """``training_efficiency`` and ``worker_slot_efficiency`` of a run (None if undefined).
+
+    * ``training_efficiency`` -- mean, over completed jobs, of ``fastest / duration``: the
+      fastest duration ``ceil(W / N)`` over the slots the job took from arrival to completion;
+      1 means every job ran at full size from its arrival (our definition: the elastic MIP
+      paper gives none).
+    * ``worker_slot_efficiency`` -- useful work over worker-slots granted (work beyond a job's
+      ``W`` in its last slot is waste).
+
+    O(jobs).
+    """
+    ratios, useful, granted = [], 0.0, 0.0
+    for rec in result.records.values():
+        if rec.duration is not None:
+            ratios.append(rec.job.fastest / rec.duration)
+        useful += min(rec.done, float(rec.job.work))
+        granted += rec.done
+    return {
+        "training_efficiency": sum(ratios) / len(ratios) if ratios else None,
+        "worker_slot_efficiency": useful / granted if granted > 0 else None,
+    }
 
 
 def summarize(result: RunResult) -> dict[str, Any]:
@@ -75,6 +100,7 @@ def summarize(result: RunResult) -> dict[str, Any]:
         "decision_events": len(result.decision_ms),
         "wall_s": result.wall_s,
     }
+    out.update(training_figures(result))
     for key, value in result.report.items():
         out.setdefault(key, value)
     return out
