@@ -62,7 +62,7 @@ def _expit(x: np.ndarray) -> np.ndarray:
     """The logistic function ``1 / (1 + exp(-x))`` without overflow (numpy only: this module is
     imported by every Ray worker, which should not pay for importing scipy)."""
     z = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z))
+    return np.asarray(np.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z)))
 
 
 def make_utility(kind: str, value: float, decay: float = 0.0, target: float = 0.0) -> Utility:
