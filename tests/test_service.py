@@ -6,6 +6,7 @@ the loopback test starts its own embedded Ray in a subprocess (``psched serve``'
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sqlite3
@@ -288,3 +289,31 @@ def test_embedded_ray_listens_on_loopback_only():
     assert got["gcs"].startswith("127.0.0.1:")
     assert got["nodes"] == ["127.0.0.1"]
     assert got["ips"] and set(got["ips"]) <= {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
+
+
+def test_run_writes_the_simulate_files_from_what_really_ran(ray_session, tmp_path, tau):
+    from psched.traces.native import write_trace
+
+    trace = tmp_path / "t.csv"
+    write_trace(trace, [dataclasses.replace(_spec("r0", n=1, m=int(1.5 * SLOT_S / tau),
+                                                  tau_s=tau), arrival=0),
+                        dataclasses.replace(_spec("r1", n=1, m=int(1.5 * SLOT_S / tau),
+                                                  tau_s=tau), arrival=1)])
+    out = tmp_path / "out"
+    assert main(["run", str(trace), "--address", ray_session.cluster.address, "--out", str(out),
+                 "--slot-seconds", str(SLOT_S), "--worker-cpus", "2", "--horizon", "8"]) == 0
+    for f in ("summary.json", "cluster.json", "oasis/jobs.csv", "oasis/allocations.csv"):
+        assert (out / f).exists(), f
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["params"]["executor"] == "ray"
+    import csv
+
+    rows = list(csv.DictReader((out / "oasis" / "jobs.csv").open()))
+    assert {r["job_id"] for r in rows} == {"r0", "r1"}
+    for r in rows:  # completed, or dropped when a re-plan found no room (a loaded machine)
+        if r["admitted"] == "1":
+            assert r["completion"] != "" or r["reason"] == "dropped_behind"
+            assert (r["completion"] != "") == (float(r["utility"]) > 0)
+    assert summary["params"]["horizon"] == 8
+    allocs = list(csv.DictReader((out / "oasis" / "allocations.csv").open()))
+    assert allocs and all(int(a["count"]) > 0 for a in allocs)
