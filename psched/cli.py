@@ -79,11 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("simulate", help="replay a trace or scenario through policies")
     src = s.add_mutually_exclusive_group(required=True)
-    src.add_argument("--trace", metavar="FILE", help="a job trace (native CSV)")
+    src.add_argument("--trace", metavar="FILE",
+                     help="a job trace in any supported format (see traces/README.md)")
     src.add_argument("--scenario", metavar="NAME", help="a synthetic scenario, e.g. oasis-paper")
     s.add_argument("--jobs", type=_positive_int, help="jobs to generate (scenario) or keep "
                    "(the first N of a trace)")
-    s.add_argument("--format", default="native", help="trace format (default: native)")
+    s.add_argument("--format", default="auto",
+                   help="trace format (default: auto, detected from the header or layout)")
     s.add_argument("--cluster", metavar="FILE", help="cluster file (TOML or JSON)")
     s.add_argument("--policies", default="all", help="comma-separated names, or 'all'")
     s.add_argument("--slots", type=_positive_int, help="horizon T in slots")

@@ -36,7 +36,7 @@ class SimulateRequest:
     trace: str | None = None  #: trace file (exclusive with ``scenario``)
     scenario: str | None = None  #: scenario name, e.g. ``oasis-paper``
     jobs: int | None = None  #: jobs to generate, or the first N of the trace
-    format: str = "native"  #: trace format
+    format: str = "auto"  #: trace format (``auto``: detected from the header or layout)
     cluster: str | None = None  #: cluster file; default: scenario's, or sized to the trace
     policies: str = "all"  #: comma-separated names or ``all``
     slots: int | None = None  #: horizon T; default: scenario's 300, or the trace rule
@@ -103,7 +103,7 @@ def prepare(req: SimulateRequest) -> tuple[list[JobSpec], Cluster, int, dict[str
             params["cluster_source"] = f"scenario {req.scenario}"
     else:
         assert req.trace is not None
-        specs = _load(req.trace, req.format)
+        specs = _load(req.trace, req.format, slot_seconds=slot_s, seed=req.seed)
         if req.jobs is not None:
             specs = specs[: req.jobs]
         if not specs:
@@ -150,7 +150,9 @@ def run_simulation(req: SimulateRequest) -> tuple[dict[str, Any], dict[str, RunR
     """Run every requested policy on the same jobs and cluster; write ``req.out`` if set."""
     names = parse_policies(req.policies)
     specs, cluster, horizon, params = prepare(req)
-    history: Sequence[JobSpec] = _load(req.history, "native") if req.history else ()
+    history: Sequence[JobSpec] = (
+        _load(req.history, "auto", slot_seconds=cluster.slot_seconds, seed=req.seed)
+        if req.history else ())
     params["policies"] = names
     results: dict[str, RunResult] = {}
     bar = _progress_bar(total=horizon * len(names), enabled=req.progress)

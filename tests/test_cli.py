@@ -97,7 +97,8 @@ def test_allocations_csv_respects_every_capacity_when_rechecked(run_dir: Path) -
 
 def test_demo_trace_runs_through_every_policy(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["simulate", "--trace", str(DEMO), "--out", str(tmp_path / "d")]) == 0
+    out = tmp_path / "d"
+    assert main(["simulate", "--trace", str(DEMO), "--jobs", "20", "--out", str(out)]) == 0
     table = capsys.readouterr().out
     summary = json.loads((tmp_path / "d" / "summary.json").read_text())
     for name in summary["policies"]:

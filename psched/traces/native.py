@@ -218,7 +218,7 @@ def _check_header(columns: Sequence[str], path: str, line: int) -> list[str]:
     for col in columns:
         if col not in known:
             raise InputError(f"unknown column {col!r} (known: {', '.join(NATIVE_COLUMNS)})",
-                             path=path, line=line, field=col or "<empty>")
+                             path=path, line=line, field=repr(col)[1:-1] or "<empty>")
         if col in seen:
             raise InputError(f"column {col!r} appears twice", path=path, line=line, field=col)
         seen.add(col)
