@@ -252,7 +252,7 @@ class SchedulerLoop:
         st = self.state
         t = st.t
         self.clock.wait_until(t)
-        arrived, arrival_ms = self._admit(t, self.arrivals.pop(t))
+        arrived, arrival_ms = self.admit(t, self.arrivals.pop(t))
         records = st.records
         view = View(
             t=t,
@@ -277,13 +277,14 @@ class SchedulerLoop:
         if self.check:
             check_plan(t, plan, self.cluster, active_jobs)
         report = self.executor.apply(t, plan, active_jobs)
-        self._record(t, plan, active_jobs)
+        self.record(t, plan, active_jobs)
         self._advance(t, report.progress)
         st.t += 1
         st.slots_run += 1
 
-    def _admit(self, t: int, specs: list[JobSpec]) -> tuple[list[str], list[float]]:
-        """Screen and decide each arrival; return the admitted ids and decision times."""
+    def admit(self, t: int, specs: list[JobSpec]) -> tuple[list[str], list[float]]:
+        """Screen and decide each arrival in slot ``t`` now (a live service calls it as jobs
+        are submitted); return the admitted ids and the decision times in ms."""
         st = self.state
         admitted: list[str] = []
         times: list[float] = []
@@ -311,7 +312,8 @@ class SchedulerLoop:
                 rec.reason = decision.reason or "rejected"
         return admitted, times
 
-    def _record(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job]) -> None:
+    def record(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job]) -> None:
+        """Record an executed plan of slot ``t`` (a restarted service replays its journal)."""
         st = self.state
         for job_id, alloc in plan.items():
             for h, n in alloc.workers:

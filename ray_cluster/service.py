@@ -231,7 +231,7 @@ class SchedulerService:
             rcfg = RuntimeConfig(**{"checkpoint_dir": str(self.workdir / "ckpt"),
                                     **dict(config.runtime)})
             executor = RayExecutor(cluster, rcfg, slot_seconds=config.slot_seconds,
-                                   node_of=node_of)
+                                   node_of=node_of, allow_import=config.allow_import)
         self.inner_executor = executor
         self.policy = _Recording(config.make_policy())
         self.arrivals = QueueArrivals()
@@ -289,7 +289,7 @@ class SchedulerService:
         st = self.loop.state
         spec = dataclasses.replace(spec, arrival=max(spec.arrival, t))
         self.policy.last = None
-        _, times = self.loop._admit(t, [spec])
+        _, times = self.loop.admit(t, [spec])
         st.decision_ms.extend(times)
         rec = st.records[spec.job_id]
         dec = self.policy.last
@@ -590,7 +590,7 @@ class SchedulerService:
                 self._future.append(spec)
         for t, _, _, plan in self.journal.slots():
             jobs = {j: st.records[j].job for j in plan}
-            self.loop._record(t, plan, jobs)
+            self.loop.record(t, plan, jobs)
             st.t = t + 1
             st.slots_run += 1
         for _t, job_id, _, done, _, _ in self.journal.progress():
