@@ -8,19 +8,28 @@ recomputed over each job's schedules alone in the cluster, must still hold.
 from __future__ import annotations
 
 import itertools
+import math
+from collections.abc import Callable
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oasis_cases import make_cluster
+from oasis_cases import make_cluster, priced_inputs
 
 from psched.model import Cluster, Job, JobSpec, Pool, Resources, resolve_job
+from psched.oasis.dual import envelope_payoff, payoff_envelope
+from psched.oasis.fast import completion_costs, solve_fast
+from psched.oasis.ledger import JobInputs, Ledger
+from psched.oasis.literal import literal_slot_cost
+from psched.oasis.schedule import slot_costs
 from psched.policies import make_policy
 from psched.policies.base import RunContext, View
 from psched.simulator import cannot_fit
 from psched.utility import Utility
 
 T = 3
+SMALL = dict(servers=4, ps_servers=2, max_workers=6, max_work=20, slots=8)
+THETAS = (0.0, 1e-3, 0.05, 0.3, 0.77, 1.0)
 
 
 def slot_options(job: Job, cluster: Cluster) -> list[tuple[int, np.ndarray]]:
@@ -149,3 +158,109 @@ def test_recorded_payoffs_can_fail_with_large_containers_but_the_rigorous_bound_
     opt = offline_optimum([j0, j1], cluster)
     assert opt == 1.5
     assert rep["dual_bound_recorded"] < opt <= rep["dual_bound"]
+
+
+def literal_completion_costs(inp: JobInputs) -> np.ndarray:
+    """``cost(t, W)`` for every window slot by the literal recursion of Alg. 2."""
+    work, n_max = inp.job.work, inp.job.max_workers
+    prev = np.full(work + 1, np.inf)
+    prev[0] = 0.0
+    out = np.empty(inp.n_slots)
+    for i in range(inp.n_slots):
+        ct = [literal_slot_cost(inp, i, d) for d in range(n_max + 1)]
+        prev = np.array([min(ct[d] + prev[big_d - d] for d in range(min(big_d, n_max) + 1))
+                         for big_d in range(work + 1)])
+        out[i] = prev[work]
+    return out
+
+
+def scaled_payoff(inp: JobInputs, costs: np.ndarray, theta: float) -> float:
+    """The exact best payoff (floor 0) with every slot cost scaled by ``theta``."""
+    scaled = np.where(np.isfinite(costs), theta * np.where(np.isfinite(costs), costs, 0.0),
+                      np.inf)
+    return solve_fast(inp, floor=0.0, costs=scaled).payoff
+
+
+def close(a: float, b: float) -> bool:
+    return a == b or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(inp=priced_inputs(**SMALL))
+def test_completion_costs_equal_the_literal_dp_at_every_slot(inp: JobInputs) -> None:
+    fast, ref = completion_costs(inp), literal_completion_costs(inp)
+    assert np.array_equal(np.isinf(fast), np.isinf(ref))
+    assert all(close(a, b) for a, b in zip(fast[np.isfinite(ref)], ref[np.isfinite(ref)],
+                                           strict=True))
+    assert np.all(np.diff(fast[np.isfinite(fast)]) <= 0.0)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(inp=priced_inputs(**SMALL), theta=st.floats(0.0, 1.0))
+def test_payoff_lines_give_the_exact_search_at_scaled_prices(inp: JobInputs,
+                                                             theta: float) -> None:
+    """Homogeneity: ``max(0, max_t u_t - theta H_t)`` is the exact payoff at ``theta`` prices."""
+    costs = slot_costs(inp)
+    env = payoff_envelope(inp.util, completion_costs(inp, costs))
+    assert np.all(np.diff(env.breaks) > 0.0) and np.all((env.breaks > 0) & (env.breaks < 1))
+    for th in (*THETAS, theta):
+        assert close(envelope_payoff(env, th), scaled_payoff(inp, costs, th))
+
+
+def golden_section(evaluate: Callable[[float], float], steps: int = 6) -> float:
+    """The former certificate's search: least ``evaluate`` seen by golden section in log theta."""
+    seen = [evaluate(1.0), evaluate(0.0)]
+    lo, hi = math.log(1e-9), 0.0
+    g = (math.sqrt(5.0) - 1.0) / 2.0
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = evaluate(math.exp(a)), evaluate(math.exp(b))
+    seen += [fa, fb]
+    for _ in range(steps):
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = evaluate(math.exp(a))
+            seen.append(fa)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = evaluate(math.exp(b))
+            seen.append(fb)
+    return min(seen)
+
+
+def reference_objective(ledger: Ledger, jobs: list[Job]) -> Callable[[float], float]:
+    """``D(theta)`` in utility units by exact searches at scaled prices (tail included)."""
+    from psched.oasis.dual import unscale
+
+    mass = ledger.price_mass(0) + ledger.price_mass(1)
+    tail = sum(j.utility_at(j.window + 1) for j in jobs if j.last_slot < ledger.horizon - 1)
+    tables = [(inp, slot_costs(inp)) for inp in (ledger.inputs(j, relaxed=True) for j in jobs)]
+
+    def objective(theta: float) -> float:
+        mu = sum(scaled_payoff(inp, c, theta) for inp, c in tables)
+        return unscale(mu + theta * mass, ledger.log_scale) + tail
+
+    return objective
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(inst=tiny_instance())
+def test_exact_theta_bound_is_the_minimum_over_theta(inst: tuple[list[Job], Cluster]) -> None:
+    """No worse than the former golden section or any theta of a dense grid; exact at theta*."""
+    jobs, cluster = inst
+    pol = make_policy("oasis")
+    pol.start(RunContext(cluster=cluster, horizon=T, known_jobs=jobs))
+    for job in sorted(jobs, key=lambda j: j.arrival):
+        pol.on_arrival(job, View(t=job.arrival, cluster=cluster, horizon=T, active={}))
+    rep = pol.report()
+    objective = reference_objective(pol.ledger, jobs)
+    tol = 1e-9 * max(1.0, abs(rep["dual_bound"]))
+    assert abs(rep["dual_bound"] - objective(rep["dual_theta"])) <= tol
+    assert abs(rep["dual_bound_final_prices"] - objective(1.0)) <= tol
+    assert rep["dual_bound"] <= golden_section(objective) + tol
+    grid = np.concatenate(([0.0], np.geomspace(1e-6, 1.0, 60), np.linspace(0.0, 1.0, 41)))
+    assert rep["dual_bound"] <= min(objective(float(th)) for th in grid) + tol

@@ -32,7 +32,7 @@ from numpy.lib.stride_tricks import as_strided
 from psched.oasis.ledger import JobInputs
 from psched.oasis.schedule import Best, beats, slot_costs
 
-__all__ = ["ARG_RTOL", "cost_lower_bound", "minplus_step", "solve_fast"]
+__all__ = ["ARG_RTOL", "completion_costs", "cost_lower_bound", "minplus_step", "solve_fast"]
 
 #: Relative tolerance of a tie between two ways of reaching the same work in the recursion.
 ARG_RTOL = 1e-12
@@ -54,6 +54,15 @@ def minplus_step(h: np.ndarray, c: np.ndarray, hi: int) -> tuple[np.ndarray, np.
     j = (m <= (low + ARG_RTOL * low)[:, None]).argmax(axis=1)
     new = m[np.arange(hi + 1), j]
     return new, (k - j).astype(np.int32)
+
+
+def _minplus_values(h: np.ndarray, c: np.ndarray, hi: int) -> np.ndarray:
+    """The values of :func:`minplus_step` alone (no minimiser). Complexity O(hi k)."""
+    k = c.shape[0] - 1
+    hp = np.concatenate((np.full(k, np.inf), h[: hi + 1]))
+    step = hp.strides[0]
+    m = as_strided(hp, shape=(hi + 1, k + 1), strides=(step, step), writeable=False) + c[::-1]
+    return m.min(axis=1)
 
 
 def cost_lower_bound(costs: np.ndarray, work: int) -> float:
@@ -144,3 +153,45 @@ def solve_fast(inp: JobInputs, floor: float = 0.0, costs: np.ndarray | None = No
     if left != 0:  # pragma: no cover - the recursion guarantees a path
         raise RuntimeError("backtracking did not reach zero work")
     return Best(payoff=best, counts=counts)
+
+
+def completion_costs(inp: JobInputs, costs: np.ndarray | None = None) -> np.ndarray:
+    """Cheapest cost of completing the job's work by each window slot: ``cost(t, W)``, (Tw,).
+
+    The recursion of :func:`solve_fast` (the literal Alg. 2 ``cost(t, W)``) without pruning
+    of completion slots, so every entry is exact; ``inf`` where ``W`` cannot be done by then.
+    Entries are non-increasing (a slot may take no workers). Only the exact stationary-run
+    device is kept: an identical slot after one that left ``cost(t, .)`` unchanged leaves it
+    unchanged again. The min-plus recursion is positively homogeneous in the costs, so the
+    best payoff with every cost scaled by ``theta >= 0`` is
+    ``max(0, max_t f(t) - theta * cost(t, W))`` (used by the dual certificate).
+
+    Complexity: O(Tw (H + K) R + Tw N log H) for the slot costs when not given, O(Tw W N)
+    for the recursion.
+    """
+    work = inp.job.work
+    out = np.full(inp.n_slots, np.inf)
+    c_all = slot_costs(inp) if costs is None else costs
+    c_all = c_all[:, : min(c_all.shape[1], work + 1)]
+    finite = np.isfinite(c_all)
+    first_inf = np.where(finite.all(axis=1), c_all.shape[1], np.argmin(finite, axis=1))
+    n_cap = first_inf - 1
+    h = np.full(work + 1, np.inf)
+    h[0] = 0.0
+    reach = 0
+    prev_c: np.ndarray | None = None
+    prev_changed = True
+    for i in range(inp.n_slots):
+        k = int(n_cap[i])
+        if k > 0:
+            c = c_all[i, : k + 1]
+            same = prev_c is not None and prev_c.shape == c.shape and np.array_equal(prev_c, c)
+            if not (same and not prev_changed):
+                hi = min(work, reach + k)
+                new = _minplus_values(h, c, hi)
+                prev_changed = not np.array_equal(new, h[: hi + 1])
+                h[: hi + 1] = new
+                reach = hi
+                prev_c = c
+        out[i] = h[work]
+    return out
