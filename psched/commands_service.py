@@ -33,7 +33,7 @@ _BAR = 20
 
 def register(commands: Any, trace_actions: Any) -> None:
     """Add ``serve``, ``submit``, ``status``, ``cancel``, ``logs`` and ``run``."""
-    from psched.cli import _positive_float, _positive_int
+    from psched.argtypes import positive_float, positive_int
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--address", help="Ray address of an existing cluster")
@@ -42,15 +42,15 @@ def register(commands: Any, trace_actions: Any) -> None:
 
     def service_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--policy", default="oasis", help="policy name (default oasis)")
-        p.add_argument("--slot-seconds", type=_positive_float, default=30.0,
+        p.add_argument("--slot-seconds", type=positive_float, default=30.0,
                        help="slot length in seconds (default 30)")
-        p.add_argument("--horizon", type=_positive_int, help="most slots to run")
+        p.add_argument("--horizon", type=positive_int, help="most slots to run")
         p.add_argument("--prices", help="OASiS U_w,L_w,U_ps,L_ps (instead of --history)")
         p.add_argument("--history", action="append", default=[], metavar="FILE",
                        help="OASiS: U and L from these jobs (trace CSV or job TOML)")
-        p.add_argument("--price-estimate-factor", type=_positive_float, default=1.0,
+        p.add_argument("--price-estimate-factor", type=positive_float, default=1.0,
                        help="OASiS: scale U by this factor (default 1)")
-        p.add_argument("--worker-cpus", type=_positive_float,
+        p.add_argument("--worker-cpus", type=positive_float,
                        help="embedded Ray: worker capacity in CPUs (default: the cores)")
         p.add_argument("--allow-import", action="store_true",
                        help="allow user workloads given by import path")

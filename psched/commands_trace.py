@@ -8,39 +8,10 @@ import argparse
 import sys
 from typing import Any
 
+from psched.argtypes import nonneg_float, positive_float, positive_int
 from psched.errors import InputError
 
 __all__ = ["mapping_options", "register"]
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (0 < v < float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return v
-
-
-def _nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not (0 <= v < float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
 
 
 def _list(kind: Any) -> Any:
@@ -55,17 +26,17 @@ def _list(kind: Any) -> Any:
 def _add_mapping(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("mapping of public traces to jobs (traces/README.md)")
     g.add_argument("--format", default="auto", help="trace format, or auto (default)")
-    g.add_argument("--slot-seconds", type=_positive_float, default=3600.0,
+    g.add_argument("--slot-seconds", type=positive_float, default=3600.0,
                    help="slot length in seconds (default 3600)")
     g.add_argument("--seed", type=int, default=0, help="seed of the mapping's draws")
-    g.add_argument("--elastic", type=_positive_float, default=2.0,
+    g.add_argument("--elastic", type=positive_float, default=2.0,
                    help="max workers = ceil(ELASTIC x GPUs in the trace), capped by the work "
                         "(default 2)")
     g.add_argument("--all-statuses", action="store_true",
                    help="keep failed and killed jobs too (default: completed only)")
-    g.add_argument("--window-start", type=_nonneg_float, metavar="S",
+    g.add_argument("--window-start", type=nonneg_float, metavar="S",
                    help="keep jobs submitted at least S seconds after the first")
-    g.add_argument("--window-end", type=_nonneg_float, metavar="S",
+    g.add_argument("--window-end", type=nonneg_float, metavar="S",
                    help="keep jobs submitted less than S seconds after the first")
     g.add_argument("--vc", help="keep only this virtual cluster")
     g.add_argument("--utility", choices=("auto", "mix", "deadline"), default="auto",
@@ -111,20 +82,20 @@ def register(commands: Any, trace_actions: Any) -> None:
 
     p = commands.add_parser("sweep", help="policies x seeds x loads x cluster sizes on Ray")
     p.add_argument("--trace", nargs="+", required=True, metavar="FILE")
-    p.add_argument("--jobs", type=_positive_int, help="keep the first N jobs")
+    p.add_argument("--jobs", type=positive_int, help="keep the first N jobs")
     p.add_argument("--format", default="auto", help="trace format, or auto (default)")
-    p.add_argument("--slot-seconds", type=_positive_float, default=3600.0)
+    p.add_argument("--slot-seconds", type=positive_float, default=3600.0)
     p.add_argument("--policies", type=_list(str), default=("fifo", "drf", "oasis"),
                    help="comma-separated policy names (default fifo,drf,oasis)")
     p.add_argument("--seeds", type=_list(int), default=(0,), help="e.g. 0,1,2")
-    p.add_argument("--loads", type=_list(_positive_float), default=(1.0,),
+    p.add_argument("--loads", type=_list(positive_float), default=(1.0,),
                    help="load factors: arrival times divided by these (e.g. 0.5,1,2)")
-    p.add_argument("--cluster-scales", type=_list(_positive_float), default=(1.0,),
+    p.add_argument("--cluster-scales", type=_list(positive_float), default=(1.0,),
                    help="cluster sizes, times the default cluster of the trace (e.g. 0.5,1)")
-    p.add_argument("--max-window", type=_positive_int)
+    p.add_argument("--max-window", type=positive_int)
     p.add_argument("--out", required=True, metavar="DIR", help="results folder (resumable)")
     p.add_argument("--address", help="an existing Ray cluster (default: embedded local Ray)")
-    p.add_argument("--num-cpus", type=_positive_int, help="CPUs of the embedded Ray")
+    p.add_argument("--num-cpus", type=positive_int, help="CPUs of the embedded Ray")
     p.add_argument("--serial", action="store_true", help="no Ray: cells one after another")
     p.add_argument("--no-check", action="store_true", help="skip the plan checker")
     p.set_defaults(func=_cmd_sweep)
