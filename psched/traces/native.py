@@ -46,6 +46,7 @@ from pathlib import Path
 
 from psched.errors import InputError
 from psched.model import RESOURCES, JobSpec, Resources
+from psched.traces.rows import csv_rows, read_text
 from psched.utility import UTILITY_KINDS, Utility
 
 __all__ = [
@@ -105,46 +106,28 @@ def load_trace(path: str | os.PathLike[str]) -> list[JobSpec]:
     Linear in the size of the file.
     """
     name = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as err:
-        raise InputError(f"cannot read trace: {err.strerror or err}", path=name) from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise InputError(f"not UTF-8 text (byte {raw[err.start]:#04x})", path=name,
-                         line=line) from None
-    return parse_trace_text(text, path=name)
+    return parse_trace_text(read_text(path), path=name)
 
 
 def parse_trace_text(text: str, *, path: str = "<input>") -> list[JobSpec]:
     """Parse the native format from a string; ``path`` only names it in errors."""
-    reader = csv.reader(io.StringIO(text, newline=""))
     header: list[str] | None = None
     specs: list[JobSpec] = []
     first_line: dict[str, int] = {}
-    last = 0
-    try:
-        for row in reader:
-            line, last = last + 1, reader.line_num
-            if not any(cell.strip() for cell in row):
-                continue
-            if header is None:
-                header = _check_header([c.strip() for c in row], path, line)
-                continue
-            if len(row) != len(header):
-                raise InputError(f"row has {len(row)} fields, the header has {len(header)}",
-                                 path=path, line=line)
-            spec = _parse_row(dict(zip(header, row, strict=True)), path, line)
-            if spec.job_id in first_line:
-                raise InputError(f"duplicate job_id {spec.job_id!r} (first on line "
-                                 f"{first_line[spec.job_id]})", path=path, line=line,
-                                 field="job_id")
-            first_line[spec.job_id] = line
-            specs.append(spec)
-    except csv.Error as err:
-        raise InputError(f"bad CSV: {err}", path=path, line=reader.line_num) from None
+    for line, row in csv_rows(text, path):
+        if header is None:
+            header = _check_header([c.strip() for c in row], path, line)
+            continue
+        if len(row) != len(header):
+            raise InputError(f"row has {len(row)} fields, the header has {len(header)}",
+                             path=path, line=line)
+        spec = _parse_row(dict(zip(header, row, strict=True)), path, line)
+        if spec.job_id in first_line:
+            raise InputError(f"duplicate job_id {spec.job_id!r} (first on line "
+                             f"{first_line[spec.job_id]})", path=path, line=line,
+                             field="job_id")
+        first_line[spec.job_id] = line
+        specs.append(spec)
     if header is None:
         raise InputError("empty trace: no header line", path=path)
     return sorted(specs, key=lambda s: s.arrival)

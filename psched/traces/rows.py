@@ -49,6 +49,20 @@ def read_text(path: str | os.PathLike[str]) -> str:
                          line=line) from None
 
 
+def csv_rows(text: str, path: str) -> Iterator[tuple[int, list[str]]]:
+    """The non-blank CSV rows of ``text``, each with the physical line it starts on (right even
+    with quoted cells that span lines); a CSV syntax error becomes :class:`InputError`."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    last = 0
+    try:
+        for row in reader:
+            line, last = last + 1, reader.line_num
+            if any(cell.strip() for cell in row):
+                yield line, row
+    except csv.Error as err:
+        raise InputError(f"bad CSV: {err}", path=path, line=reader.line_num) from None
+
+
 @dataclass(frozen=True)
 class Fields:
     """One row's cells by column name, with parsers that raise :class:`InputError`."""
@@ -156,26 +170,18 @@ def read_csv(path: str | os.PathLike[str], required: Sequence[str], *,
     """
     name = str(path)
     text = read_text(path)
-    reader = csv.reader(io.StringIO(text, newline=""))
     header: list[str] | None = list(names) if names is not None else None
     seen_any = False
-    last = 0
-    try:
-        for row in reader:
-            line, last = last + 1, reader.line_num
-            if not any(cell.strip() for cell in row):
-                continue
-            if header is None:
-                header = _check_header([c.strip() for c in row], required, name, line)
-                seen_any = True
-                continue
+    for line, row in csv_rows(text, name):
+        if header is None:
+            header = _check_header([c.strip() for c in row], required, name, line)
             seen_any = True
-            if len(row) != len(header):
-                raise InputError(f"row has {len(row)} fields, expected {len(header)}",
-                                 path=name, line=line)
-            yield Fields(dict(zip(header, row, strict=True)), name, line)
-    except csv.Error as err:
-        raise InputError(f"bad CSV: {err}", path=name, line=reader.line_num) from None
+            continue
+        seen_any = True
+        if len(row) != len(header):
+            raise InputError(f"row has {len(row)} fields, expected {len(header)}",
+                             path=name, line=line)
+        yield Fields(dict(zip(header, row, strict=True)), name, line)
     if not seen_any:
         raise InputError("empty trace: no header line" if names is None else
                          "empty trace: no rows", path=name)
