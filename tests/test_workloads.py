@@ -179,3 +179,27 @@ def test_every_registered_name_builds_a_workload() -> None:
             except ImportError:
                 continue
         assert isinstance(get_workload(name), Workload)
+
+
+@pytest.mark.parametrize("dataset", ["digits", "digits-hard"])
+def test_disk_cached_dataset_equals_a_fresh_build_and_damage_is_rebuilt(
+        dataset: str, tmp_path, monkeypatch) -> None:
+    from ray_cluster import workloads as wmod
+
+    monkeypatch.setenv("PSCHED_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(wmod, "_DATA_CACHE", {})
+    built = wmod.load_dataset(dataset, split_seed=3, copies=2)
+    files = list(tmp_path.glob("*.npz"))
+    assert len(files) == 1 and not list(tmp_path.glob("*.tmp"))
+    monkeypatch.setattr(wmod, "_DATA_CACHE", {})  # a new process: reads the file
+    read = wmod.load_dataset(dataset, split_seed=3, copies=2)
+    for key in ("x_train", "y_train", "x_test", "y_test"):
+        np.testing.assert_array_equal(getattr(read, key), getattr(built, key))
+        assert getattr(read, key).dtype == getattr(built, key).dtype
+    files[0].write_bytes(b"not an npz")
+    monkeypatch.setattr(wmod, "_DATA_CACHE", {})
+    again = wmod.load_dataset(dataset, split_seed=3, copies=2)
+    np.testing.assert_array_equal(again.x_train, built.x_train)
+    other = wmod.load_dataset(dataset, split_seed=4, copies=2)  # another key, another file
+    assert len(list(tmp_path.glob("*.npz"))) == 2
+    assert not np.array_equal(other.y_test, built.y_test)
