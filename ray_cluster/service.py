@@ -231,7 +231,10 @@ class SchedulerService:
             rcfg = RuntimeConfig(**{"checkpoint_dir": str(self.workdir / "ckpt"),
                                     **dict(config.runtime)})
             executor = RayExecutor(cluster, rcfg, slot_seconds=config.slot_seconds,
-                                   node_of=node_of, allow_import=config.allow_import)
+                                   node_of=node_of, allow_import=config.allow_import,
+                                   lookahead=self.lookahead)
+        elif getattr(executor, "lookahead", False) is None:
+            executor.lookahead = self.lookahead  # type: ignore[attr-defined]
         self.inner_executor = executor
         self.policy = _Recording(config.make_policy())
         self.arrivals = QueueArrivals()
@@ -242,6 +245,7 @@ class SchedulerService:
         self._future: list[JobSpec] = []  # submitted with a later arrival slot
         self._cancels: list[str] = []  # requested while a slot runs
         self.planned_end: dict[str, int] = {}  # last slot of each job's committed schedule
+        self.schedules: dict[str, dict[int, Any]] = {}  # each job's committed schedule
         self._slot_started = 0.0
         self._slot_plan: dict[str, Any] = {}
         self._slot_info: dict[str, tuple[str, str]] = {}
@@ -283,6 +287,16 @@ class SchedulerService:
         for spec in due:
             self._decide(spec, t, kind="arrival", t0=time.perf_counter())
 
+    def lookahead(self, t: int) -> SlotPlan | None:
+        """The plan of slot ``t`` as far as committed schedules know it (None for a policy
+        that re-plans every slot): the executor starts that slot's new actors a slot early."""
+        if not self.policy.commits_on_arrival:
+            return None
+        with self._lock:
+            active = self.loop.state.active
+            return {j: self.schedules[j][t] for j in active
+                    if t in self.schedules.get(j, {})}
+
     # -- decisions -------------------------------------------------------------------------
     def _decide(self, spec: JobSpec, t: int, *, kind: str, t0: float,
                 journal: bool = True, submit: bool = False) -> DecisionRow:
@@ -296,6 +310,7 @@ class SchedulerService:
         schedule = dict(dec.schedule) if dec is not None and dec.schedule else {}
         if schedule:
             self.planned_end[spec.job_id] = max(schedule)
+            self.schedules[spec.job_id] = schedule
         row = DecisionRow(job_id=spec.job_id, kind=kind, slot=t, admitted=rec.admitted,
                           reason=rec.reason, payoff=rec.payoff, work=rec.job.work,
                           schedule=schedule, latency_ms=(time.perf_counter() - t0) * 1e3)
@@ -322,6 +337,7 @@ class SchedulerService:
         schedule = dict(dec.schedule) if dec.admitted and dec.schedule else {}
         if schedule:
             self.planned_end[job_id] = max(schedule)
+            self.schedules[job_id] = {**self.schedules.get(job_id, {}), **schedule}
         else:
             self._drop(job_id, DROPPED_BEHIND)
         if journal:
@@ -622,6 +638,7 @@ class SchedulerService:
             st.active.remove(d.job_id)
         if d.schedule:
             self.planned_end[d.job_id] = max(d.schedule)
+            self.schedules[d.job_id] = {**self.schedules.get(d.job_id, {}), **d.schedule}
 
 
 def service_actor() -> Any:

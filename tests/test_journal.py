@@ -213,3 +213,40 @@ def test_pools_by_custom_resources_and_lost_nodes_remapped():
     assert joined_nodes(node_of, [nodes[0], nodes[2], _node("n3")]) == ["n3"]
     with pytest.raises(ValueError, match="no worker server"):
         cluster_from_nodes([nodes[0]], 10.0)
+
+
+class LookingExecutor(SimulatedExecutor):
+    """Records, at every slot, what the service's lookahead says of the next slot."""
+
+    lookahead = None  # set by the service
+
+    def __init__(self) -> None:
+        self.applied: dict[int, dict] = {}
+        self.foreseen: dict[int, dict] = {}
+
+    def apply(self, t, plan, jobs):
+        self.applied[t] = dict(plan)
+        self.foreseen[t + 1] = dict(self.lookahead(t + 1) or {})
+        return super().apply(t, plan, jobs)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lookahead_foresees_the_next_slots_plan_of_a_committing_policy(tmp_path, seed):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ex = LookingExecutor()
+    svc = SchedulerService(tmp_path, config=_config(), cluster=_cluster(), executor=ex)
+    jobs = [(int(rng.integers(0, 4)), [_spec(10 + i, work_s=0.01 * int(rng.integers(1, 5)))])
+            for i in range(5)]
+    _drive(svc, sorted(jobs, key=lambda x: x[0]), until=30)
+    svc.close()
+    assert any(ex.applied.values()) and any(ex.foreseen.values())
+    for t, plan in ex.applied.items():
+        if t in ex.foreseen:  # jobs arriving in slot t are unknown one slot before
+            arrived_late = {j for j in plan if svc.loop.state.records[j].job.arrival == t}
+            assert {j: a for j, a in ex.foreseen[t].items() if j in plan} == \
+                {j: a for j, a in plan.items() if j not in arrived_late}
+            finished = {j for j, r in svc.loop.state.records.items()
+                        if r.completion is not None and r.completion < t}
+            assert set(ex.foreseen[t]) - set(plan) <= finished  # only jobs done early
