@@ -47,8 +47,9 @@ CRITICAL_DECAY = 4.0  #: sigmoid decay from which a job counts as time-critical 
 
 
 def profile_loaded(spec: JobSpec, workers: int, seconds: float) -> float:
-    """Seconds per mini-batch with ``workers`` workers of ``spec`` training at once."""
-    from psched.model import resolve_job
+    """Seconds per mini-batch with ``workers`` workers of ``spec`` training at once, served by
+    as many PS shards as the plan gives that many workers (``ceil(b/B * workers)``)."""
+    from psched.model import ceil_eps, resolve_job
     from ray_cluster.executor import training_job
     from ray_cluster.runtime import JobRuntime, RuntimeConfig
 
@@ -57,7 +58,7 @@ def profile_loaded(spec: JobSpec, workers: int, seconds: float) -> float:
     rt = JobRuntime(training_job(resolve_job(probe, 3600.0, 10)),
                     RuntimeConfig(checkpoint_dir=None, evaluate=False))
     try:
-        rt.resize([None] * workers, [None])
+        rt.resize([None] * workers, [None] * ceil_eps(spec.ps_ratio * workers))
         rt.run_until(time.time() + 600, until_batches=4 * workers)  # warm-up
         rt.record()
         b0, t0 = rt.batches, time.time()
