@@ -39,11 +39,13 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import ray
 
-from ray_cluster.optim import MomentumSGD
+from ray_cluster.actors import UPDATE_THREADS
+from ray_cluster.optim import MomentumSGD, MomentumState
 from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob
 from ray_cluster.workloads import Batch, Partition, get_workload
 
 FAR = 600.0
+SECTIONS = ["exchange", "boundary", "iterations"]  #: what ``--only`` may pick
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,11 +85,20 @@ def _grad(n: int) -> np.ndarray:
 
 @dataclass(frozen=True, kw_only=True)
 class NoUpdate(MomentumSGD):
-    """Momentum SGD that applies nothing: isolates the transport cost of a step."""
+    """Momentum SGD that applies nothing: isolates the transport cost of a step.
 
-    def update(self, params: np.ndarray, grad: np.ndarray, state: Any, *,
-               lr_scale: float = 1.0, buffer_factor: float = 1.0) -> tuple[np.ndarray, Any]:
-        return params, state
+    A shard calls :meth:`update_inplace`; both forms count the step and touch no element.
+    """
+
+    def update(self, params: np.ndarray, grad: np.ndarray, state: MomentumState, *,
+               lr_scale: float = 1.0,
+               buffer_factor: float = 1.0) -> tuple[np.ndarray, MomentumState]:
+        return params, MomentumState(buffer=state.buffer, step=state.step + 1)
+
+    def update_inplace(self, params: np.ndarray, grad: np.ndarray, state: MomentumState, *,
+                       lr_scale: float = 1.0, buffer_factor: float = 1.0,
+                       threads: int = 1) -> MomentumState:
+        return MomentumState(buffer=state.buffer, step=state.step + 1)
 
 
 @ray.remote(num_cpus=0)
@@ -141,8 +152,8 @@ def bench_exchange(sizes_mb: list[float], ckpt: str, blocks: int) -> list[dict[s
                     rt.record()
                     rt.run_until(time.time() + FAR, until_batches=rt.batches + steps)
                     times.append(rt.stats.seconds / rt.stats.batches)
-                t0 = time.perf_counter()
-                p, state = opt.update(p, g, state)
+                t0 = time.perf_counter()  # what a shard runs, in this process
+                state = opt.update_inplace(p, g, state, threads=UPDATE_THREADS)
                 upd.append(time.perf_counter() - t0)
         finally:
             for rt in rts:
@@ -223,13 +234,26 @@ def bench_iterations(ckpt: str, seconds: float) -> list[dict[str, Any]]:
 
 def markdown(xchg: list[dict[str, float]], bound: list[dict[str, Any]],
              its: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    only = f" --only {' '.join(args.only)}" if args.only != SECTIONS else ""
     out = ["## Ray parameter-server runtime (`benchmarks/bench_runtime.py`)", "",
            f"Command: `.venv/bin/python benchmarks/bench_runtime.py --sizes-mb "
            f"{' '.join(f'{s:g}' for s in args.sizes_mb)} --reps {args.reps} "
-           f"--blocks {args.blocks}` "
-           f"(embedded Ray, {os.cpu_count()} cores).", "",
-           "### Gradient exchange (1 worker, 1 shard, free gradient) vs raw Ray round trip", "",
-           "| params | raw round trip | runtime step | momentum update alone | step, no update "
+           f"--blocks {args.blocks}{only}` "
+           f"(embedded Ray, {os.cpu_count()} cores, load average "
+           f"{' / '.join(f'{x:.2f}' for x in os.getloadavg())} at the end).", ""]
+    if xchg:
+        out += _exchange_table(xchg)
+    if bound:
+        out += _boundary_table(bound, args.reps)
+    if its:
+        out += _iterations_table(its)
+    return "\n".join(out) + "\n"
+
+
+def _exchange_table(xchg: list[dict[str, float]]) -> list[str]:
+    out = ["### Gradient exchange (1 worker, 1 shard, free gradient) vs raw Ray round trip", "",
+           f"| params | raw round trip | runtime step | in-place momentum update alone "
+           f"({UPDATE_THREADS} threads) | step, no update "
            "| raw MB/s | exchange MB/s | fraction | fraction, no update |",
            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in xchg:
@@ -238,16 +262,24 @@ def markdown(xchg: list[dict[str, float]], bound: list[dict[str, Any]],
                    f"{r['raw_mbps']:.0f} | {r['xchg_mbps']:.0f} | "
                    f"{r['xchg_mbps'] / r['raw_mbps']:.0%} | "
                    f"{r['bare_mbps'] / r['raw_mbps']:.0%} |")
-    out += ["", "### Slot boundary to training at the new size (median of "
-            f"{args.reps})", "", "| change | actors | median | max |", "|---|---|---:|---:|"]
+    return [*out, ""]
+
+
+def _boundary_table(bound: list[dict[str, Any]], reps: int) -> list[str]:
+    out = ["### Slot boundary to training at the new size (median of "
+           f"{reps})", "", "| change | actors | median | max |", "|---|---|---:|---:|"]
     for r in bound:
         out.append(f"| {r['case']} | {'pre-started' if r['warm'] else 'cold'} | "
                    f"{r['median_s']:.2f} s | {r['max_s']:.2f} s |")
-    out += ["", "### Iterations per second, MLP (64 hidden) on digits, batch 32", "",
-            "| setup | it/s | vs numpy loop |", "|---|---:|---:|"]
+    return [*out, ""]
+
+
+def _iterations_table(its: list[dict[str, Any]]) -> list[str]:
+    out = ["### Iterations per second, MLP (64 hidden) on digits, batch 32", "",
+           "| setup | it/s | vs numpy loop |", "|---|---:|---:|"]
     for r in its:
         out.append(f"| {r['setup']} | {r['its']:.0f} | {r['ratio']:.2f}x |")
-    return "\n".join(out) + "\n"
+    return [*out, ""]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--blocks", type=int, default=5, help="alternating exchange blocks")
     ap.add_argument("--big-mb", type=float, default=40.0, help="params of the big re-shard")
     ap.add_argument("--its-seconds", type=float, default=3.0)
+    ap.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS),
+                    help="run only these sections")
     ap.add_argument("--out", help="also write the markdown here")
     args = ap.parse_args(argv)
     store = int(max(args.sizes_mb) * 2**20 * 6 + 512 * 2**20)
@@ -264,9 +298,11 @@ def main(argv: list[str] | None = None) -> int:
              log_to_driver=False)
     with tempfile.TemporaryDirectory(prefix="bench-runtime-") as ckpt:
         try:
-            xchg = bench_exchange(args.sizes_mb, ckpt, args.blocks)
-            bound = bench_boundary(args.reps, ckpt, args.big_mb)
-            its = bench_iterations(ckpt, args.its_seconds)
+            xchg = (bench_exchange(args.sizes_mb, ckpt, args.blocks)
+                    if "exchange" in args.only else [])
+            bound = (bench_boundary(args.reps, ckpt, args.big_mb)
+                     if "boundary" in args.only else [])
+            its = bench_iterations(ckpt, args.its_seconds) if "iterations" in args.only else []
         finally:
             ray.shutdown()
     text = markdown(xchg, bound, its, args)

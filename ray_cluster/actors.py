@@ -29,6 +29,7 @@ own push sees that push applied; in async mode push and pull are one call
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -44,12 +45,19 @@ from ray_cluster.optim import MomentumSGD, MomentumState
 if TYPE_CHECKING:  # a shard process never needs the workloads (nor what they import)
     from ray_cluster.workloads import Batch, Workload
 
-__all__ = ["STATE_KEYS", "PSShard", "Worker"]
+__all__ = ["STATE_KEYS", "UPDATE_THREADS", "PSShard", "Worker"]
 
 log = logging.getLogger(__name__)
 
 #: Per-element arrays of a shard: what an export, a re-shard and a checkpoint carry.
 STATE_KEYS: tuple[str, ...] = ("params", "buffer")
+
+#: Threads of a shard's in-place momentum update: the cores this process may run on, at most
+#: 4 (the update is bound by memory bandwidth; Ray's own copies into the object store are
+#: multi-threaded too). A worker waits while its shards update, so on a server shared by a
+#: worker and a shard the threads use cores that would otherwise idle.
+UPDATE_THREADS: int = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                          else os.cpu_count() or 1)
 
 
 @ray.remote(num_cpus=0, max_restarts=0)
@@ -70,7 +78,7 @@ class PSShard:
         self.batches = 0  # mini-batches applied
         self.acc: np.ndarray | None = None  # sync mode: sum of pushed gradients
         self.acc_count = 0
-        self._scratch = np.zeros(0, dtype=np.float32)  # the in-place update's temporary
+        self._acc_buf = np.zeros(0, dtype=np.float32)  # sync mode: reused for acc each step
 
     # -- state ---------------------------------------------------------------------------
     def load(self, lo: int, hi: int, step: int, batches: int, schedule: dict[str, Any],
@@ -150,8 +158,11 @@ class PSShard:
 
     def accumulate(self, grad: np.ndarray) -> None:
         """Sync mode: add one worker's gradient slice to this step's sum."""
-        if self.acc is None:
-            self.acc = np.array(grad, dtype=np.float32)
+        if self.acc is None:  # into a buffer kept across steps: no fresh pages per step
+            if self._acc_buf.shape != grad.shape:
+                self._acc_buf = np.empty(grad.shape, dtype=np.float32)
+            np.copyto(self._acc_buf, grad)
+            self.acc = self._acc_buf
         else:
             self.acc += grad
         self.acc_count += 1
@@ -176,11 +187,9 @@ class PSShard:
             self.params = self.params.copy()
         if not self.mstate.buffer.flags.writeable:
             self.mstate = MomentumState(buffer=self.mstate.buffer.copy(), step=self.mstate.step)
-        if self._scratch.shape != self.params.shape:
-            self._scratch = np.empty_like(self.params)
         # in place: returned pulls were already serialised into the object store
         self.mstate = self.opt.update_inplace(self.params, grad, self.mstate, lr_scale=lr_scale,
-                                              buffer_factor=factor, scratch=self._scratch)
+                                              buffer_factor=factor, threads=UPDATE_THREADS)
 
     def ping(self) -> bool:
         return True

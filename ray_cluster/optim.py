@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MomentumSGD", "MomentumState", "concat_states", "shard_bounds", "split_state"]
+__all__ = ["BLOCK", "MomentumSGD", "MomentumState", "concat_states", "shard_bounds",
+           "split_state"]
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)  # arrays: compare by identity
@@ -91,33 +93,91 @@ class MomentumSGD:
 
     def update_inplace(self, params: np.ndarray, grad: np.ndarray, state: MomentumState, *,
                        lr_scale: float = 1.0, buffer_factor: float = 1.0,
-                       scratch: np.ndarray | None = None) -> MomentumState:
+                       threads: int = 1) -> MomentumState:
         """:meth:`update` writing into ``params`` and ``state.buffer`` (no new vectors).
 
-        The same arithmetic in the same float32 order, so the result is bit-identical to
-        :meth:`update`; a PS shard uses it so that a 400 MB shard does not allocate four
-        400 MB arrays per step. ``scratch``: an optional float32 array of the same shape for
-        the one temporary; both ``params`` and ``state.buffer`` must be writeable.
+        The same arithmetic in the same float32 order, element by element, so the result is
+        bit-identical to :meth:`update`; a PS shard uses it so that a 400 MB shard neither
+        allocates nor streams through four 400 MB arrays per step. The vectors are cut into
+        blocks of :data:`BLOCK` elements and all four operations run on one block while it is
+        in the core's cache: each vector crosses memory once (read ``params``, ``grad``,
+        ``buffer``; write ``params``, ``buffer``) instead of once per operation.
+
+        Parameters
+        ----------
+        params, grad, state
+            as in :meth:`update`; ``params`` and ``state.buffer`` must be writeable.
+        lr_scale, buffer_factor
+            as in :meth:`update`.
+        threads
+            the blocks are split into this many contiguous runs, each updated by a thread of
+            a pool shared by the process (NumPy releases the GIL in the arithmetic). Every
+            element still sees the same operations, so the result does not depend on it.
+
+        Returns
+        -------
+        MomentumState
+            the state after the update, holding ``state.buffer`` itself.
+
+        Notes
+        -----
+        O(n) time, O(:data:`BLOCK`) extra memory per thread.
         """
         if params.shape != grad.shape or params.shape != state.buffer.shape:
             raise ValueError(f"shapes differ: params {params.shape}, grad {grad.shape}, "
                              f"buffer {state.buffer.shape}")
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
+        if params.ndim != 1:
+            raise ValueError(f"the in-place update takes flat vectors, got shape {params.shape}")
+        w, buf, g = params, state.buffer, grad.astype(np.float32, copy=False)
         mu = np.float32(self.momentum)
         eta = np.float32(self.lr * lr_scale)
-        g = grad.astype(np.float32, copy=False)
-        buf = state.buffer
-        tmp = scratch if scratch is not None and scratch.shape == buf.shape else np.empty_like(buf)
-        if self.lr_in_buffer:
-            np.multiply(buf, mu * np.float32(buffer_factor), out=buf)
-            np.multiply(g, eta, out=tmp)
-            np.add(buf, tmp, out=buf)
-            np.subtract(params, buf, out=params)
+        decay = mu * np.float32(buffer_factor)  # the LR-inside form's buffer multiplier
+        n = w.size
+        runs = min(threads, max(1, n // (2 * BLOCK)))  # no thread for less than two blocks
+        cuts = [n * i // runs for i in range(runs + 1)]
+        if runs == 1:
+            self._update_run(w, g, buf, mu, eta, decay, 0, n)
         else:
-            np.multiply(buf, mu, out=buf)
-            np.add(buf, g, out=buf)
-            np.multiply(buf, eta, out=tmp)
-            np.subtract(params, tmp, out=params)
-        return MomentumState(buffer=buf, step=state.step + 1)
+            pool = _pool(runs)
+            jobs = [pool.submit(self._update_run, w, g, buf, mu, eta, decay, lo, hi)
+                    for lo, hi in itertools.pairwise(cuts)]
+            for job in jobs:
+                job.result()
+        return MomentumState(buffer=state.buffer, step=state.step + 1)
+
+    def _update_run(self, w: np.ndarray, g: np.ndarray, buf: np.ndarray, mu: np.float32,
+                    eta: np.float32, decay: np.float32, lo: int, hi: int) -> None:
+        """The in-place update of elements ``[lo, hi)``, block by block (one thread)."""
+        tmp = np.empty(min(BLOCK, hi - lo), dtype=np.float32)
+        for a in range(lo, hi, BLOCK):
+            b = min(a + BLOCK, hi)
+            u, p, gg, t = buf[a:b], w[a:b], g[a:b], tmp[:b - a]
+            if self.lr_in_buffer:
+                np.multiply(u, decay, out=u)
+                np.multiply(gg, eta, out=t)
+                np.add(u, t, out=u)
+                np.subtract(p, u, out=p)
+            else:
+                np.multiply(u, mu, out=u)
+                np.add(u, gg, out=u)
+                np.multiply(u, eta, out=t)
+                np.subtract(p, t, out=p)
+
+
+#: Elements per block of :meth:`MomentumSGD.update_inplace`: three float32 blocks (256 KiB
+#: each) stay in a core's L2 cache while the four operations run over them.
+BLOCK = 1 << 16
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """The process's pool of ``threads`` update threads (created on first use)."""
+    if threads not in _POOLS:
+        _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="momentum-update")
+    return _POOLS[threads]
 
 
 def shard_bounds(n_params: int, n_shards: int) -> list[tuple[int, int]]:
