@@ -55,6 +55,7 @@ from ray_cluster.workloads import get_workload
 
 __all__ = [
     "DEMAND_PREFIX",
+    "FATAL",
     "SERVER_MARK",
     "RayExecutor",
     "RayPlacer",
@@ -72,6 +73,9 @@ log = logging.getLogger(__name__)
 SERVER_MARK = "psched_server:"
 #: Prefix of the custom resources carrying non-GPU demands: ``psched_worker_cpu``, ...
 DEMAND_PREFIX = "psched_"
+#: Prefix of a :class:`~psched.executor.SlotReport` failure that retrying cannot cure (the
+#: workload raises every time: :data:`ray_cluster.runtime.MAX_STRIKES`).
+FATAL = "fatal: "
 
 
 def demand_resource(pool: Pool, resource: str) -> str:
@@ -304,6 +308,8 @@ class RayExecutor:
         for job_id, rt in running.items():
             rt.end()
             progress[job_id] = self._progress(jobs[job_id], rt, plan[job_id])
+            if rt.fatal:
+                failed[job_id] = FATAL + rt.fatal
         self.slot_log.append({"slot": t, "resize_s": resized - start,
                               "slot_s": time.time() - start,
                               "jobs": {j: (a.n_workers, a.n_ps) for j, a in plan.items()}})

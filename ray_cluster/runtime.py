@@ -64,6 +64,9 @@ MODES: tuple[str, ...] = ("async", "sync")
 
 #: How long a liveness probe waits for an actor before calling it dead, seconds.
 PING_TIMEOUT_S = 30.0
+#: Segments in a row in which live workers raised and nothing was applied before a job is
+#: declared failed (a bug in the workload, bad hyper-parameters: retrying cannot help).
+MAX_STRIKES = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -242,6 +245,10 @@ class JobRuntime:
         self._lr_workers = 0  # worker count the learning-rate schedule last saw
         self._generation = 0  # bumps on every new batch stream, keeps seeds distinct
         self._spares: dict[str, list[tuple[int | None, Any]]] = {"worker": [], "ps": []}
+        self.fatal: str | None = None  #: why training cannot go on (see :data:`MAX_STRIKES`)
+        self._strikes = 0  # segments in a row with errors of live workers and no progress
+        self._errors: list[str] = []  # errors of live workers in the current segment
+        self._seg_batches = 0  # mini-batches applied when the segment began
 
     # -- queries -------------------------------------------------------------------------
     @property
@@ -513,8 +520,10 @@ class JobRuntime:
 
     def _launch(self) -> None:
         now = time.time()
-        if not self.workers or self.batches >= self._stop_at or now >= self._deadline:
+        if (self.fatal or not self.workers or self.batches >= self._stop_at
+                or now >= self._deadline):
             return
+        self._seg_batches, self._errors = self.batches, []
         every = self.config.checkpoint_every_s
         if every is not None and now >= self._last_ckpt + every:
             self.checkpoint()
@@ -535,7 +544,10 @@ class JobRuntime:
             self.stats.add(ray.get(ref))
         except RayError as err:
             log.info("%s: worker %d failed: %s", self.job.job_id, i, type(err).__name__)
-            if (self.config.mode == "async" and not _alive(self.workers[i])
+            worker_alive = _alive(self.workers[i])
+            if worker_alive:  # the task raised: an error of the workload, not a lost actor
+                self._errors.append(str(err).strip().splitlines()[-1][:300])
+            if (self.config.mode == "async" and not worker_alive
                     and all(_alive(s) for s in self.shards)):
                 self._replace_worker(i)  # async: the others go on; restart this one now
                 self._pending[self._task(self.workers[i])] = i
@@ -548,7 +560,19 @@ class JobRuntime:
         except RayError:
             self._failed.append(-1)
             self._recover()
+        self._strike()
         self._launch()
+
+    def _strike(self) -> None:
+        """End of a segment: count it against the job if live workers raised and nothing was
+        applied; :data:`MAX_STRIKES` in a row make the job :attr:`fatal`."""
+        if self._errors and self.batches <= self._seg_batches:
+            self._strikes += 1
+            if self._strikes >= MAX_STRIKES:
+                self.fatal = self._errors[-1]
+                self._mark(f"failed for good after {self._strikes} segments: {self.fatal}")
+        else:
+            self._strikes = 0
 
     def _settle(self) -> None:
         """Every task of the segment (or sync step) has returned."""

@@ -74,8 +74,9 @@ from psched.policies.base import Policy, RunContext, View
 from psched.simulator import LoopState, QueueArrivals, RunResult, SchedulerLoop, WallClock
 from ray_cluster.journal import DecisionRow, Journal, spec_from_json, spec_to_json
 
-__all__ = ["SERVICE_NAME", "SERVICE_NAMESPACE", "SchedulerService", "ServiceConfig",
-           "cluster_from_dict", "run_trace", "service_actor"]
+__all__ = ["CANCELLED", "DROPPED_BEHIND", "FAILED", "SERVICE_NAME", "SERVICE_NAMESPACE",
+           "SchedulerService", "ServiceConfig", "cluster_from_dict", "run_trace",
+           "service_actor"]
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ SERVICE_NAME = "psched-scheduler"  #: name of the detached service actor
 SERVICE_NAMESPACE = "psched"  #: its Ray namespace
 DROPPED_BEHIND = "dropped_behind"  #: reason of a job dropped when its re-plan is rejected
 CANCELLED = "cancelled"  #: reason of a cancelled job
+FAILED = "failed"  #: reason of a job whose training raises every time (released, not retried)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -539,6 +541,10 @@ class SchedulerService:
         events = [(j, "complete", "") for j in st.completed_last]
         if report is not None:
             events += [(j, "failed", why) for j, why in report.failed.items()]
+            for job_id, why in report.failed.items():
+                if why.startswith("fatal: ") and job_id in st.active:
+                    log.warning("slot %d: job %s failed for good: %s", t, job_id, why)
+                    self._drop(job_id, FAILED)
         self.journal.slot_done(t, self._slot_started, self._slot_plan, progress, events)
         if self.config.replan and self.policy.commits_on_arrival:
             for job_id in list(st.active):
@@ -612,16 +618,19 @@ class SchedulerService:
         for _t, job_id, _, done, _, _ in self.journal.progress():
             st.records[job_id].done = done
         reported = getattr(self.inner_executor, "reported", None)
-        for job_id, slot, kind, _ in self.journal.events():
+        for job_id, slot, kind, info in self.journal.events():
             rec = st.records.get(job_id)
             if rec is None:
                 continue
+            fatal = kind == "failed" and info.startswith("fatal: ")
             if kind == "complete":
                 rec.completion = slot
-            if kind in ("complete", "cancel") and job_id in st.active:
+            if (kind in ("complete", "cancel") or fatal) and job_id in st.active:
                 st.active.remove(job_id)
             if kind == "cancel":
                 rec.reason = CANCELLED
+            if fatal:
+                rec.reason = FAILED
         if reported is not None:
             for job_id in st.active:
                 reported[job_id] = st.records[job_id].done

@@ -250,3 +250,34 @@ def test_lookahead_foresees_the_next_slots_plan_of_a_committing_policy(tmp_path,
             finished = {j for j, r in svc.loop.state.records.items()
                         if r.completion is not None and r.completion < t}
             assert set(ex.foreseen[t]) - set(plan) <= finished  # only jobs done early
+
+
+class FailingExecutor(SimulatedExecutor):
+    """Job ``j1`` raises in every segment from slot 1 on (the runtime's strikes ran out)."""
+
+    def apply(self, t, plan, jobs):
+        rep = super().apply(t, plan, jobs)
+        if t >= 1 and "j1" in plan:
+            return SlotReport(slot=t, progress={j: p for j, p in rep.progress.items()
+                                                if j != "j1"},
+                              failed={"j1": "fatal: ValueError: broken workload"})
+        return rep
+
+
+def test_a_job_failed_for_good_is_dropped_others_go_on_and_it_survives_restart(tmp_path):
+    from ray_cluster.service import FAILED
+
+    svc = SchedulerService(tmp_path, config=_config(), cluster=_cluster(4.0),
+                           executor=FailingExecutor())
+    svc.submit(_spec(1, n=1, work_s=0.08))
+    svc.submit(_spec(2, n=1, work_s=0.04))
+    svc.run_for(8)
+    recs = svc.loop.state.records
+    assert recs["j1"].reason == FAILED and recs["j1"].completion is None
+    assert "j1" not in svc.loop.state.active
+    assert recs["j2"].completion is not None  # the other job was not disturbed
+    svc.journal.close()
+    again = SchedulerService(tmp_path, executor=SimulatedExecutor())
+    assert again.loop.state.records["j1"].reason == FAILED
+    assert "j1" not in again.loop.state.active
+    assert any("broken workload" in line for line in again.logs("j1"))

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from ray_cluster.checkpoint import CheckpointMeta, CheckpointStore, write_slice
 from ray_cluster.optim import shard_bounds
 from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob, worker_slots
-from ray_cluster.workloads import get_workload
+from ray_cluster.workloads import SoftmaxRegression, get_workload
 
 FAR = 60.0  # seconds: a deadline no test reaches; the sample budget ends training first
 
@@ -231,3 +231,31 @@ def test_job_stops_and_resumes_from_disk(ray_session, tmp_path):
         assert second.done
     finally:
         second.close()
+
+
+class _Broken(SoftmaxRegression):
+    """Softmax regression whose gradient always raises: a bug in a user's workload."""
+
+    def gradient(self, params: np.ndarray, batch: Any) -> tuple[float, np.ndarray]:
+        raise ValueError("broken workload")
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_a_workload_that_always_raises_fails_the_job_instead_of_retrying(ray_session, tmp_path,
+                                                                         mode):
+    import sys
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests
+    from ray_cluster.runtime import MAX_STRIKES
+
+    job = TrainingJob(job_id=f"broken-{mode}", workload=_Broken(), n_partitions=2,
+                      minibatches=50, epochs=1)
+    rt = JobRuntime(job, RuntimeConfig(mode=mode, checkpoint_dir=str(tmp_path)))
+    try:
+        rt.resize([None, None], [None])
+        rt.run_until(time.time() + FAR)  # without the strikes: retries until the deadline
+        assert rt.fatal is not None and "broken workload" in rt.fatal
+        assert rt.batches == 0 and rt._strikes == MAX_STRIKES
+        assert all(_alive(w) for w in rt.workers)  # the actors were fine: no restarts
+    finally:
+        rt.close()
