@@ -46,27 +46,13 @@ __all__ = ["compare", "profile_loaded"]
 CRITICAL_DECAY = 4.0  #: sigmoid decay from which a job counts as time-critical (oasis.md s. 7)
 
 
-def profile_loaded(spec: JobSpec, workers: int, seconds: float) -> float:
-    """Seconds per mini-batch with ``workers`` workers of ``spec`` training at once, served by
-    as many PS shards as the plan gives that many workers (``ceil(b/B * workers)``)."""
-    from psched.model import ceil_eps, resolve_job
-    from ray_cluster.executor import training_job
-    from ray_cluster.runtime import JobRuntime, RuntimeConfig
+def profile_loaded(spec: JobSpec, workers: int, steps: int) -> float:
+    """Seconds per mini-batch with ``workers`` workers of ``spec`` training at once (``steps``
+    mini-batches each), served by as many PS shards as a plan gives that many workers."""
+    from ray_cluster.executor import profiled_spec
 
-    probe = dataclasses.replace(spec, job_id=f"profile-{spec.job_id}", max_workers=workers,
-                                minibatches=10**7)
-    rt = JobRuntime(training_job(resolve_job(probe, 3600.0, 10)),
-                    RuntimeConfig(checkpoint_dir=None, evaluate=False))
-    try:
-        rt.resize([None] * workers, [None] * ceil_eps(spec.ps_ratio * workers))
-        rt.run_until(time.time() + 600, until_batches=4 * workers)  # warm-up
-        rt.record()
-        b0, t0 = rt.batches, time.time()
-        rt.run_until(time.time() + seconds)
-        rt.record()
-        return (time.time() - t0) * workers / max(1, rt.batches - b0)
-    finally:
-        rt.close()
+    probe = dataclasses.replace(spec, max_workers=max(workers, spec.max_workers))
+    return profiled_spec(probe, workers=workers, steps=steps).tau_s
 
 
 def _critical(spec: JobSpec) -> bool:
@@ -146,7 +132,7 @@ def testbed(args: argparse.Namespace, cluster, node_of) -> None:  # type: ignore
     tau = {}
     for s in probe:
         if s.workload not in tau:
-            tau[s.workload] = profile_loaded(s, args.cores, args.profile_s)
+            tau[s.workload] = profile_loaded(s, args.cores, args.profile_steps)
     specs = testbed_specs(args.seed, tau, args.slot_seconds)
     horizon = 10
     print("| policy | admitted sim/real | completed real | utility sim | utility real "
@@ -175,7 +161,8 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--slot-seconds", type=float, default=30.0)
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--profile-s", type=float, default=12.0)
+    p.add_argument("--profile-steps", type=int, default=3000,
+                   help="mini-batches per worker when profiling tau")
     p.add_argument("--out", help="write the rows and summary as JSON here")
     args = p.parse_args()
     import ray
@@ -195,7 +182,7 @@ def main() -> None:
     for s in specs:
         key = (s.workload, s.hparams)
         if key not in taus:
-            taus[key] = profile_loaded(s, args.cores, args.profile_s)
+            taus[key] = profile_loaded(s, args.cores, args.profile_steps)
             print(f"tau {s.workload} {s.hparams}: {taus[key] * 1e3:.2f} ms "
                   f"(nominal {s.tau_s * 1e3:.2f} ms)", flush=True)
     specs = [dataclasses.replace(s, tau_s=taus[(s.workload, s.hparams)], tau_includes_comm=True,

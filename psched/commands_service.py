@@ -82,7 +82,8 @@ def register(commands: Any, trace_actions: Any) -> None:
     r.add_argument("--out", metavar="DIR", help="write the files of 'psched simulate --out'")
     r.add_argument("--address", help="Ray address of an existing cluster")
     r.add_argument("--profile", action="store_true",
-                   help="measure tau of every job on this Ray first (else the trace's tau_s)")
+                   help="measure tau of every job on this Ray first (else the trace's tau_s); "
+                        "embedded: with as many workers at once as --worker-cpus holds")
     service_options(r)
     r.set_defaults(func=_cmd_run)
 
@@ -320,6 +321,33 @@ def _cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _profile_specs(specs: list[Any], args: argparse.Namespace, embedded: bool) -> list[Any]:
+    """Every job with tau measured on the connected Ray, once per workload and size.
+
+    Embedded (one machine whose workers share its cores): with as many workers at once as
+    the declared worker capacity holds (``--worker-cpus``, default the cores), so tau includes
+    their contention; on a cluster: one worker, which owns its GPU or cores.
+    """
+    import dataclasses
+
+    from ray_cluster.executor import profiled_spec, with_measured_tau
+
+    slots = int(args.worker_cpus or os.cpu_count() or 1) if embedded else 1
+    measured: dict[tuple[Any, ...], float] = {}
+    out = []
+    for s in specs:
+        workers = max(1, min(s.max_workers, int(slots // max(s.worker_demand.cpu, 1.0))))
+        key = (s.workload, s.hparams, workers, s.ps_ratio)
+        if key not in measured:
+            probe = dataclasses.replace(s, max_workers=max(workers, s.max_workers))
+            measured[key] = profiled_spec(probe, workers=workers,
+                                          allow_import=args.allow_import).tau_s
+            print(f"tau of {s.workload} {s.hparams or ''} with {workers} worker(s): "
+                  f"{measured[key] * 1e3:.2f} ms", file=sys.stderr)
+        out.append(with_measured_tau(s, measured[key]))
+    return out
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     import dataclasses
     import tempfile
@@ -337,11 +365,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     embedded = not (args.address or os.environ.get("RAY_ADDRESS"))
     init_ray(args.address, resources=_worker_resources(args, embedded))
     if args.profile:
-        from psched.model import resolve_job
-        from ray_cluster.executor import profile_seconds_per_batch, training_job, with_measured_tau
-
-        specs = [with_measured_tau(s, profile_seconds_per_batch(
-            training_job(resolve_job(s, args.slot_seconds, 10)))) for s in specs]
+        specs = _profile_specs(specs, args, embedded)
     config = _config(args, specs)
     horizon = args.horizon or trace_horizon(specs, args.slot_seconds)
     config = dataclasses.replace(config, horizon=horizon)

@@ -49,6 +49,7 @@ from psched.model import (
     Resources,
     Server,
     SlotPlan,
+    ceil_eps,
 )
 from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob, worker_slots
 from ray_cluster.workloads import get_workload
@@ -62,6 +63,7 @@ __all__ = [
     "demand_resource",
     "nodes_for_servers",
     "profile_seconds_per_batch",
+    "profiled_spec",
     "server_node_resources",
     "training_job",
     "with_measured_tau",
@@ -144,27 +146,46 @@ def training_job(spec_job: Job, allow_import: bool = False) -> TrainingJob:
 
 
 def profile_seconds_per_batch(job: TrainingJob, config: RuntimeConfig | None = None,
-                              steps: int = 40) -> float:
-    """Measure one mini-batch on one worker with one shard on Ray (pull, gradient, push).
+                              steps: int = 40, *, workers: int = 1, shards: int = 1) -> float:
+    """Measure the seconds one worker spends per mini-batch (pull, gradient, push) on Ray.
 
-    The job's own workload and batch size, ``steps`` mini-batches after a warm-up one; the
-    first step (actor start-up, data load) is not counted. Runs on the connected Ray.
+    ``workers`` workers served by ``shards`` PS shards train the job's own workload and batch
+    size at once for ``steps`` mini-batches each, after a warm-up of one mini-batch each
+    (actor start-up and data load are not counted). The result is wall time x ``workers`` /
+    mini-batches: with several workers it includes their contention for the machine, which is
+    what a plan of that many workers meets on a machine they share (the embedded Ray); on a
+    cluster whose workers own their GPUs or cores, one worker is the honest figure. Runs on the
+    connected Ray.
     """
+    if workers < 1 or shards < 1:
+        raise ValueError("workers and shards must be at least 1")
     cfg = dataclasses.replace(config or RuntimeConfig(), checkpoint_dir=None, evaluate=False,
                               checkpoint_every_s=None)
-    probe = TrainingJob(job_id=f"profile-{job.job_id}", workload=job.workload, n_partitions=1,
-                        minibatches=steps + 1, epochs=1)
+    probe = TrainingJob(job_id=f"profile-{job.job_id}", workload=job.workload,
+                        n_partitions=workers, minibatches=steps + 1, epochs=1)
     rt = JobRuntime(probe, cfg)
     try:
-        rt.resize([None], [None])
-        rt.run_until(time.time() + 600, until_batches=1)  # warm-up
-        rt.record()
+        rt.resize([None] * workers, [None] * shards)
+        rt.run_until(time.time() + 600, until_batches=workers)  # warm-up
+        b0, t0 = rt.batches, time.perf_counter()
         rt.run_until(time.time() + 600)
-        sec = rt.stats.seconds / rt.stats.batches if rt.stats.batches else None
+        elapsed, batches = time.perf_counter() - t0, rt.batches - b0
     finally:
         rt.close()
-    assert sec is not None
-    return sec
+    if batches <= 0:
+        raise RuntimeError(f"profiling {job.job_id} trained nothing")
+    return elapsed * workers / batches
+
+
+def profiled_spec(spec: JobSpec, config: RuntimeConfig | None = None, *, workers: int = 1,
+                  steps: int = 200, allow_import: bool = False) -> JobSpec:
+    """``spec`` with tau measured by :func:`profile_seconds_per_batch` with ``workers``
+    workers (at most its ``N``) and the PS shards a plan gives them, ``ceil(b/B workers)``."""
+    workers = max(1, min(workers, spec.max_workers))
+    job = training_job(Job(spec=spec, work=1, window=1), allow_import=allow_import)
+    sec = profile_seconds_per_batch(job, config, steps, workers=workers,
+                                    shards=max(1, ceil_eps(spec.ps_ratio * workers)))
+    return with_measured_tau(spec, sec)
 
 
 def with_measured_tau(spec: JobSpec, seconds_per_batch: float) -> JobSpec:

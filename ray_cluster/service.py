@@ -400,14 +400,13 @@ class SchedulerService:
                 "latency_ms": row.latency_ms}
 
     def _profile(self, spec: JobSpec) -> JobSpec:
-        from ray_cluster.executor import profile_seconds_per_batch, training_job, with_measured_tau
+        from ray_cluster.executor import profiled_spec
         from ray_cluster.runtime import RuntimeConfig
 
-        job = Job(spec=spec, work=1, window=1)
-        cfg = RuntimeConfig(**dict(self.config.runtime))
-        sec = profile_seconds_per_batch(training_job(job), cfg, steps=20)
-        log.info("profiled %s: %.4f s per mini-batch", spec.job_id, sec)
-        return with_measured_tau(spec, sec)
+        out = profiled_spec(spec, RuntimeConfig(**dict(self.config.runtime)), steps=40,
+                            allow_import=self.config.allow_import)
+        log.info("profiled %s: %.4f s per mini-batch", spec.job_id, out.tau_s)
+        return out
 
     def cancel(self, job_id: str) -> bool:
         """Stop a job at the next slot boundary (at once if the loop is between slots)."""
