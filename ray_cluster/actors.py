@@ -18,12 +18,21 @@ Two modes (the OASiS model is asynchronous):
     the ``k`` gradients and takes one step (one update = ``k`` mini-batches).
 
 Arrays and the object store: a pushed slice is a contiguous view of the gradient, serialised
-once into the object store and read by the shard as a zero-copy read-only view; a pulled slice
-is copied once into the store (the shard keeps mutating its own array) and read zero-copy by the
-worker, which concatenates the slices into its parameter buffer in place. Nothing else is
-copied. Task ordering between one caller and one actor is FIFO, so a worker's pull after its
-own push sees that push applied; in async mode push and pull are one call
-(:meth:`PSShard.push_pull`), one round trip per shard per step.
+once into the object store and read by the shard as a zero-copy read-only view; the shard
+updates its slice and momentum buffer in place, in one cache-blocked pass over memory
+(:meth:`MomentumSGD.update_inplace`, :data:`UPDATE_THREADS` threads); a pulled slice is copied
+once into the store (the shard keeps mutating its own array) and read zero-copy by the worker,
+which copies the slices of several shards into its parameter buffer. Nothing else is copied.
+Task ordering between one caller and one actor is FIFO, so a worker's pull after its own push
+sees that push applied; in async mode push and pull are one call (:meth:`PSShard.push_pull`),
+one round trip per shard per step.
+
+Versions: every change of a shard's slice (an update, a load) makes a new
+:meth:`PSShard.version`, unique to the shard actor. A worker keeps the slices of its last
+pull or push with their versions and pulls with :meth:`PSShard.pull_if_changed`, so a shard
+whose slice is unchanged since (a worker alone on its shards, starting its next segment) sends
+no array. The cost: between segments a worker with one shard keeps that slice's object alive
+in the store (it held it during the segment anyway).
 """
 
 from __future__ import annotations
@@ -79,6 +88,8 @@ class PSShard:
         self.acc: np.ndarray | None = None  # sync mode: sum of pushed gradients
         self.acc_count = 0
         self._acc_buf = np.zeros(0, dtype=np.float32)  # sync mode: reused for acc each step
+        self._actor = ray.get_runtime_context().get_actor_id()  # unique: versions of no other
+        self._changes = 0  # bumps whenever params change (load, update): see version()
 
     # -- state ---------------------------------------------------------------------------
     def load(self, lo: int, hi: int, step: int, batches: int, schedule: dict[str, Any],
@@ -103,6 +114,7 @@ class PSShard:
         if filled != hi - lo:
             raise ValueError(f"pieces cover {filled} of [{lo}, {hi})")
         self.lo, self.hi, self.params = lo, hi, params
+        self._changes += 1
         self.mstate = MomentumState(buffer=buffer, step=step)
         self.batches = batches
         self.schedule = LRScaleSchedule.from_dict(schedule)
@@ -143,8 +155,19 @@ class PSShard:
         self.schedule.on_resize(old_workers, new_workers, self.mstate.step)
 
     # -- training ------------------------------------------------------------------------
+    def version(self) -> tuple[str, int]:
+        """Names the current ``params``: a worker holding this version holds these values."""
+        return self._actor, self._changes
+
     def pull(self) -> np.ndarray:
         return self.params
+
+    def pull_if_changed(self, have: tuple[str, int] | None) -> tuple[tuple[str, int],
+                                                                     np.ndarray | None]:
+        """``(version, params)``, with ``None`` for params the caller already holds (its
+        ``have`` is the current version): a pull of unchanged parameters moves no array."""
+        now = self.version()
+        return now, (None if have == now else self.params)
 
     def push(self, grad: np.ndarray) -> int:
         """Async mode: apply one worker's gradient slice now; return mini-batches applied."""
@@ -152,9 +175,9 @@ class PSShard:
         self.batches += 1
         return self.batches
 
-    def push_pull(self, grad: np.ndarray) -> tuple[int, np.ndarray]:
-        """Async mode, one round trip: :meth:`push`, then the updated slice."""
-        return self.push(grad), self.params
+    def push_pull(self, grad: np.ndarray) -> tuple[int, tuple[str, int], np.ndarray]:
+        """Async mode, one round trip: :meth:`push`, then the updated slice and its version."""
+        return self.push(grad), self.version(), self.params
 
     def accumulate(self, grad: np.ndarray) -> None:
         """Sync mode: add one worker's gradient slice to this step's sum."""
@@ -190,6 +213,7 @@ class PSShard:
         # in place: returned pulls were already serialised into the object store
         self.mstate = self.opt.update_inplace(self.params, grad, self.mstate, lr_scale=lr_scale,
                                               buffer_factor=factor, threads=UPDATE_THREADS)
+        self._changes += 1
 
     def ping(self) -> bool:
         return True
@@ -213,6 +237,8 @@ class Worker:
         self.streams: list[Iterator[Batch]] = []
         self.turn = 0
         self.buf = np.zeros(0, dtype=np.float32)
+        self._versions: list[Any] = []  # per shard: the version this worker's copy is of
+        self._params: np.ndarray | None = None  # one shard: its last slice (zero-copy)
 
     def warm(self) -> int:
         """Load the data now (cached per process); returns the training-set size."""
@@ -223,6 +249,7 @@ class Worker:
         self.shards = list(shards)
         self.bounds = (*(b for b, _ in bounds), bounds[-1][1])
         self.buf = np.empty(self.bounds[-1], dtype=np.float32)
+        self._versions, self._params = [None] * len(self.shards), None
 
     def set_partitions(self, partitions: Sequence[int], seed: Sequence[int]) -> None:
         """Own these data partitions; batches are drawn from them in turn (seeded stream)."""
@@ -238,15 +265,25 @@ class Worker:
         return next(self.streams[self.turn])
 
     def _pull(self) -> np.ndarray:
-        parts = ray.get([s.pull.remote() for s in self.shards])
-        return self._assemble(parts)
+        """The current flat parameters; shards whose slice this worker holds send none."""
+        return self._take(ray.get([s.pull_if_changed.remote(v)
+                                   for s, v in zip(self.shards, self._versions, strict=True)]))
 
-    def _assemble(self, parts: Sequence[np.ndarray]) -> np.ndarray:
-        """The flat parameters: one shard's slice as is (zero-copy, read-only), else the
-        slices concatenated into this worker's buffer (one copy)."""
-        if len(parts) == 1:
-            return parts[0]
-        np.concatenate(parts, out=self.buf)
+    def _take(self, got: Sequence[tuple[Any, np.ndarray | None]]) -> np.ndarray:
+        """The flat parameters from per-shard ``(version, slice or None)``: one shard's slice
+        as is (zero-copy, read-only), else each sent slice copied into this worker's buffer
+        (one copy); a slice not sent is the one already held (same version)."""
+        if len(got) == 1:
+            if got[0][1] is not None:
+                self._params = got[0][1]
+            self._versions = [got[0][0]]
+            assert self._params is not None
+            return self._params
+        b = self.bounds
+        for i, (_, part) in enumerate(got):
+            if part is not None:
+                self.buf[b[i]:b[i + 1]] = part
+        self._versions = [v for v, _ in got]
         return self.buf
 
     def _slices(self, grad: np.ndarray) -> list[np.ndarray]:
@@ -269,9 +306,9 @@ class Worker:
             applied = int(out[0][0])
             n += 1
             loss_sum += float(loss)
+            params = self._take([(v, p) for _, v, p in out])  # also kept for the next pull
             if time.time() >= deadline or applied >= stop_at:
                 break
-            params = self._assemble([p for _, p in out])
         return {"batches": n, "loss": loss_sum, "seconds": time.perf_counter() - t0,
                 "applied": applied}
 
