@@ -3,12 +3,16 @@
 Three measurements, each against a baseline measured in the same run:
 
 1. **Gradient exchange** at parameter sizes 4 MB .. 400 MB: one worker, one shard, a gradient
-   that costs nothing to compute, so a step is pull + push + the momentum update. Throughput
-   is ``2 x size / step time`` (a step moves the parameters one way and the gradient the
-   other), compared with a raw Ray round trip of the same bytes (an actor method that takes an
-   array of that size and returns one: no optimizer, no slicing, no concatenation). The same
-   step with an optimizer that applies nothing separates transport from update cost, and the
-   momentum update alone is timed in-process on the same size.
+   that costs nothing to compute, so a step is push + the real momentum update + pull (one
+   ``push_pull`` round trip). Throughput is ``2 x size / step time`` (a step moves the
+   gradient to the shard and the updated parameters back), compared with a raw Ray round trip
+   of the same bytes (an actor method that takes an array of that size and returns a
+   preallocated one: no optimizer, no slicing, no concatenation), timed in alternating blocks
+   in the same run. Step times are the workers' own (``Worker.train``: every step of a block,
+   and the version check that starts it). The same step with an optimizer that touches no
+   element (:class:`NoUpdate`: it overrides the in-place update the shards call) separates
+   transport from update cost, and the in-place update alone, with the shards' thread count,
+   is timed in this process on the same size.
 2. **Slot-boundary latency**: from the ``resize`` call at a slot boundary until every worker of
    the new size has applied a push; for adding workers (1 -> 4) and for re-sharding the PS
    (1 -> 2 shards), cold (new actors) and with actors pre-started during the previous slot.
@@ -17,7 +21,8 @@ Three measurements, each against a baseline measured in the same run:
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_runtime.py [--sizes-mb 4 40 400] [--reps 5]
+    .venv/bin/python benchmarks/bench_runtime.py [--sizes-mb 4 40 400] [--reps 5] [--blocks 5]
+        [--only exchange boundary iterations]
 """
 
 from __future__ import annotations
