@@ -182,7 +182,7 @@ def _boundary(rt: JobRuntime, workers: int, shards: int) -> float:
 
 
 def bench_boundary(reps: int, ckpt: str, big_mb: float) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     cases = [("add workers 1 -> 4 (digits MLP)", "mlp", 4, 1, 1, 1),
              ("re-shard PS 1 -> 2 (digits MLP)", "mlp", 1, 2, 1, 1),
              (f"re-shard PS 1 -> 2 ({big_mb:g} MB params)", "big", 1, 2, 1, 1)]

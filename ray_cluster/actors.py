@@ -88,7 +88,7 @@ class PSShard:
         self.acc: np.ndarray | None = None  # sync mode: sum of pushed gradients
         self.acc_count = 0
         self._acc_buf = np.zeros(0, dtype=np.float32)  # sync mode: reused for acc each step
-        self._actor = ray.get_runtime_context().get_actor_id()  # unique: versions of no other
+        self._actor = str(ray.get_runtime_context().get_actor_id())  # no other shard has it
         self._changes = 0  # bumps whenever params change (load, update): see version()
 
     # -- state ---------------------------------------------------------------------------
