@@ -34,6 +34,7 @@ import json
 import os
 import tempfile
 import time
+from typing import Any
 
 from psched.horizon import trace_horizon
 from psched.model import JobSpec
@@ -53,6 +54,41 @@ def profile_loaded(spec: JobSpec, workers: int, steps: int) -> float:
 
     probe = dataclasses.replace(spec, max_workers=max(workers, spec.max_workers))
     return profiled_spec(probe, workers=workers, steps=steps).tau_s
+
+
+class SlotLog:
+    """A :class:`~ray_cluster.executor.RayExecutor` that records, per slot and job, the
+    boundary time (resize) and the mini-batches trained against what the profiled tau
+    promises for the slot (workers x slot seconds / tau)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.rows: list[dict[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:  # lookahead, runtimes, release, close, ...
+        return getattr(self.__dict__["inner"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "lookahead":
+            setattr(self.inner, name, value)
+        else:
+            super().__setattr__(name, value)
+
+    def apply(self, t: int, plan: Any, jobs: Any) -> Any:
+        ex = self.inner
+        before = {j: ex.runtimes[j].batches if j in ex.runtimes else 0 for j in plan}
+        report = ex.apply(t, plan, jobs)
+        log = ex.slot_log[-1]
+        for job_id, alloc in plan.items():
+            rt = ex.runtimes.get(job_id)
+            got = (rt.batches if rt is not None else 0) - before[job_id]
+            want = alloc.n_workers * ex.slot_seconds / jobs[job_id].spec.tau_s
+            self.rows.append({"slot": t, "job": job_id, "workers": alloc.n_workers,
+                              "ps": alloc.n_ps, "boundary_s": log["resize_s"],
+                              "batches": got, "expected": want,
+                              "ratio": got / want if want else 0.0,
+                              "done": bool(rt is not None and rt.done)})
+        return report
 
 
 def _critical(spec: JobSpec) -> bool:
@@ -169,6 +205,8 @@ def main() -> None:
 
     from psched.commands_service import init_ray
     from ray_cluster.cluster_model import cluster_from_nodes
+    from ray_cluster.executor import RayExecutor
+    from ray_cluster.runtime import RuntimeConfig
     from ray_cluster.service import ServiceConfig, run_trace
 
     init_ray(None, num_cpus=args.cores, resources={"psched_worker_cpu": float(args.cores)})
@@ -193,12 +231,19 @@ def main() -> None:
     sim = simulate(specs, cluster, make_policy("oasis"), horizon)
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="psched-fidelity-") as work:
+        executor = SlotLog(RayExecutor(cluster, RuntimeConfig(checkpoint_dir=f"{work}/ckpt"),
+                                       slot_seconds=args.slot_seconds, node_of=node_of))
         real = run_trace(specs, work, config=ServiceConfig(
             slot_seconds=args.slot_seconds, horizon=horizon, history=tuple(specs)),
-            cluster=cluster, node_of=node_of)
+            cluster=cluster, node_of=node_of, executor=executor)
     wall = time.time() - t0
     rows, summary = compare(sim, real)
     summary["wall_s"] = wall
+    print("| slot | job | workers/PS | boundary s | mini-batches | at profiled tau | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for r in executor.rows:
+        print(f"| {r['slot']} | {r['job']} | {r['workers']}/{r['ps']} | {r['boundary_s']:.2f} | "
+              f"{r['batches']} | {r['expected']:.0f} | {r['ratio']:.2f} |")
     summary["cluster"] = cluster.to_dict()
     print("| job | critical | W | admitted sim/real | planned slot | actual slot | diff "
           "| utility sim | utility real |")
@@ -211,7 +256,7 @@ def main() -> None:
     print(json.dumps({k: v for k, v in summary.items() if k != "cluster"}))
     if args.out:
         with open(args.out, "w") as fh:
-            json.dump({"rows": rows, "summary": summary}, fh, indent=2)
+            json.dump({"rows": rows, "summary": summary, "slots": executor.rows}, fh, indent=2)
     ray.shutdown()
 
 

@@ -340,7 +340,7 @@ def _profile_specs(specs: list[Any], args: argparse.Namespace, embedded: bool) -
         key = (s.workload, s.hparams, workers, s.ps_ratio)
         if key not in measured:
             probe = dataclasses.replace(s, max_workers=max(workers, s.max_workers))
-            measured[key] = profiled_spec(probe, workers=workers,
+            measured[key] = profiled_spec(probe, workers=workers, steps=1000,
                                           allow_import=args.allow_import).tau_s
             print(f"tau of {s.workload} {s.hparams or ''} with {workers} worker(s): "
                   f"{measured[key] * 1e3:.2f} ms", file=sys.stderr)

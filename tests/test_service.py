@@ -291,7 +291,7 @@ def test_embedded_ray_listens_on_loopback_only():
     assert got["ips"] and set(got["ips"]) <= {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
 
 
-def test_run_writes_the_simulate_files_from_what_really_ran(ray_session, tmp_path, tau):
+def test_run_writes_the_simulate_files_from_what_really_ran(ray_session, tmp_path, tau, capsys):
     from psched.traces.native import write_trace
 
     trace = tmp_path / "t.csv"
@@ -301,7 +301,9 @@ def test_run_writes_the_simulate_files_from_what_really_ran(ray_session, tmp_pat
                                                   tau_s=tau), arrival=1)])
     out = tmp_path / "out"
     assert main(["run", str(trace), "--address", ray_session.cluster.address, "--out", str(out),
-                 "--slot-seconds", str(SLOT_S), "--worker-cpus", "2", "--horizon", "8"]) == 0
+                 "--slot-seconds", str(SLOT_S), "--worker-cpus", "2", "--horizon", "8",
+                 "--profile"]) == 0
+    assert capsys.readouterr().err.count("tau of softmax") == 1  # both jobs share one profile
     for f in ("summary.json", "cluster.json", "oasis/jobs.csv", "oasis/allocations.csv"):
         assert (out / f).exists(), f
     summary = json.loads((out / "summary.json").read_text())
