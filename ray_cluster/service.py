@@ -35,11 +35,13 @@ U and L come from the configuration (``prices``) or from history jobs (``history
 estimate factor); both are journaled, so a restart prices exactly as before.
 
 Restart. A new service on an existing journal re-creates the policy from the journaled
-configuration and replays every journaled decision through it in order (the policies are
-deterministic: the same commitments and prices result; a mismatch is logged and the journal
-wins), then the finished slots (executed plans, progress, completions, cancellations); running
-jobs resume from their latest checkpoints. Slots are counted in service time: slot ``t`` (the
-first not journaled) begins when the restarted service starts.
+configuration and replays every journaled decision through it in order. A policy with a
+``restore`` method (OASiS) re-applies each journaled decision as it was -- the same
+commitments, prices and certificate, even where deciding again would differ; any other policy
+decides again (they are deterministic; a mismatch is logged and the journal wins). Then the
+finished slots (executed plans, progress, completions, cancellations); running jobs resume from
+their latest checkpoints. Slots are counted in service time: slot ``t`` (the first not
+journaled) begins when the restarted service starts.
 """
 
 from __future__ import annotations
@@ -152,12 +154,21 @@ class _Recording:
         self.name = inner.name
         self.commits_on_arrival = inner.commits_on_arrival
         self.last: Decision | None = None
+        #: the journaled decision the next arrival re-applies (restart), if the policy can
+        self.forced: DecisionRow | None = None
 
     def start(self, ctx: RunContext) -> None:
         self.inner.start(ctx)
 
     def on_arrival(self, job: Job, view: View) -> Decision:
-        self.last = self.inner.on_arrival(job, view)
+        forced, self.forced = self.forced, None
+        restore = getattr(self.inner, "restore", None)
+        if forced is not None and restore is not None:  # a journal replay: re-apply it
+            self.last = Decision(admitted=forced.admitted, reason=forced.reason,
+                                 payoff=forced.payoff, schedule=forced.schedule or None)
+            restore(job, self.last)
+        else:
+            self.last = self.inner.on_arrival(job, view)
         return self.last
 
     def plan(self, view: View) -> SlotPlan:
@@ -593,6 +604,7 @@ class SchedulerService:
         subs = self.journal.submissions()
         for d in self.journal.decisions():
             spec = subs[d.job_id]
+            self.policy.forced = d  # re-applied as journaled where the policy can restore
             if d.kind == "arrival":
                 row = self._decide(spec, d.slot, kind="arrival", t0=time.perf_counter(),
                                    journal=False)
@@ -606,6 +618,7 @@ class SchedulerService:
                     log.warning("replay of the re-plan of %s differs; the journal wins",
                                 d.job_id)
                     self._force(d)
+            self.policy.forced = None  # not consumed when the loop screened the job out
         for spec_id, spec in subs.items():
             if spec_id not in st.records:
                 self._future.append(spec)

@@ -281,3 +281,33 @@ def test_a_job_failed_for_good_is_dropped_others_go_on_and_it_survives_restart(t
     assert again.loop.state.records["j1"].reason == FAILED
     assert "j1" not in again.loop.state.active
     assert any("broken workload" in line for line in again.logs("j1"))
+
+
+def test_restart_reapplies_journaled_oasis_decisions_without_deciding_again(tmp_path,
+                                                                              monkeypatch):
+    import numpy as np
+
+    from psched.policies.oasis import OasisPolicy
+
+    svc = SchedulerService(tmp_path, config=_config(), cluster=_cluster(),
+                           executor=SlowExecutor(0.6))  # behind plan: re-plans are journaled
+    _drive(svc, [(0, [_spec(i) for i in range(4)]), (2, [_spec(i) for i in range(4, 9)])],
+           until=6)
+    first = svc.policy.inner
+    assert any(d.kind == "replan" for d in svc.journal.decisions())
+    usage = [u.copy() for u in first.ledger.usage]
+    report = first.report()
+    outcome = _outcome(svc)
+    svc.journal.close()  # a crash: nothing else is saved
+
+    def refuse(self, job, view):
+        raise AssertionError("a restart must not decide again")
+
+    monkeypatch.setattr(OasisPolicy, "on_arrival", refuse)
+    again = SchedulerService(tmp_path, executor=SlowExecutor(0.6))
+    restored = again.policy.inner
+    for a, b in zip(usage, restored.ledger.usage, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert restored.report() == report  # prices, payoffs and the certificate
+    assert _outcome(again) == outcome
+    again.close()

@@ -137,6 +137,25 @@ class OasisPolicy:
         return Decision(admitted=True, payoff=unscale(best.payoff, ledger.log_scale),
                         schedule=dict(schedule))
 
+    def restore(self, job: Job, decision: Decision) -> None:
+        """Re-apply a decision this policy made before (a restarted service replaying its
+        journal): commit ``decision.schedule`` as it was, whatever the current prices would
+        choose now, and record its payoff for the dual certificate. The prices, commitments
+        and certificate are then those of the original run, even if deciding again would
+        differ (a solver time limit, another software version). O(schedule entries).
+        """
+        ledger = self._ledger()
+        self._report = None
+        payoff = decision.payoff or 0.0
+        scaled = math.exp(math.log(payoff) - ledger.log_scale) if payoff > 0 else 0.0
+        self._decided.append((job, scaled if decision.admitted else 0.0))
+        if not decision.admitted or not decision.schedule:
+            return
+        schedule = dict(decision.schedule)
+        ledger.commit(job, schedule)
+        self._schedules[job.job_id] = schedule
+        self._committed_utility += job.utility_at(max(schedule) - job.arrival + 1)
+
     def plan(self, view: View) -> SlotPlan:
         out: dict[str, Alloc] = {}
         for job_id in view.active:
