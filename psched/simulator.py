@@ -243,6 +243,21 @@ class SchedulerLoop:
         )
         policy.start(ctx)
 
+    def set_cluster(self, cluster: Cluster) -> None:
+        """Servers joined: ``cluster`` is the current one with servers appended (indices of
+        the old servers unchanged). The policy must accept it through an
+        ``on_cluster_change(cluster)`` method; raises ``ValueError`` if it has none or the
+        new cluster does not extend the old one."""
+        old = self.cluster.servers
+        if cluster.servers[:len(old)] != old:
+            raise ValueError("the new cluster must keep the old servers first, in order")
+        hook = getattr(self.policy, "on_cluster_change", None)
+        if hook is None:
+            raise ValueError(f"policy {self.policy.name!r} cannot take new servers while it runs")
+        hook(cluster)
+        self.cluster = cluster
+        self._pool_rows = np.array([0 if s.pool == Pool.WORKER else 1 for s in cluster.servers])
+
     def resolve(self, spec: JobSpec) -> Job:
         return resolve_job(spec, self.cluster.slot_seconds, self.horizon, self.max_window)
 

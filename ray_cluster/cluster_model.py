@@ -15,9 +15,9 @@ Rules (``oasis.md`` section 7, "Pools"):
   workers: the honest model of a 2-core machine).
 
 :func:`remap_lost` moves the servers of dead nodes onto live nodes of the same pool (the jobs
-placed there move at the next slot boundary); nodes that join are reported by
-:func:`joined_nodes` and enter the model when the service restarts (the policy's ledger is
-sized by the cluster it started with).
+placed there move at the next slot boundary); nodes that join are found by :func:`joined_nodes`
+and their servers (:func:`servers_of_nodes`) are appended to the model at the next slot
+boundary (the service grows the policy's ledger; see ``SchedulerService``).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ __all__ = [
     "cluster_from_nodes",
     "joined_nodes",
     "remap_lost",
+    "servers_of_nodes",
 ]
 
 log = logging.getLogger(__name__)
@@ -79,12 +80,25 @@ def cluster_from_nodes(nodes: Sequence[Mapping[str, Any]], slot_seconds: float,
     ValueError
         If no node is alive, or the result has no worker or no PS server.
     """
-    alive = sorted((n for n in nodes if n.get("Alive")), key=_name)
+    alive = [n for n in nodes if n.get("Alive")]
     if not alive:
         raise ValueError("the Ray cluster has no alive node")
-    servers: list[Server] = []
-    node_of: dict[int, str] = {}
-    for node in alive:
+    pairs = servers_of_nodes(alive)
+    node_of = {i: node for i, (_, node) in enumerate(pairs)}
+    cluster = Cluster(servers=tuple(s for s, _ in pairs), slot_seconds=slot_seconds)
+    if not cluster.indices(Pool.WORKER).size or not cluster.indices(Pool.PS).size:
+        raise ValueError("the Ray cluster gives no worker server or no PS server "
+                         f"(nodes marked {POOL_MARK}worker / {POOL_MARK}ps)")
+    return cluster, node_of
+
+
+def servers_of_nodes(nodes: Sequence[Mapping[str, Any]], taken: Sequence[str] = (),
+                     ) -> list[tuple[Server, str]]:
+    """The servers the given nodes stand for (rules in the module docstring), each with its
+    node id, ordered by node name; a name in ``taken`` gets a ``#2``, ``#3``... suffix."""
+    used = set(taken)
+    out: list[tuple[Server, str]] = []
+    for node in sorted(nodes, key=_name):
         res = node.get("Resources", {})
         name = _name(node)
         if POOL_MARK + "worker" in res or POOL_MARK + "ps" in res:
@@ -93,14 +107,14 @@ def cluster_from_nodes(nodes: Sequence[Mapping[str, Any]], slot_seconds: float,
         else:
             parts = [(f"{name}/w", Pool.WORKER, 0.5), (f"{name}/ps", Pool.PS, 0.5)]
         for sid, pool, share in parts:
-            node_of[len(servers)] = str(node["NodeID"])
-            servers.append(Server(server_id=sid, pool=pool,
-                                  capacity=_capacity(res, pool, share)))
-    cluster = Cluster(servers=tuple(servers), slot_seconds=slot_seconds)
-    if not cluster.indices(Pool.WORKER).size or not cluster.indices(Pool.PS).size:
-        raise ValueError("the Ray cluster gives no worker server or no PS server "
-                         f"(nodes marked {POOL_MARK}worker / {POOL_MARK}ps)")
-    return cluster, node_of
+            unique, k = sid, 1
+            while unique in used:
+                k += 1
+                unique = f"{sid}#{k}"
+            used.add(unique)
+            out.append((Server(server_id=unique, pool=pool,
+                               capacity=_capacity(res, pool, share)), str(node["NodeID"])))
+    return out
 
 
 def remap_lost(cluster: Cluster, node_of: dict[int, str], alive: set[str]) -> list[str]:
@@ -131,6 +145,6 @@ def remap_lost(cluster: Cluster, node_of: dict[int, str], alive: set[str]) -> li
 
 
 def joined_nodes(node_of: Mapping[int, str], nodes: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Ids of alive nodes that no server stands for (they join at the next restart)."""
+    """Ids of alive nodes that no server stands for (the service adds their servers)."""
     known = set(node_of.values())
     return [str(n["NodeID"]) for n in nodes if n.get("Alive") and n["NodeID"] not in known]

@@ -23,7 +23,15 @@ Reality differs from the plan. Three cases, handled for policies that commit on 
   shard rolls the job back to its last checkpoint), and any lost progress is caught by the
   behind-plan rule;
 * *cancel*: the job stops at the next slot boundary and is released; its future commitments
-  stay in the ledger.
+  stay in the ledger;
+* *a job whose workload raises every time* (:data:`ray_cluster.runtime.MAX_STRIKES`) is
+  dropped (reason ``failed``) and released; its future commitments stay, as for a cancel.
+
+Nodes that join (placed mode) are turned into servers by the rules of
+:mod:`ray_cluster.cluster_model` and appended to the model at the next slot boundary: the
+policy's ledger grows (``on_cluster_change``; new servers start at zero usage, U and L stay),
+the placement maps them to their nodes, and the growth is journaled, so a restart rebuilds the
+same cluster. Jobs already decided keep their schedules; later decisions use the new servers.
 
 Prices then no longer follow the paper's assumptions exactly: a re-plan adds usage beyond what
 the arrival committed, and a cancelled job's commitments keep prices higher than its actual use
@@ -47,6 +55,7 @@ journaled) begins when the restarted service starts.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import sqlite3
@@ -174,6 +183,12 @@ class _Recording:
     def plan(self, view: View) -> SlotPlan:
         return self.inner.plan(view)
 
+    def on_cluster_change(self, cluster: Cluster) -> None:
+        hook = getattr(self.inner, "on_cluster_change", None)
+        if hook is None:
+            raise ValueError(f"policy {self.name!r} cannot take new servers while it runs")
+        hook(cluster)
+
     def report(self) -> dict[str, Any]:
         return self.inner.report()
 
@@ -272,6 +287,7 @@ class SchedulerService:
             history_jobs=config.history, max_window=config.max_window,
             state=LoopState(usage=np.zeros((2, len(RESOURCES)))))
         if self.restored:
+            self._regrow()
             self._replay()
         self._phase = ("wait", self.loop.state.t)
         self.wall = WallClock(config.slot_seconds,
@@ -591,11 +607,50 @@ class SchedulerService:
         alive = {n["NodeID"] for n in nodes if n.get("Alive")}
         for line in remap_lost(self.cluster, self.node_of, alive):
             self.journal.event("", t, "node_lost", line)
-        for node in joined_nodes(self.node_of, nodes):
-            if node not in self._joined:
-                self._joined.add(node)
-                self.journal.event("", t, "node_joined", node)
-                log.info("node %s joined; it enters the model at a restart", node[:8])
+        new = set(joined_nodes(self.node_of, nodes)) - self._joined
+        if new:
+            self._grow([n for n in nodes if n["NodeID"] in new], t)
+
+    def _grow(self, nodes: list[dict[str, Any]], t: int) -> None:
+        """Nodes joined: append their servers to the model, the policy and the placement
+        (before slot ``t``'s plan is applied; the plan was made without them, so they are
+        used from the next decision on). Journaled, so a restart rebuilds the same cluster."""
+        from ray_cluster.cluster_model import servers_of_nodes
+
+        assert self.node_of is not None
+        pairs = servers_of_nodes(nodes, taken=[s.server_id for s in self.cluster.servers])
+        cluster = dataclasses.replace(
+            self.cluster, servers=self.cluster.servers + tuple(s for s, _ in pairs))
+        base = len(self.cluster.servers)
+        added = {base + i: node for i, (_, node) in enumerate(pairs)}
+        self._joined.update(str(n["NodeID"]) for n in nodes)
+        try:
+            self._set_cluster(cluster)
+        except ValueError as err:
+            for n in nodes:
+                self.journal.event("", t, "node_joined", f"{n['NodeID']} unused: {err}")
+            log.warning("nodes joined but stay unused: %s", err)
+            return
+        self.node_of.update(added)  # in place: the executor's placer reads this mapping
+        self.journal.event("", t, "cluster_grown", json.dumps(
+            {"cluster": cluster.to_dict(), "node_of": {str(k): v for k, v in added.items()}}))
+        log.info("slot %d: %s joined the model", t,
+                 ", ".join(f"{s.server_id} ({s.pool.value})" for s, _ in pairs))
+
+    def _set_cluster(self, cluster: Cluster) -> None:
+        self.loop.set_cluster(cluster)  # the policy first: raises if it cannot grow
+        self.cluster = cluster
+        if hasattr(self.inner_executor, "cluster"):
+            self.inner_executor.cluster = cluster
+
+    def _regrow(self) -> None:
+        """Restart: the cluster as the last journaled growth left it."""
+        grown = [info for _, _, kind, info in self.journal.events() if kind == "cluster_grown"]
+        for info in grown:
+            d = json.loads(info)
+            self._set_cluster(cluster_from_dict(d["cluster"]))
+            if self.node_of is not None:
+                self.node_of.update({int(k): v for k, v in d["node_of"].items()})
 
     # -- restart ---------------------------------------------------------------------------
     def _replay(self) -> None:

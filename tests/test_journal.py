@@ -311,3 +311,30 @@ def test_restart_reapplies_journaled_oasis_decisions_without_deciding_again(tmp_
     assert restored.report() == report  # prices, payoffs and the certificate
     assert _outcome(again) == outcome
     again.close()
+
+
+def test_nodes_that_join_grow_the_model_and_a_restart_rebuilds_it(tmp_path):
+    import numpy as np
+
+    node_of = {0: "n0", 1: "n0"}
+    svc = SchedulerService(tmp_path, config=_config(), cluster=_cluster(1.0), node_of=node_of,
+                           executor=SimulatedExecutor())  # room for one 1-CPU worker
+    svc.submit(_spec(1, n=1, work_s=0.08))
+    svc.run_for(1)
+    joined = {"NodeID": "n1", "Alive": True,  # no pool mark: a worker and a PS server
+              "Resources": {"CPU": 4.0, "memory": 8.0 * 2**30}}
+    svc._grow([joined], svc.loop.state.t)
+    assert [s.server_id for s in svc.cluster.servers] == ["m/w", "m/ps", "n1/w", "n1/ps"]
+    assert node_of[2] == node_of[3] == "n1"  # the placement's mapping, updated in place
+    svc.submit(_spec(2, n=3, work_s=0.06))
+    svc.run_for(8)
+    recs = svc.loop.state.records
+    assert recs["j2"].admitted and recs["j2"].completion is not None
+    assert {h for _, j, h, _, _ in svc.loop.state.allocations if j == "j2"} == {2, 3}
+    usage = [u.copy() for u in svc.policy.inner.ledger.usage]
+    svc.journal.close()
+    again = SchedulerService(tmp_path, node_of={0: "n0", 1: "n0"}, executor=SimulatedExecutor())
+    assert again.cluster == svc.cluster and again.node_of == node_of
+    for a, b in zip(usage, again.policy.inner.ledger.usage, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert _outcome(again) == _outcome(svc)

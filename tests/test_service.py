@@ -220,6 +220,55 @@ def test_actors_follow_the_plan_and_a_lost_node_moves_the_job(ray_session, tmp_p
             ray_session.cluster.remove_node(extra)
 
 
+def test_a_node_that_joins_mid_run_becomes_a_server_and_takes_new_jobs(ray_session, tmp_path,
+                                                                         tau):
+    """Both GPU servers are busy with one job; a third GPU node joins; the next job is
+    planned onto it at once, runs there and completes."""
+    gpu = Resources(gpu=1, cpu=4, memory_gb=16, bandwidth_gbps=10)
+    servers = (Server(server_id="gpu0", pool=Pool.WORKER, capacity=gpu),
+               Server(server_id="gpu1", pool=Pool.WORKER, capacity=gpu),
+               Server(server_id="head", pool=Pool.PS,
+                      capacity=Resources(cpu=8, memory_gb=32, bandwidth_gbps=10)))
+    cluster = Cluster(servers=servers, slot_seconds=SLOT_S)
+    node_of = {i: ray_session.node_ids[s.server_id] for i, s in enumerate(servers)}
+    big = _spec("big", n=2, m=int(8 * SLOT_S / tau), tau_s=tau, gpu=1)
+    late = _spec("late", n=1, m=int(2 * SLOT_S / tau), tau_s=tau, gpu=1)
+    cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=60, history=(big, late),
+                        runtime={"start_timeout_s": 30.0})
+    svc = SchedulerService(tmp_path, config=cfg, cluster=cluster, node_of=node_of)
+    extra = None
+    try:
+        assert svc.submit(big)["admitted"]
+        svc.run_for(1)
+        extra = ray_session.cluster.add_node(
+            num_cpus=0, num_gpus=1, object_store_memory=100 * 2**20,
+            resources={SERVER_MARK + "gpu3": 1.0, "psched_pool:worker": 1.0,
+                       "psched_worker_cpu": 4.0, "psched_worker_memory_gb": 16.0})
+        ray_session.cluster.wait_for_nodes()
+        svc.run_for(1)  # the slot boundary notices the node
+        assert [s.server_id for s in svc.cluster.servers][3:] == ["gpu3"]
+        assert node_of[3] == extra.node_id
+        assert svc.submit(late)["admitted"]
+        first = min(svc.schedules["late"])
+        assert svc.schedules["late"][first].workers == ((3, 1),)  # at once, on the new node
+        assert first < svc.planned_end["big"]  # it does not wait for the busy servers
+        seen = set()
+        for _ in range(30):
+            svc.run_for(1)
+            rt = svc.inner_executor.runtimes.get("late")
+            if rt is not None and rt.workers:
+                seen |= {n for n, _ in ray.get([w.where.remote() for w in rt.workers])}
+            if all(svc.loop.state.records[j].completion is not None for j in ("big", "late")):
+                break
+        assert seen == {extra.node_id}
+        assert svc.loop.state.records["late"].completion is not None
+        assert any(kind == "cluster_grown" for _, _, kind, _ in svc.journal.events())
+    finally:
+        svc.close()
+        if extra is not None:
+            ray_session.cluster.remove_node(extra)
+
+
 def test_service_killed_mid_run_restarts_from_journal(ray_session, tmp_path, tau):
     """Kill the service actor mid-run: Ray restarts it, the journal restores it, every
     accepted job completes once."""

@@ -63,6 +63,25 @@ class Ledger:
         for idx in self.servers:
             self._pos[idx] = np.arange(idx.size)
 
+    def grow(self, cluster: Cluster) -> None:
+        """Servers joined: ``cluster`` is the old one with servers appended. Their usage
+        starts at zero; the mean capacities (demand normalisation) are recomputed. O(T H R)."""
+        servers = tuple(cluster.indices(p) for p in POOLS)
+        for old, new in zip(self.servers, servers, strict=True):
+            if new.size < old.size or not np.array_equal(new[:old.size], old):
+                raise ValueError("the new cluster must extend the old one")
+        self.usage = tuple(
+            np.concatenate([u, np.zeros((self.horizon, new.size - u.shape[1], u.shape[2]))],
+                           axis=1)
+            for u, new in zip(self.usage, servers, strict=True))
+        cap = cluster.capacity
+        self.servers = servers
+        self.capacity = tuple(cap[idx] for idx in servers)
+        self.cbar = tuple(mean_capacity(cluster, p) for p in POOLS)
+        self._pos = np.full(len(cluster.servers), -1, dtype=int)
+        for idx in servers:
+            self._pos[idx] = np.arange(idx.size)
+
     @property
     def log_scale(self) -> float:
         """log of the cost unit (the largest U)."""

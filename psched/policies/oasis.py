@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from psched.model import Alloc, Decision, Job, SlotPlan
+from psched.model import Alloc, Cluster, Decision, Job, SlotPlan
 from psched.oasis.dual import dual_objective, unscale
 from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import Ledger
@@ -136,6 +136,12 @@ class OasisPolicy:
         self._committed_utility += job.utility_at(inp.start + done - job.arrival + 1)
         return Decision(admitted=True, payoff=unscale(best.payoff, ledger.log_scale),
                         schedule=dict(schedule))
+
+    def on_cluster_change(self, cluster: Cluster) -> None:
+        """Servers joined (``cluster`` extends the old one): they are priced from zero usage
+        from now on; commitments and the price parameters U, L stay."""
+        self._ledger().grow(cluster)
+        self._report = None
 
     def restore(self, job: Job, decision: Decision) -> None:
         """Re-apply a decision this policy made before (a restarted service replaying its

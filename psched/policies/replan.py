@@ -26,6 +26,7 @@ A new re-planning policy is a subclass with a ``name``, registered, whose ``repl
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -63,6 +64,15 @@ class ReplanPolicy:
         self.current = {}
         self._planned_once = False
         self.reset()
+
+    def on_cluster_change(self, cluster: Cluster) -> None:
+        """Servers joined (``cluster`` extends the old one): re-plan at the next slot."""
+        if self.ctx is not None:
+            self.ctx = dataclasses.replace(self.ctx, cluster=cluster)
+        self.cluster = cluster
+        self.capacity = cluster.capacity
+        self.pools = Pools.of(cluster)
+        self._planned_once = False
 
     def on_arrival(self, job: Job, view: View) -> Decision:
         if job.ps_needed(1) > 1:
