@@ -167,7 +167,8 @@ def bench_exchange(sizes_mb: list[float], ckpt: str, blocks: int) -> list[dict[s
             for rt in rts:
                 rt.resize([None], [None])
                 rt.run_until(time.time() + FAR, until_batches=1)  # warm
-            opt, p, g = MomentumSGD(lr=0.01), np.zeros(n, np.float32), _grad(n)
+            # not _grad(n): a filled cache would travel by value with every later workload
+            opt, p, g = MomentumSGD(lr=0.01), np.zeros(n, np.float32), np.full(n, 1e-3, np.float32)
             state = opt.init(n)
             for _ in range(blocks):
                 t0 = time.perf_counter()
