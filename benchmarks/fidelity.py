@@ -171,7 +171,7 @@ def testbed(args: argparse.Namespace, cluster, node_of) -> None:  # type: ignore
             tau[s.workload] = profile_loaded(s, args.cores, args.profile_steps)
     specs = testbed_specs(args.seed, tau, args.slot_seconds)
     horizon = 10
-    print("| policy | admitted sim/real | completed real | utility sim | utility real "
+    print("| policy | admitted sim/real | completed sim/real | utility sim | utility real "
           "| paper (x10^2) |")
     print("|---|---|---|---|---|---|")
     for name in args.policies.split(","):
@@ -184,6 +184,7 @@ def testbed(args: argparse.Namespace, cluster, node_of) -> None:  # type: ignore
         u_real = sum(r.utility for r in real.records.values())
         print(f"| {name} | {sum(r.admitted for r in sim.records.values())}/"
               f"{sum(r.admitted for r in real.records.values())} | "
+              f"{sum(r.completion is not None for r in sim.records.values())}/"
               f"{sum(r.completion is not None for r in real.records.values())} | "
               f"{u_sim:.1f} | {u_real:.1f} | {PAPER_TESTBED.get(name, float('nan'))} |",
               flush=True)
