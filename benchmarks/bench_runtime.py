@@ -211,8 +211,33 @@ def _boundary(rt: JobRuntime, workers: int, shards: int) -> float:
     return time.perf_counter() - t0
 
 
+@ray.remote(num_cpus=0)
+class Bare:
+    """An actor that does nothing: the cost of a Ray worker process alone."""
+
+    def ping(self) -> bool:
+        return True
+
+
+def _bare_start(n: int) -> float:
+    """Seconds to start ``n`` empty actors at once and hear from each (the floor of a cold
+    boundary that adds ``n`` actors on this machine)."""
+    t0 = time.perf_counter()
+    actors = [Bare.remote() for _ in range(n)]  # type: ignore[attr-defined]
+    ray.get([a.ping.remote() for a in actors])
+    took = time.perf_counter() - t0
+    for a in actors:
+        ray.kill(a)
+    return took
+
+
 def bench_boundary(reps: int, ckpt: str, big_mb: float) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
+    for n in (3, 1):  # baseline in the same run: Ray's own actor start-up
+        times = [_bare_start(n) for _ in range(reps)]
+        rows.append({"case": f"baseline: start {n} empty Ray actor(s)", "warm": False,
+                     "median_s": statistics.median(times), "max_s": max(times), "reps": reps})
+        print(f"  bare x{n}: {times}", file=sys.stderr)
     cases = [("add workers 1 -> 4 (digits MLP)", "mlp", 4, 1, 1, 1),
              ("re-shard PS 1 -> 2 (digits MLP)", "mlp", 1, 2, 1, 1),
              (f"re-shard PS 1 -> 2 ({big_mb:g} MB params)", "big", 1, 2, 1, 1)]
