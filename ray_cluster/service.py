@@ -594,7 +594,9 @@ class SchedulerService:
         return out
 
     def _refresh_nodes(self, t: int) -> None:
-        if self.node_of is None:
+        """Lost and joined Ray nodes (placed mode on Ray: a ``node_of`` map and an executor
+        that places actors; another executor's nodes are not Ray's)."""
+        if self.node_of is None or not hasattr(self.inner_executor, "placer"):
             return
         try:
             import ray
