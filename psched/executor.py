@@ -13,7 +13,11 @@ from typing import Protocol, runtime_checkable
 
 from psched.model import Job, SlotPlan
 
-__all__ = ["Executor", "SimulatedExecutor", "SlotReport"]
+__all__ = ["FATAL", "Executor", "SimulatedExecutor", "SlotReport"]
+
+#: Prefix of a :attr:`SlotReport.failed` reason that retrying cannot cure (a workload that
+#: raises every time): the service drops such a job instead of running it again.
+FATAL = "fatal: "
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,7 +28,8 @@ class SlotReport:
     progress: Mapping[str, float] = field(default_factory=dict)
     """Work done per job in this slot, in worker-slots (the unit of ``Job.work``)."""
     failed: Mapping[str, str] = field(default_factory=dict)
-    """Jobs that could not run this slot, with why (a real executor's lost node, say)."""
+    """Jobs that could not run this slot, with why (a real executor's lost node, say);
+    a reason starting with :data:`FATAL` means the job cannot run at all."""
 
 
 @runtime_checkable

@@ -38,7 +38,7 @@ from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from psched.errors import InputError
-from psched.executor import SlotReport
+from psched.executor import FATAL, SlotReport
 from psched.model import (
     RESOURCES,
     Alloc,
@@ -56,7 +56,6 @@ from ray_cluster.workloads import get_workload
 
 __all__ = [
     "DEMAND_PREFIX",
-    "FATAL",
     "SERVER_MARK",
     "RayExecutor",
     "RayPlacer",
@@ -75,9 +74,6 @@ log = logging.getLogger(__name__)
 SERVER_MARK = "psched_server:"
 #: Prefix of the custom resources carrying non-GPU demands: ``psched_worker_cpu``, ...
 DEMAND_PREFIX = "psched_"
-#: Prefix of a :class:`~psched.executor.SlotReport` failure that retrying cannot cure (the
-#: workload raises every time: :data:`ray_cluster.runtime.MAX_STRIKES`).
-FATAL = "fatal: "
 
 
 def demand_resource(pool: Pool, resource: str) -> str:

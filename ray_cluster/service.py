@@ -68,7 +68,7 @@ from typing import Any
 import numpy as np
 
 from psched.errors import InputError
-from psched.executor import Executor, SlotReport
+from psched.executor import FATAL, Executor, SlotReport
 from psched.model import (
     RESOURCES,
     Cluster,
@@ -568,7 +568,7 @@ class SchedulerService:
         if report is not None:
             events += [(j, "failed", why) for j, why in report.failed.items()]
             for job_id, why in report.failed.items():
-                if why.startswith("fatal: ") and job_id in st.active:
+                if why.startswith(FATAL) and job_id in st.active:
                     log.warning("slot %d: job %s failed for good: %s", t, job_id, why)
                     self._drop(job_id, FAILED)
         self.journal.slot_done(t, self._slot_started, self._slot_plan, progress, events)
@@ -691,7 +691,7 @@ class SchedulerService:
             rec = st.records.get(job_id)
             if rec is None:
                 continue
-            fatal = kind == "failed" and info.startswith("fatal: ")
+            fatal = kind == "failed" and info.startswith(FATAL)
             if kind == "complete":
                 rec.completion = slot
             if (kind in ("complete", "cancel") or fatal) and job_id in st.active:
