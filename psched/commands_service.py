@@ -328,7 +328,6 @@ def _profile_specs(specs: list[Any], args: argparse.Namespace, embedded: bool) -
     the declared worker capacity holds (``--worker-cpus``, default the cores), so tau includes
     their contention; on a cluster: one worker, which owns its GPU or cores.
     """
-    import dataclasses
 
     from ray_cluster.executor import profiled_spec, with_measured_tau
 
@@ -339,8 +338,7 @@ def _profile_specs(specs: list[Any], args: argparse.Namespace, embedded: bool) -
         workers = max(1, min(s.max_workers, int(slots // max(s.worker_demand.cpu, 1.0))))
         key = (s.workload, s.hparams, workers, s.ps_ratio)
         if key not in measured:
-            probe = dataclasses.replace(s, max_workers=max(workers, s.max_workers))
-            measured[key] = profiled_spec(probe, workers=workers, steps=1000,
+            measured[key] = profiled_spec(s, workers=workers, steps=1000,
                                           allow_import=args.allow_import).tau_s
             print(f"tau of {s.workload} {s.hparams or ''} with {workers} worker(s): "
                   f"{measured[key] * 1e3:.2f} ms", file=sys.stderr)
