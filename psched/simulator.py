@@ -204,6 +204,11 @@ def cannot_fit(job: Job, cluster: Cluster) -> bool:
     return not (fits_w and fits_ps)
 
 
+def _pool_rows(cluster: Cluster) -> np.ndarray:
+    """Row of the loop's per-pool usage (0 worker, 1 PS) for every server."""
+    return np.array([0 if s.pool == Pool.WORKER else 1 for s in cluster.servers])
+
+
 class SchedulerLoop:
     """Runs a policy slot by slot over an executor. ``step`` runs one slot."""
 
@@ -233,7 +238,7 @@ class SchedulerLoop:
         self.max_window = max_window
         self.check = check
         self.state = state or LoopState(usage=np.zeros((2, len(RESOURCES))))
-        self._pool_rows = np.array([0 if s.pool == Pool.WORKER else 1 for s in cluster.servers])
+        self._pool_rows = _pool_rows(cluster)
         ctx = RunContext(
             cluster=cluster,
             horizon=horizon,
@@ -256,7 +261,7 @@ class SchedulerLoop:
             raise ValueError(f"policy {self.policy.name!r} cannot take new servers while it runs")
         hook(cluster)
         self.cluster = cluster
-        self._pool_rows = np.array([0 if s.pool == Pool.WORKER else 1 for s in cluster.servers])
+        self._pool_rows = _pool_rows(cluster)
 
     def resolve(self, spec: JobSpec) -> Job:
         return resolve_job(spec, self.cluster.slot_seconds, self.horizon, self.max_window)

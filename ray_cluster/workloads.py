@@ -47,14 +47,13 @@ References
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import importlib
+import io
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,18 +238,17 @@ def _read_disk_cache(key: tuple[Any, ...]) -> Dataset | None:
 
 def _write_disk_cache(key: tuple[Any, ...], data: Dataset) -> None:
     """Store ``data`` for other processes: a temporary file renamed into place (atomic)."""
+    from psched.traces.native import atomic_write_bytes
+
     path = _cache_file(key)
+    buf = io.BytesIO()
+    np.savez(buf, x_train=data.x_train, y_train=data.y_train, x_test=data.x_test,
+             y_test=data.y_test, n_classes=np.int64(data.n_classes))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, x_train=data.x_train, y_train=data.y_train, x_test=data.x_test,
-                     y_test=data.y_test, n_classes=np.int64(data.n_classes))
-        os.replace(tmp, path)
+        atomic_write_bytes(path, buf.getvalue())
     except OSError as err:  # a read-only home: every process builds its own copy
         log.info("cannot write data cache %s: %s", path, err)
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(tmp)
 
 
 def _build_dataset(name: str, split_seed: int, copies: int, noise: float) -> Dataset:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -115,15 +116,21 @@ def tiny_instance(draw: st.DrawFn) -> tuple[list[Job], Cluster]:
     return [j for j in jobs if not cannot_fit(j, cluster)], cluster
 
 
+def _decided(jobs: list[Job], cluster: Cluster) -> Any:
+    """OASiS after deciding every job in arrival order (hindsight prices)."""
+    pol = make_policy("oasis")
+    pol.start(RunContext(cluster=cluster, horizon=T, known_jobs=jobs))
+    for job in sorted(jobs, key=lambda j: j.arrival):
+        pol.on_arrival(job, View(t=job.arrival, cluster=cluster, horizon=T, active={}))
+    return pol
+
+
 @settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(inst=tiny_instance())
 def test_dual_bound_is_at_least_the_offline_optimum(inst: tuple[list[Job], Cluster]) -> None:
     jobs, cluster = inst
-    pol = make_policy("oasis")
-    pol.start(RunContext(cluster=cluster, horizon=T, known_jobs=jobs))
-    for job in sorted(jobs, key=lambda j: j.arrival):
-        pol.on_arrival(job, View(t=job.arrival, cluster=cluster, horizon=T, active={}))
+    pol = _decided(jobs, cluster)
     rep = pol.report()
     opt = offline_optimum(jobs, cluster)
     assert rep["committed_utility"] <= opt + 1e-9
@@ -252,10 +259,7 @@ def reference_objective(ledger: Ledger, jobs: list[Job]) -> Callable[[float], fl
 def test_exact_theta_bound_is_the_minimum_over_theta(inst: tuple[list[Job], Cluster]) -> None:
     """No worse than the former golden section or any theta of a dense grid; exact at theta*."""
     jobs, cluster = inst
-    pol = make_policy("oasis")
-    pol.start(RunContext(cluster=cluster, horizon=T, known_jobs=jobs))
-    for job in sorted(jobs, key=lambda j: j.arrival):
-        pol.on_arrival(job, View(t=job.arrival, cluster=cluster, horizon=T, active={}))
+    pol = _decided(jobs, cluster)
     rep = pol.report()
     objective = reference_objective(pol.ledger, jobs)
     tol = 1e-9 * max(1.0, abs(rep["dual_bound"]))

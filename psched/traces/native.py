@@ -54,6 +54,7 @@ __all__ = [
     "NATIVE_COLUMNS",
     "OPTIONAL_COLUMNS",
     "REQUIRED_COLUMNS",
+    "atomic_write_bytes",
     "atomic_write_text",
     "load_trace",
     "parse_trace_text",
@@ -181,12 +182,18 @@ def _format(value: object) -> str:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to a temp file beside ``path``, then rename it over ``path``."""
+    """Write ``text`` (UTF-8) to a temp file beside ``path``, then rename it over ``path``."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temp file beside ``path``, then rename it over ``path``: readers
+    see the old file or the whole new one, never a part; the temp file never outlives it."""
     fd, tmp = tempfile.mkstemp(dir=path.parent or Path("."), prefix=f".{path.name}.",
                                suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
