@@ -16,7 +16,10 @@ Three measurements, each against a baseline measured in the same run:
    the in-place update alone, with the shards' thread count, is timed in this process.
 2. **Slot-boundary latency**: from the ``resize`` call at a slot boundary until every worker of
    the new size has applied a push; for adding workers (1 -> 4) and for re-sharding the PS
-   (1 -> 2 shards), cold (new actors) and with actors pre-started during the previous slot.
+   (1 -> 2 shards): cold (new actors in new Ray processes), new actors in Ray processes
+   pre-started during the previous slot (:class:`~ray_cluster.warmpool.WarmProcesses`, which
+   :class:`~ray_cluster.executor.RayExecutor` keeps filled on every node), and the job's actors
+   pre-started during the previous slot (the executor's lookahead).
 3. **Iterations per second** of the MLP on digits: the runtime (1 and 2 workers, async and
    sync) against a single-process numpy loop of the same model and optimizer.
 
@@ -48,6 +51,7 @@ import ray
 from ray_cluster.actors import UPDATE_THREADS
 from ray_cluster.optim import MomentumSGD, MomentumState
 from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob
+from ray_cluster.warmpool import WarmProcesses
 from ray_cluster.workloads import Batch, Partition, get_workload
 
 FAR = 600.0
@@ -219,9 +223,11 @@ class Bare:
         return True
 
 
-def _bare_start(n: int) -> float:
+def _bare_start(n: int, pool: WarmProcesses | None = None) -> float:
     """Seconds to start ``n`` empty actors at once and hear from each (the floor of a cold
-    boundary that adds ``n`` actors on this machine)."""
+    boundary that adds ``n`` actors on this machine); with ``pool``, filled first (untimed)."""
+    if pool is not None:
+        pool.fill([ray.get_runtime_context().get_node_id()])
     t0 = time.perf_counter()
     actors = [Bare.remote() for _ in range(n)]  # type: ignore[attr-defined]
     ray.get([a.ping.remote() for a in actors])
@@ -231,37 +237,58 @@ def _bare_start(n: int) -> float:
     return took
 
 
+#: How the actors a boundary adds are started: ``cold`` (new Ray processes), ``processes``
+#: (new actors in Ray processes pre-started by :class:`WarmProcesses`, as :class:`RayExecutor`
+#: keeps them), ``actors`` (the job's actors pre-started during the previous slot).
+VARIANTS: tuple[str, ...] = ("cold", "processes", "actors")
+VARIANT_LABEL = {"cold": "cold", "processes": "cold actors, pre-started processes",
+                 "actors": "pre-started actors"}
+
+
 def bench_boundary(reps: int, ckpt: str, big_mb: float) -> list[dict[str, Any]]:
+    """All cold rows first: a pool's spare processes (they live ``keep_alive_s``) would
+    otherwise make later cold rows warm."""
     rows: list[dict[str, Any]] = []
-    for n in (3, 1):  # baseline in the same run: Ray's own actor start-up
-        times = [_bare_start(n) for _ in range(reps)]
-        rows.append({"case": f"baseline: start {n} empty Ray actor(s)", "warm": False,
-                     "median_s": statistics.median(times), "max_s": max(times), "reps": reps})
-        print(f"  bare x{n}: {times}", file=sys.stderr)
+    pool = WarmProcesses(3, keep_alive_s=600)
+    node = ray.get_runtime_context().get_node_id()
     cases = [("add workers 1 -> 4 (digits MLP)", "mlp", 4, 1, 1, 1),
              ("re-shard PS 1 -> 2 (digits MLP)", "mlp", 1, 2, 1, 1),
              (f"re-shard PS 1 -> 2 ({big_mb:g} MB params)", "big", 1, 2, 1, 1)]
-    for label, wl_name, w_new, ps_new, w_old, ps_old in cases:
-        wl = (get_workload("mlp", {"hidden": 64}) if wl_name == "mlp"
-              else FreeGradient(n_params=int(big_mb * 2**20 / 4)))
-        for warm in (False, True):
+    for variant in VARIANTS:
+        if variant != "actors":  # baseline in the same run: Ray's own actor start-up
+            for n in (3, 1):
+                times = [_bare_start(n, pool if variant == "processes" else None)
+                         for _ in range(reps)]
+                rows.append({"case": f"baseline: start {n} empty Ray actor(s)",
+                             "variant": variant, "median_s": statistics.median(times),
+                             "max_s": max(times), "reps": reps})
+                print(f"  bare x{n} {variant}: {times}", file=sys.stderr)
+        for label, wl_name, w_new, ps_new, w_old, ps_old in cases:
+            wl = (get_workload("mlp", {"hidden": 64}) if wl_name == "mlp"
+                  else FreeGradient(n_params=int(big_mb * 2**20 / 4)))
             rt = JobRuntime(_job(f"b{len(rows)}", wl), _config(ckpt, mode="async", lr=0.01))
             times = []
             try:
                 rt.resize([None] * w_old, [None] * ps_old)
                 rt.run_until(time.time() + FAR, until_batches=rt.batches + 1)
                 for _ in range(reps):
-                    if warm:  # during the previous slot: start the actors the plan will add
+                    if variant == "actors":  # during the previous slot: the plan's actors
                         rt.prestart(workers=[None] * (w_new - w_old),
                                     ps=[None] * (ps_new - ps_old))
+                    elif variant == "processes":  # during the previous slot: processes
+                        pool.fill([node])
                     times.append(_boundary(rt, w_new, ps_new))
                     _boundary(rt, w_old, ps_old)  # back (shrinking: not measured)
             finally:
                 rt.close()
-            rows.append({"case": label, "warm": warm, "median_s": statistics.median(times),
-                         "max_s": max(times), "reps": reps})
-            print(f"  {label} {'warm' if warm else 'cold'}: {times}", file=sys.stderr)
-    return rows
+            rows.append({"case": label, "variant": variant,
+                         "median_s": statistics.median(times), "max_s": max(times),
+                         "reps": reps})
+            print(f"  {label} {variant}: {times}", file=sys.stderr)
+    pool.close()
+    order = {c[0]: i for i, c in enumerate(cases)}  # table: each case's variants together
+    return sorted(rows, key=lambda r: (order.get(r["case"], -1), r["case"],
+                                       VARIANTS.index(r["variant"])))
 
 
 def bench_iterations(ckpt: str, seconds: float) -> list[dict[str, Any]]:
@@ -334,7 +361,7 @@ def _boundary_table(bound: list[dict[str, Any]], reps: int) -> list[str]:
     out = ["### Slot boundary to training at the new size (median of "
            f"{reps})", "", "| change | actors | median | max |", "|---|---|---:|---:|"]
     for r in bound:
-        out.append(f"| {r['case']} | {'pre-started' if r['warm'] else 'cold'} | "
+        out.append(f"| {r['case']} | {VARIANT_LABEL[r['variant']]} | "
                    f"{r['median_s']:.2f} s | {r['max_s']:.2f} s |")
     return [*out, ""]
 

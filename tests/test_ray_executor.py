@@ -75,6 +75,21 @@ def test_scheduler_loop_trains_jobs_to_completion_on_ray(ray_session, tmp_path):
 
 
 @pytest.mark.ray
+def test_executor_keeps_fresh_ray_processes_waiting_on_every_node(ray_session, tmp_path):
+    """Started (and topped up after each boundary) in the background: an actor no lookahead
+    foresaw then starts in a waiting process (``tests/test_warmpool.py`` checks that)."""
+    cluster = Cluster(servers=ray_session.servers, slot_seconds=0.5)
+    executor = RayExecutor(cluster, RuntimeConfig(checkpoint_dir=str(tmp_path)),
+                           node_of="auto", warm_processes=2)
+    try:
+        executor.warm.wait()
+        assert set(executor.warm.counts) == set(ray_session.node_ids.values())
+        assert min(executor.warm.counts.values()) >= 2
+    finally:
+        executor.close()
+
+
+@pytest.mark.ray
 def test_placement_follows_plan_on_fake_gpu_nodes(ray_session, tmp_path):
     """Node affinity, one fake GPU per worker, demands held as custom resources."""
     cluster = Cluster(servers=ray_session.servers, slot_seconds=0.5)
