@@ -17,7 +17,7 @@ Rules (``oasis.md`` section 7, "Pools"):
 :func:`remap_lost` moves the servers of dead nodes onto live nodes of the same pool (the jobs
 placed there move at the next slot boundary); nodes that join are found by :func:`joined_nodes`
 and their servers (:func:`servers_of_nodes`) are appended to the model at the next slot
-boundary (the service grows the policy's ledger; see ``SchedulerService``).
+boundary (the service grows the policy's ledger; see :func:`ray_cluster.recovery.grow`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ What is written, each in one transaction, before the service acts on it:
 
 A restarted service replays ``decisions`` through a fresh policy (deterministic given the
 configuration) and the ``slots``/``progress`` rows into the loop state
-(:mod:`ray_cluster.service`). Complexity: each write is O(rows written); a full read is
+(:func:`ray_cluster.recovery.replay`). Complexity: each write is O(rows written); a full read is
 O(journal size).
 """
 

@@ -3,7 +3,8 @@
 :class:`SchedulerService` owns a policy (OASiS by default), a wall slot clock, the executor
 (:class:`ray_cluster.executor.RayExecutor`: real training) and the journal
 (:class:`ray_cluster.journal.Journal`), and runs :class:`psched.simulator.SchedulerLoop` in a
-thread. :func:`service_actor` wraps it in a detached, named Ray actor (``psched serve``).
+thread. :func:`service_actor` wraps it in a detached, named Ray actor (``psched serve``) and
+:func:`run_trace` runs one whole trace through it (both in :mod:`ray_cluster.service_entry`).
 
 Decisions. A job submitted while the loop waits for slot ``t`` arrives in slot ``t``; one
 submitted while slot ``t`` runs arrives in ``t + 1``. It is decided at once (the loop's lock is
@@ -11,53 +12,26 @@ free whenever the loop waits for the clock or the executor trains) and journaled
 decision in one transaction. A job submitted with an explicit future arrival (``psched run``)
 is journaled at once and decided when its slot begins.
 
-Reality differs from the plan. Three cases, handled for policies that commit on arrival:
+Reality differs from the plan. The service itself handles two cases:
 
-* *behind plan*: a job still unfinished after the last slot of its committed schedule is
-  re-decided for its remaining work ``ceil(W - done)`` at the current prices, from the current
-  slot, its utility still counted from its original arrival (``Ledger.inputs(start=)``). Its
-  new schedule is committed on top (its old commitments are in the past); a rejection drops
-  it (reason ``dropped_behind``). A re-plan is journaled like an arrival;
-* *lost node*: the servers of a dead node are pointed at a live node of the same pool
-  (:func:`ray_cluster.cluster_model.remap_lost`); the job's actors restart there (a dead PS
-  shard rolls the job back to its last checkpoint), and any lost progress is caught by the
-  behind-plan rule;
 * *cancel*: the job stops at the next slot boundary and is released; its future commitments
   stay in the ledger;
 * *a job whose workload raises every time* (:data:`ray_cluster.runtime.MAX_STRIKES`) is
   dropped (reason ``failed``) and released; its future commitments stay, as for a cancel.
 
-Nodes that join (placed mode) are turned into servers by the rules of
-:mod:`ray_cluster.cluster_model` and appended to the model at the next slot boundary: the
-policy's ledger grows (``on_cluster_change``; new servers start at zero usage, U and L stay),
-the placement maps them to their nodes, and the growth is journaled, so a restart rebuilds the
-same cluster. Jobs already decided keep their schedules; later decisions use the new servers.
-
-Prices then no longer follow the paper's assumptions exactly: a re-plan adds usage beyond what
-the arrival committed, and a cancelled job's commitments keep prices higher than its actual use
-(conservative: later jobs pay more, never less). The dual certificate of
-:meth:`~psched.policies.oasis.OasisPolicy.report` then covers the decisions made, counting a
-re-planned job once per decision, and is indicative only.
+Jobs behind plan (re-plans), lost and joined nodes, and restarts from the journal are handled
+by :mod:`ray_cluster.recovery`; the configuration and the names the service records live in
+:mod:`ray_cluster.service_config`. This module is the public import path: it re-exports those
+names and the entry points.
 
 U and L come from the configuration (``prices``) or from history jobs (``history``, with the
 estimate factor); both are journaled, so a restart prices exactly as before.
-
-Restart. A new service on an existing journal re-creates the policy from the journaled
-configuration and replays every journaled decision through it in order. A policy with a
-``restore`` method (OASiS) re-applies each journaled decision as it was -- the same
-commitments, prices and certificate, even where deciding again would differ; any other policy
-decides again (they are deterministic; a mismatch is logged and the journal wins). Then the
-finished slots (executed plans, progress, completions, cancellations); running jobs resume from
-their latest checkpoints. Slots are counted in service time: slot ``t`` (the first not
-journaled) begins when the restarted service starts.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import math
 import sqlite3
 import threading
 import time
@@ -69,21 +43,20 @@ import numpy as np
 
 from psched.errors import InputError
 from psched.executor import FATAL, Executor, SlotReport
-from psched.model import (
-    RESOURCES,
-    Cluster,
-    Decision,
-    Job,
-    JobSpec,
-    Pool,
-    Resources,
-    Server,
-    SlotPlan,
-)
-from psched.policies import make_policy
-from psched.policies.base import Policy, RunContext, View
+from psched.model import RESOURCES, Cluster, Job, JobSpec, SlotPlan
 from psched.simulator import LoopState, QueueArrivals, RunResult, SchedulerLoop, WallClock
-from ray_cluster.journal import DecisionRow, Journal, spec_from_json, spec_to_json
+from ray_cluster.journal import DecisionRow, Journal
+from ray_cluster.recovery import RecordingPolicy, refresh_nodes, regrow, replan, replay
+from ray_cluster.service_config import (
+    CANCELLED,
+    DROPPED_BEHIND,
+    FAILED,
+    SERVICE_NAME,
+    SERVICE_NAMESPACE,
+    ServiceConfig,
+    cluster_from_dict,
+)
+from ray_cluster.service_entry import run_trace, service_actor
 
 __all__ = ["CANCELLED", "DROPPED_BEHIND", "FAILED", "SERVICE_NAME", "SERVICE_NAMESPACE",
            "SchedulerService", "ServiceConfig", "cluster_from_dict", "run_trace",
@@ -91,106 +64,9 @@ __all__ = ["CANCELLED", "DROPPED_BEHIND", "FAILED", "SERVICE_NAME", "SERVICE_NAM
 
 log = logging.getLogger(__name__)
 
-SERVICE_NAME = "psched-scheduler"  #: name of the detached service actor
-SERVICE_NAMESPACE = "psched"  #: its Ray namespace
-DROPPED_BEHIND = "dropped_behind"  #: reason of a job dropped when its re-plan is rejected
-CANCELLED = "cancelled"  #: reason of a cancelled job
-FAILED = "failed"  #: reason of a job whose training raises every time (released, not retried)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ServiceConfig:
-    """How the service schedules; journaled on first start, read back on restart."""
-
-    policy: str = "oasis"  #: policy name (psched.policies)
-    policy_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)  #: its options
-    slot_seconds: float = 30.0  #: wall length of a slot
-    horizon: int = 500  #: slots the service runs at most
-    prices: tuple[float, float, float, float] | None = None  #: OASiS U_w, L_w, U_ps, L_ps
-    history: tuple[JobSpec, ...] = ()  #: reference jobs for OASiS's U and L when no prices
-    estimate_factor: float = 1.0  #: OASiS: scales U with L fixed
-    runtime: Mapping[str, Any] = dataclasses.field(default_factory=dict)  #: RuntimeConfig
-    allow_import: bool = False  #: user workloads by import path
-    replan: bool = True  #: re-decide jobs behind plan (policies committing on arrival)
-    max_window: int | None = None  #: cap on a job's window (slots)
-
-    def to_json(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["history"] = [spec_to_json(s) for s in self.history]
-        d["policy_options"] = dict(self.policy_options)
-        d["runtime"] = dict(self.runtime)
-        return d
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> ServiceConfig:
-        d = dict(d)
-        d["history"] = tuple(spec_from_json(s) for s in d["history"])
-        d["prices"] = tuple(d["prices"]) if d["prices"] is not None else None
-        return cls(**d)
-
-    def make_policy(self) -> Policy:
-        opts = dict(self.policy_options)
-        if self.policy == "oasis":
-            if self.prices is not None:
-                u_w, l_w, u_p, l_p = self.prices
-                opts.update(price_source="fixed", u_worker=u_w, l_worker=l_w, u_ps=u_p,
-                            l_ps=l_p)
-            elif self.history:
-                opts.update(price_source="history")
-            else:
-                raise InputError("oasis needs price bounds: give --prices or --history",
-                                 field="prices")
-            opts.setdefault("estimate_factor", self.estimate_factor)
-        return make_policy(self.policy, **opts)
-
-
-def cluster_from_dict(d: Mapping[str, Any]) -> Cluster:
-    """The inverse of :meth:`psched.model.Cluster.to_dict`."""
-    return Cluster(servers=tuple(Server(server_id=s["id"], pool=Pool(s["pool"]),
-                                        capacity=Resources(**s["capacity"]))
-                                 for s in d["servers"]), slot_seconds=float(d["slot_seconds"]))
-
 
 class _Stopped(Exception):
     """The service was asked to stop while waiting for the clock."""
-
-
-class _Recording:
-    """A policy proxy that remembers the last decision (its committed schedule)."""
-
-    def __init__(self, inner: Policy) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.commits_on_arrival = inner.commits_on_arrival
-        self.last: Decision | None = None
-        #: the journaled decision the next arrival re-applies (restart), if the policy can
-        self.forced: DecisionRow | None = None
-
-    def start(self, ctx: RunContext) -> None:
-        self.inner.start(ctx)
-
-    def on_arrival(self, job: Job, view: View) -> Decision:
-        forced, self.forced = self.forced, None
-        restore = getattr(self.inner, "restore", None)
-        if forced is not None and restore is not None:  # a journal replay: re-apply it
-            self.last = Decision(admitted=forced.admitted, reason=forced.reason,
-                                 payoff=forced.payoff, schedule=forced.schedule or None)
-            restore(job, self.last)
-        else:
-            self.last = self.inner.on_arrival(job, view)
-        return self.last
-
-    def plan(self, view: View) -> SlotPlan:
-        return self.inner.plan(view)
-
-    def on_cluster_change(self, cluster: Cluster) -> None:
-        hook = getattr(self.inner, "on_cluster_change", None)
-        if hook is None:
-            raise ValueError(f"policy {self.name!r} cannot take new servers while it runs")
-        hook(cluster)
-
-    def report(self) -> dict[str, Any]:
-        return self.inner.report()
 
 
 class _LockedExecutor:
@@ -201,7 +77,7 @@ class _LockedExecutor:
 
     def apply(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job]) -> SlotReport:
         svc = self.svc
-        svc._refresh_nodes(t)
+        refresh_nodes(svc, t)
         svc._slot_started, svc._slot_plan = time.time(), dict(plan)
         svc._phase = ("run", t)
         svc._lock.release()
@@ -264,7 +140,7 @@ class SchedulerService:
         elif getattr(executor, "lookahead", False) is None:
             executor.lookahead = self.lookahead  # type: ignore[attr-defined]
         self.inner_executor = executor
-        self.policy = _Recording(config.make_policy())
+        self.policy = RecordingPolicy(config.make_policy())
         self.arrivals = QueueArrivals()
         self._lock = threading.RLock()
         self._wake = threading.Event()
@@ -287,8 +163,8 @@ class SchedulerService:
             history_jobs=config.history, max_window=config.max_window,
             state=LoopState(usage=np.zeros((2, len(RESOURCES)))))
         if self.restored:
-            self._regrow()
-            self._replay()
+            regrow(self)
+            replay(self)
         self._phase = ("wait", self.loop.state.t)
         self.wall = WallClock(config.slot_seconds,
                               start=time.time() - self.loop.state.t * config.slot_seconds)
@@ -349,34 +225,6 @@ class SchedulerService:
             else:
                 self.journal.decide(row)
         return row
-
-    def _replan(self, job_id: str, t: int, *, journal: bool = True,
-                work: int | None = None) -> bool:
-        """Re-decide a job behind its plan for its remaining work (module docstring)."""
-        st = self.loop.state
-        rec = st.records[job_id]
-        left = work if work is not None else max(1, math.ceil(rec.job.work - rec.done - 1e-9))
-        residual = Job(spec=rec.job.spec, work=left, window=rec.job.window)
-        view = View(t=t, cluster=self.cluster, horizon=self.config.horizon, active={})
-        t0 = time.perf_counter()
-        self.policy.last = None
-        dec = self.policy.on_arrival(residual, view)
-        ms = (time.perf_counter() - t0) * 1e3
-        st.decision_ms.append(ms)
-        schedule = dict(dec.schedule) if dec.admitted and dec.schedule else {}
-        if schedule:
-            self.planned_end[job_id] = max(schedule)
-            self.schedules[job_id] = {**self.schedules.get(job_id, {}), **schedule}
-        else:
-            self._drop(job_id, DROPPED_BEHIND)
-        if journal:
-            self.journal.decide(DecisionRow(
-                job_id=job_id, kind="replan", slot=t, admitted=dec.admitted,
-                reason=dec.reason, payoff=dec.payoff, work=left, schedule=schedule,
-                latency_ms=ms))
-        log.info("slot %d: job %s behind plan (%.2f of %d): re-plan %s", t, job_id, rec.done,
-                 rec.job.work, "admitted" if dec.admitted else "rejected, dropped")
-        return dec.admitted
 
     def _drop(self, job_id: str, reason: str) -> None:
         st = self.loop.state
@@ -576,7 +424,7 @@ class SchedulerService:
             for job_id in list(st.active):
                 end = self.planned_end.get(job_id)
                 if end is not None and end < st.t:
-                    self._replan(job_id, st.t)
+                    replan(self, job_id, st.t)
 
     def _runtime_info(self, plan: SlotPlan) -> dict[str, tuple[str, str]]:
         out: dict[str, tuple[str, str]] = {}
@@ -592,204 +440,3 @@ class SchedulerService:
                 loss += f" eval={last.eval_loss:.4f}"
             out[job_id] = (ckpt, loss.strip())
         return out
-
-    def _refresh_nodes(self, t: int) -> None:
-        """Lost and joined Ray nodes (placed mode on Ray: a ``node_of`` map and an executor
-        that places actors; another executor's nodes are not Ray's)."""
-        if self.node_of is None or not hasattr(self.inner_executor, "placer"):
-            return
-        try:
-            import ray
-
-            from ray_cluster.cluster_model import joined_nodes, remap_lost
-
-            nodes = ray.nodes()
-        except Exception:
-            return
-        alive = {n["NodeID"] for n in nodes if n.get("Alive")}
-        for line in remap_lost(self.cluster, self.node_of, alive):
-            self.journal.event("", t, "node_lost", line)
-        new = set(joined_nodes(self.node_of, nodes)) - self._joined
-        if new:
-            self._grow([n for n in nodes if n["NodeID"] in new], t)
-
-    def _grow(self, nodes: list[dict[str, Any]], t: int) -> None:
-        """Nodes joined: append their servers to the model, the policy and the placement
-        (before slot ``t``'s plan is applied; the plan was made without them, so they are
-        used from the next decision on). Journaled, so a restart rebuilds the same cluster."""
-        from ray_cluster.cluster_model import servers_of_nodes
-
-        assert self.node_of is not None
-        pairs = servers_of_nodes(nodes, taken=[s.server_id for s in self.cluster.servers])
-        cluster = dataclasses.replace(
-            self.cluster, servers=self.cluster.servers + tuple(s for s, _ in pairs))
-        base = len(self.cluster.servers)
-        added = {base + i: node for i, (_, node) in enumerate(pairs)}
-        self._joined.update(str(n["NodeID"]) for n in nodes)
-        try:
-            self._set_cluster(cluster)
-        except ValueError as err:
-            for n in nodes:
-                self.journal.event("", t, "node_joined", f"{n['NodeID']} unused: {err}")
-            log.warning("nodes joined but stay unused: %s", err)
-            return
-        self.node_of.update(added)  # in place: the executor's placer reads this mapping
-        self.journal.event("", t, "cluster_grown", json.dumps(
-            {"cluster": cluster.to_dict(), "node_of": {str(k): v for k, v in added.items()}}))
-        log.info("slot %d: %s joined the model", t,
-                 ", ".join(f"{s.server_id} ({s.pool.value})" for s, _ in pairs))
-
-    def _set_cluster(self, cluster: Cluster) -> None:
-        self.loop.set_cluster(cluster)  # the policy first: raises if it cannot grow
-        self.cluster = cluster
-        if hasattr(self.inner_executor, "cluster"):
-            self.inner_executor.cluster = cluster
-
-    def _regrow(self) -> None:
-        """Restart: the cluster as the last journaled growth left it."""
-        grown = [info for _, _, kind, info in self.journal.events() if kind == "cluster_grown"]
-        for info in grown:
-            d = json.loads(info)
-            self._set_cluster(cluster_from_dict(d["cluster"]))
-            if self.node_of is not None:
-                self.node_of.update({int(k): v for k, v in d["node_of"].items()})
-
-    # -- restart ---------------------------------------------------------------------------
-    def _replay(self) -> None:
-        """Rebuild the policy and the loop state from the journal (module docstring)."""
-        st = self.loop.state
-        subs = self.journal.submissions()
-        for d in self.journal.decisions():
-            spec = subs[d.job_id]
-            self.policy.forced = d  # re-applied as journaled where the policy can restore
-            if d.kind == "arrival":
-                row = self._decide(spec, d.slot, kind="arrival", t0=time.perf_counter(),
-                                   journal=False)
-                if row.admitted != d.admitted or row.schedule != d.schedule:
-                    log.warning("replay of %s differs from the journal; the journal wins",
-                                d.job_id)
-                    self._force(d)
-            else:
-                ok = self._replan(d.job_id, d.slot, journal=False, work=d.work)
-                if ok != d.admitted:
-                    log.warning("replay of the re-plan of %s differs; the journal wins",
-                                d.job_id)
-                    self._force(d)
-            self.policy.forced = None  # not consumed when the loop screened the job out
-        for spec_id, spec in subs.items():
-            if spec_id not in st.records:
-                self._future.append(spec)
-        for t, _, _, plan in self.journal.slots():
-            jobs = {j: st.records[j].job for j in plan}
-            self.loop.record(t, plan, jobs)
-            st.t = t + 1
-            st.slots_run += 1
-        for _t, job_id, _, done, _, _ in self.journal.progress():
-            st.records[job_id].done = done
-        reported = getattr(self.inner_executor, "reported", None)
-        for job_id, slot, kind, info in self.journal.events():
-            rec = st.records.get(job_id)
-            if rec is None:
-                continue
-            fatal = kind == "failed" and info.startswith(FATAL)
-            if kind == "complete":
-                rec.completion = slot
-            if (kind in ("complete", "cancel") or fatal) and job_id in st.active:
-                st.active.remove(job_id)
-            if kind == "cancel":
-                rec.reason = CANCELLED
-            if fatal:
-                rec.reason = FAILED
-        if reported is not None:
-            for job_id in st.active:
-                reported[job_id] = st.records[job_id].done
-        log.info("restored from the journal: slot %d, %d jobs, %d active", st.t,
-                 len(st.records), len(st.active))
-
-    def _force(self, d: DecisionRow) -> None:
-        st = self.loop.state
-        rec = st.records[d.job_id]
-        rec.admitted, rec.reason = d.admitted, d.reason
-        if d.admitted and d.job_id not in st.active and rec.completion is None:
-            st.active.append(d.job_id)
-        if not d.admitted and d.job_id in st.active:
-            st.active.remove(d.job_id)
-        if d.schedule:
-            self.planned_end[d.job_id] = max(d.schedule)
-            self.schedules[d.job_id] = {**self.schedules.get(d.job_id, {}), **d.schedule}
-
-
-def service_actor() -> Any:
-    """The Ray actor class wrapping :class:`SchedulerService` (imports Ray)."""
-    import ray
-
-    @ray.remote(num_cpus=0, max_concurrency=32, max_restarts=-1)
-    class ServiceActor:
-        """A detached, named service; Ray restarts it from its journal after a crash."""
-
-        def __init__(self, workdir: str, config: dict[str, Any] | None,
-                     cluster: dict[str, Any] | None, node_of: dict[str, str] | None) -> None:
-            logging.basicConfig(level=logging.WARNING)
-            log.setLevel(logging.INFO)
-            nodes = None if node_of is None else {int(k): v for k, v in node_of.items()}
-            cl = cluster_from_dict(cluster) if cluster is not None else None
-            if cl is None:
-                from ray_cluster.cluster_model import cluster_from_nodes
-
-                cfg = ServiceConfig.from_json(config) if config else ServiceConfig()
-                cl, nodes = cluster_from_nodes(ray.nodes(), cfg.slot_seconds)
-            journal = Journal(Path(workdir) / "journal.db")
-            meta_nodes = journal.meta().get("node_of")
-            journal.close()
-            if meta_nodes:
-                nodes = {int(k): v for k, v in meta_nodes.items()}
-            self.svc = SchedulerService(
-                workdir, config=ServiceConfig.from_json(config) if config else None,
-                cluster=cl, node_of=nodes)
-            self.svc.start()
-
-        def submit(self, spec_json: str, arrival: int | None = None) -> dict[str, Any]:
-            try:
-                return self.svc.submit(spec_from_json(spec_json), arrival=arrival)
-            except InputError as err:
-                return {"error": str(err)}
-
-        def status(self) -> dict[str, Any]:
-            return self.svc.status()
-
-        def cancel(self, job_id: str) -> bool:
-            return self.svc.cancel(job_id)
-
-        def logs(self, job_id: str) -> list[str]:
-            return self.svc.logs(job_id)
-
-        def ping(self) -> bool:
-            return True
-
-        def stop(self) -> None:
-            self.svc.close()
-
-    return ServiceActor
-
-
-
-def run_trace(specs: list[JobSpec], workdir: str | Path, *, config: ServiceConfig,
-              cluster: Cluster, node_of: dict[int, str] | None = None,
-              executor: Executor | None = None, timeout_s: float | None = None) -> RunResult:
-    """Run a whole trace through a fresh service: each job submitted for its arrival slot.
-
-    Returns what really ran (the loop's :class:`~psched.simulator.RunResult`), the same
-    record :func:`psched.simulator.simulate` returns for a simulated run.
-    """
-    svc = SchedulerService(workdir, config=config, cluster=cluster, node_of=node_of,
-                           executor=executor)
-    try:
-        for spec in sorted(specs, key=lambda s: s.arrival):
-            svc.submit(spec, arrival=spec.arrival)
-        svc.start(until_idle=True)
-        svc.join(timeout_s)
-        if svc.error:
-            raise RuntimeError(f"the service failed: {svc.error}")
-        return svc.result()
-    finally:
-        svc.close()

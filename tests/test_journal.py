@@ -316,6 +316,8 @@ def test_restart_reapplies_journaled_oasis_decisions_without_deciding_again(tmp_
 def test_nodes_that_join_grow_the_model_and_a_restart_rebuilds_it(tmp_path):
     import numpy as np
 
+    from ray_cluster.recovery import grow
+
     node_of = {0: "n0", 1: "n0"}
     svc = SchedulerService(tmp_path, config=_config(), cluster=_cluster(1.0), node_of=node_of,
                            executor=SimulatedExecutor())  # room for one 1-CPU worker
@@ -323,7 +325,7 @@ def test_nodes_that_join_grow_the_model_and_a_restart_rebuilds_it(tmp_path):
     svc.run_for(1)
     joined = {"NodeID": "n1", "Alive": True,  # no pool mark: a worker and a PS server
               "Resources": {"CPU": 4.0, "memory": 8.0 * 2**30}}
-    svc._grow([joined], svc.loop.state.t)
+    grow(svc, [joined], svc.loop.state.t)
     assert [s.server_id for s in svc.cluster.servers] == ["m/w", "m/ps", "n1/w", "n1/ps"]
     assert node_of[2] == node_of[3] == "n1"  # the placement's mapping, updated in place
     svc.submit(_spec(2, n=3, work_s=0.06))
