@@ -33,7 +33,7 @@ _BAR = 20
 
 def register(commands: Any, trace_actions: Any) -> None:
     """Add ``serve``, ``submit``, ``status``, ``cancel``, ``logs`` and ``run``."""
-    from psched.argtypes import positive_float, positive_int
+    from psched.argtypes import nonneg_int, positive_float, positive_int
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--address", help="Ray address of an existing cluster")
@@ -55,6 +55,9 @@ def register(commands: Any, trace_actions: Any) -> None:
         p.add_argument("--allow-import", action="store_true",
                        help="allow user workloads given by import path")
         p.add_argument("--mode", default="async", help="training mode: async or sync")
+        p.add_argument("--warm-processes", type=nonneg_int, default=4,
+                       help="fresh Ray worker processes kept waiting per node, so actors a "
+                            "boundary adds start at once (default 4; 0: none)")
 
     s = commands.add_parser("serve", help="start the scheduler service on Ray")
     common(s)
@@ -162,7 +165,8 @@ def _config(args: argparse.Namespace, specs: list[Any] | None = None) -> Any:
     return ServiceConfig(policy=args.policy, slot_seconds=args.slot_seconds,
                          horizon=args.horizon or 500, prices=prices, history=tuple(history),
                          estimate_factor=args.price_estimate_factor,
-                         runtime={"mode": args.mode}, allow_import=args.allow_import)
+                         runtime={"mode": args.mode}, allow_import=args.allow_import,
+                         warm_processes=args.warm_processes)
 
 
 def _load_jobs(path: str, *, allow_import: bool) -> list[Any]:

@@ -136,7 +136,8 @@ class SchedulerService:
                                     **dict(config.runtime)})
             executor = RayExecutor(cluster, rcfg, slot_seconds=config.slot_seconds,
                                    node_of=node_of, allow_import=config.allow_import,
-                                   lookahead=self.lookahead)
+                                   lookahead=self.lookahead,
+                                   warm_processes=config.warm_processes)
         elif getattr(executor, "lookahead", False) is None:
             executor.lookahead = self.lookahead  # type: ignore[attr-defined]
         self.inner_executor = executor

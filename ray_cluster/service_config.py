@@ -44,6 +44,7 @@ class ServiceConfig:
     allow_import: bool = False  #: user workloads by import path
     replan: bool = True  #: re-decide jobs behind plan (policies committing on arrival)
     max_window: int | None = None  #: cap on a job's window (slots)
+    warm_processes: int = 4  #: fresh Ray processes kept waiting per node (RayExecutor)
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

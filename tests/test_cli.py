@@ -205,3 +205,18 @@ def test_a_failure_while_writing_leaves_no_partial_output(
     assert code == 2
     assert (out / "summary.json").read_text() == "{}"
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [(["--warm-processes", "-1"], "--warm-processes"), (["--slot-seconds", "0"], "--slot-seconds"),
+     (["--horizon", "x"], "--horizon")],
+)
+def test_bad_service_arguments_give_one_line_and_exit_code_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], needle: str
+) -> None:
+    out = tmp_path / "out"
+    assert _run(["run", str(DEMO), *args, "--out", str(out)]) == 2  # before Ray starts
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+    assert not out.exists()
