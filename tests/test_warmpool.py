@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from tests.conftest import GPU_NODE_SERVERS, HEAD_SERVER
+GPU_NODE_SERVERS = ("gpu0", "gpu1")  # the fake-GPU nodes of tests/conftest.py
+HEAD_SERVER = "head"  # its head node
 
 
 def _pid_actor():
