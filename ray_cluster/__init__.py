@@ -6,8 +6,9 @@ Submodules (import them directly; this package imports nothing heavy on purpose)
 * ``ray_cluster.optim`` — momentum SGD over flat vectors and their shards;
 * ``ray_cluster.elastic`` — the Dynamic mini-batch SGD learning-rate scale (Lin et al. 2019);
 * ``ray_cluster.torch_workload`` — the optional PyTorch workload (needs the ``torch`` extra);
-* ``ray_cluster.actors``, ``ray_cluster.runtime``, ``ray_cluster.executor``,
-  ``ray_cluster.checkpoint`` — the runtime;
+* ``ray_cluster.actors``, ``ray_cluster.runtime`` (with its data types in
+  ``ray_cluster.runtime_types``), ``ray_cluster.executor``, ``ray_cluster.checkpoint`` — the
+  runtime;
 * ``ray_cluster.service`` — the live scheduler service (public import path), with
   ``ray_cluster.recovery`` (re-plans, nodes, restarts), ``ray_cluster.service_config`` and
   ``ray_cluster.service_entry`` (the Ray actor, ``run_trace``); its journal is
