@@ -149,8 +149,16 @@ def _config(ckpt: str, **kw: Any) -> RuntimeConfig:
     return RuntimeConfig(checkpoint_dir=ckpt, evaluate=False, **kw)
 
 
-def bench_exchange(sizes_mb: list[float], ckpt: str, blocks: int) -> list[dict[str, float]]:
-    """Alternating blocks of raw round trips and runtime steps; medians of the block means."""
+def bench_exchange(sizes_mb: list[float], ckpt: str, blocks: int,
+                   store_bytes: int) -> list[dict[str, float]]:
+    """Alternating blocks of raw round trips and runtime steps; medians of the block means.
+
+    Every party first runs enough round trips to have touched the whole object store
+    (``store_bytes`` over the size, plus two): a round trip landing on pages a process has
+    not touched yet pays a minor page fault per 4 KiB page in each process (~100,000 at
+    400 MB, several times the round trip itself), which would otherwise weigh on the first
+    blocks of whichever party met those pages first.
+    """
     rows = []
     for mb in sizes_mb:
         n = int(mb * 2**20 / 4)
@@ -158,8 +166,10 @@ def bench_exchange(sizes_mb: list[float], ckpt: str, blocks: int) -> list[dict[s
         echo = Echo.remote(n)
         caller = RawCaller.remote(echo, n)
         x = np.ones(n, dtype=np.float32)
-        ray.get(echo.echo.remote(x))  # warm
-        ray.get(caller.run.remote(1))
+        warm = -(-store_bytes // (n * 4)) + 2  # round trips that touch the whole store
+        for _ in range(warm):
+            ray.get(echo.echo.remote(x))
+        ray.get(caller.run.remote(warm))
         rts = [JobRuntime(_job(f"xchg{mb:g}{i}", FreeGradient(n_params=n)),
                           _config(ckpt, mode="async", lr=0.01), optimizer=o)
                for i, o in enumerate((None, NoUpdate(lr=0.01)))]
@@ -170,7 +180,7 @@ def bench_exchange(sizes_mb: list[float], ckpt: str, blocks: int) -> list[dict[s
         try:
             for rt in rts:
                 rt.resize([None], [None])
-                rt.run_until(time.time() + FAR, until_batches=1)  # warm
+                rt.run_until(time.time() + FAR, until_batches=warm)
             # not _grad(n): a filled cache would travel by value with every later workload
             opt, p, g = MomentumSGD(lr=0.01), np.zeros(n, np.float32), np.full(n, 1e-3, np.float32)
             state = opt.init(n)
@@ -391,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
              log_to_driver=False)
     with tempfile.TemporaryDirectory(prefix="bench-runtime-") as ckpt:
         try:
-            xchg = (bench_exchange(args.sizes_mb, ckpt, args.blocks)
+            xchg = (bench_exchange(args.sizes_mb, ckpt, args.blocks, store)
                     if "exchange" in args.only else [])
             bound = (bench_boundary(args.reps, ckpt, args.big_mb)
                      if "boundary" in args.only else [])

@@ -1,0 +1,143 @@
+"""Would pipelining the exchange in chunks beat the memory-bandwidth bound at 400 MB? (No.)
+
+An experiment kept for its negative result (``BENCHMARKS.md`` section 5). The runtime's async
+step at large sizes is a raw round trip plus the momentum update, one after the other. Cutting
+the pushed gradient into ``k`` chunks, each its own call to the same shard (Ray runs one
+caller's calls to an actor in order), lets the worker copy chunk ``i + 1`` into the object store
+while the shard updates chunk ``i``, and lets the worker copy returned chunks into its buffer while
+the shard works on later ones. The catch: both sides are bound by the same memory bandwidth, and
+the worker must re-assemble the chunks (one more copy). This script measures exactly that, with
+the runtime's own in-place momentum update, against a raw round trip in the same run.
+
+Usage::
+
+    .venv/bin/python benchmarks/exp_chunked_exchange.py [--mb 400] [--chunks 0 4 8 16] [--blocks 5]
+
+``0`` chunks is the runtime's shape: one call, the updated slice returned as is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+import ray
+
+from ray_cluster.actors import UPDATE_THREADS
+from ray_cluster.optim import MomentumSGD, MomentumState
+
+
+@ray.remote(num_cpus=0)
+class Shard:
+    """A PS shard reduced to the exchange: parameters, momentum, the in-place update."""
+
+    def __init__(self, n: int) -> None:
+        self.opt = MomentumSGD(lr=0.01, momentum=0.9)
+        self.params = np.zeros(n, np.float32)
+        self.state = self.opt.init(n)
+
+    def push_pull(self, grad: np.ndarray) -> np.ndarray:
+        self.state = self.opt.update_inplace(self.params, grad, self.state,
+                                             threads=UPDATE_THREADS)
+        return self.params
+
+    def push_pull_chunk(self, lo: int, hi: int, grad: np.ndarray) -> np.ndarray:
+        """The same update on ``[lo, hi)`` only (bit-identical per element)."""
+        part = MomentumState(buffer=self.state.buffer[lo:hi], step=self.state.step)
+        self.opt.update_inplace(self.params[lo:hi], grad, part, threads=UPDATE_THREADS)
+        return self.params[lo:hi]
+
+
+@ray.remote(num_cpus=0)
+class Pusher:
+    """A worker reduced to the exchange, timed in the actor like ``Worker.train``."""
+
+    def __init__(self, shard: Any, n: int) -> None:
+        self.shard = shard
+        self.grad = np.full(n, 1e-3, np.float32)
+        self.buf = np.empty(n, np.float32)
+
+    def run(self, steps: int, chunks: int) -> float:
+        n = self.grad.size
+        cuts = [n * i // max(chunks, 1) for i in range(max(chunks, 1) + 1)]
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            if chunks == 0:
+                held = ray.get(self.shard.push_pull.remote(self.grad))
+                del held
+                continue
+            pieces = list(itertools.pairwise(cuts))
+            refs = [self.shard.push_pull_chunk.remote(a, b, self.grad[a:b]) for a, b in pieces]
+            for (a, b), ref in zip(pieces, refs, strict=True):
+                self.buf[a:b] = ray.get(ref)  # while the shard works on later chunks
+        return (time.perf_counter() - t0) / steps
+
+
+@ray.remote(num_cpus=0)
+class Echo:
+    def __init__(self, n: int) -> None:
+        self.out = np.zeros(n, np.float32)
+
+    def echo(self, x: np.ndarray) -> np.ndarray:
+        return self.out
+
+
+@ray.remote(num_cpus=0)
+class RawCaller:
+    def __init__(self, echo: Any, n: int) -> None:
+        self.echo = echo
+        self.x = np.ones(n, np.float32)
+
+    def run(self, steps: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            y = ray.get(self.echo.echo.remote(self.x))
+            del y
+        return (time.perf_counter() - t0) / steps
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mb", type=float, default=400.0)
+    ap.add_argument("--chunks", type=int, nargs="+", default=[0, 4, 8, 16])
+    ap.add_argument("--blocks", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=4, help="steps per block")
+    args = ap.parse_args(argv)
+    n = int(args.mb * 2**20 / 4)
+    ray.init(num_cpus=2, object_store_memory=int(args.mb * 2**20 * 6 + 512 * 2**20),
+             include_dashboard=False, log_to_driver=False)
+    try:
+        shard = Shard.remote(n)
+        pusher = Pusher.remote(shard, n)
+        raw_caller = RawCaller.remote(Echo.remote(n), n)
+        for k in args.chunks:  # warm: every object-store page touched once
+            ray.get(pusher.run.remote(2, k))
+        ray.get(raw_caller.run.remote(4))
+        raw, steps = [], {k: [] for k in args.chunks}
+        for _ in range(args.blocks):  # alternating blocks: a drifting load hits all alike
+            raw.append(ray.get(raw_caller.run.remote(args.steps)))
+            for k in args.chunks:
+                steps[k].append(ray.get(pusher.run.remote(args.steps, k)))
+    finally:
+        ray.shutdown()
+    r = statistics.median(raw)
+    print(f"| {args.mb:g} MB | chunks | step | fraction of raw ({r * 1e3:.1f} ms) |")
+    print("|---:|---:|---:|---:|")
+    for k in args.chunks:
+        s = statistics.median(steps[k])
+        print(f"| | {k or 'none (the runtime)'} | {s * 1e3:.1f} ms | {r / s:.0%} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
