@@ -7,11 +7,14 @@ certificate and alpha (:meth:`psched.policies.oasis.OasisPolicy.report`), the of
 bound (:func:`psched.offline.lp_bound`). ``OPT / OASiS`` is the empirical ratio the paper's
 Fig. 5 reports (1.1-1.5); Theorem 4 bounds it by ``2 alpha``.
 
-Certificates. ``certificate`` is OASiS's ``dual_bound`` as reported; it adds every job's
-``f(window + 1)``, also for windows cut by the horizon, past which no schedule can earn
-anything (a job unfinished at the horizon earns 0). ``certificate_sharp`` replaces that term by
-:func:`psched.offline.window_tail` (only windows the utility or the window cap cut): still a
-feasible dual objective plus the most schedules past the windows can add, hence still >= OPT.
+Certificates. ``certificate`` is OASiS's ``dual_bound`` as reported: a feasible dual objective
+plus the window tail, ``f(window + 1)`` of every job whose window ends before the horizon (a
+window the horizon cuts adds nothing: a job unfinished at the horizon earns 0), computed by
+:mod:`psched.oasis.dual`. ``certificate_sharp`` rebuilds the same bound with the tail computed
+independently by the offline module (:func:`psched.offline.window_tail`); the two are equal
+since the certificate became horizon-aware, and the column is kept as that cross-check
+(``tests/test_ratio.py``). Before, the certificate added the tail of every window and
+``certificate_sharp`` was the tighter of the two.
 
 Sound comparisons: OPT is over each job's window. A schedule finishing past a window earns at
 most ``f(window + 1)``, so the unrestricted optimum is at most ``opt + tail``
@@ -67,7 +70,7 @@ class RatioRow:
     utility: dict[str, float]  #: total utility per policy
     certificate: float  #: OASiS's dual bound (19), an upper bound on OPT
     certificate_recorded: float  #: the paper's free certificate (recorded payoffs)
-    certificate_sharp: float  #: the certificate with the horizon-aware window tail
+    certificate_sharp: float  #: the certificate rebuilt with the offline module's tail (equal)
     alpha: float  #: Theorem 4's alpha with the U, L used
     log_u_over_l: float  #: max over pools and resources of ln(U/L)
     opt: float  #: offline optimum (best found; proven when opt_status == "optimal")

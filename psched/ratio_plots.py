@@ -45,8 +45,8 @@ def plot_theorem(rows: Sequence[RatioRow]) -> Any:
     ax.plot(xs, 2 * np.maximum(1.0, xs), color="k", label="theorem: 2α = 2 max(1, ln U/L)")
     got = np.array([r.utility.get("oasis", 0.0) for r in rows])
     with np.errstate(divide="ignore", invalid="ignore"):
-        ax.scatter(span, np.array([r.certificate_sharp for r in rows]) / got, s=12,
-                   color="tab:purple", label="certified: sharp dual bound / OASiS")
+        ax.scatter(span, np.array([r.certificate for r in rows]) / got, s=12,
+                   color="tab:purple", label="certified: dual bound / OASiS")
     ax.scatter(span, [r.ratio for r in rows], s=12, color="tab:blue",
                label="empirical: OPT / OASiS")
     _paper_band(ax)
@@ -99,9 +99,8 @@ def plot_certificate(rows: Sequence[RatioRow]) -> Any:
     cert = np.array([r.certificate for r in rows])
     lp = np.array([r.lp for r in rows])
     with np.errstate(divide="ignore", invalid="ignore"):
-        sharp = np.array([r.certificate_sharp for r in rows])
         series = {"dual bound / OPT": cert / opt, "dual bound / OASiS achieved": cert / got,
-                  "sharp dual bound / OPT": sharp / opt, "LP bound / OPT": lp / opt}
+                  "LP bound / OPT": lp / opt}
     for name, v in series.items():
         v = np.sort(v[np.isfinite(v)])
         ax.step(v, np.arange(1, v.size + 1) / max(v.size, 1), where="post", label=name)
