@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayError
+from ray.exceptions import RayError
 
 from ray_cluster.actors import STATE_KEYS, PSShard, Worker
 from ray_cluster.checkpoint import CheckpointMeta, CheckpointStore
@@ -95,9 +95,7 @@ class _Stats:
 def _alive(actor: Any) -> bool:
     try:
         return bool(ray.get(actor.ping.remote(), timeout=PING_TIMEOUT_S))
-    except (RayActorError, GetTimeoutError):
-        return False
-    except RayError:
+    except RayError:  # dead (RayActorError), silent (GetTimeoutError) or lost otherwise
         return False
 
 

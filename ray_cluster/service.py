@@ -130,7 +130,7 @@ class SchedulerService:
         self.node_of = node_of
         if executor is None:
             from ray_cluster.executor import RayExecutor
-            from ray_cluster.runtime import RuntimeConfig
+            from ray_cluster.runtime_types import RuntimeConfig
 
             rcfg = RuntimeConfig(**{"checkpoint_dir": str(self.workdir / "ckpt"),
                                     **dict(config.runtime)})
@@ -277,7 +277,7 @@ class SchedulerService:
 
     def _profile(self, spec: JobSpec) -> JobSpec:
         from ray_cluster.executor import profiled_spec
-        from ray_cluster.runtime import RuntimeConfig
+        from ray_cluster.runtime_types import RuntimeConfig
 
         out = profiled_spec(spec, RuntimeConfig(**dict(self.config.runtime)), steps=40,
                             allow_import=self.config.allow_import)
