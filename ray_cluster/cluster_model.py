@@ -15,9 +15,11 @@ Rules (``oasis.md`` section 7, "Pools"):
   workers: the honest model of a 2-core machine).
 
 :func:`remap_lost` moves the servers of dead nodes onto live nodes of the same pool (the jobs
-placed there move at the next slot boundary); nodes that join are found by :func:`joined_nodes`
-and their servers (:func:`servers_of_nodes`) are appended to the model at the next slot
-boundary (the service grows the policy's ledger; see :func:`ray_cluster.recovery.grow`).
+placed there move at the next slot boundary); nodes that join are found by :func:`joined_nodes`.
+A joining node first replaces a lost one (:func:`replacement`): the lost node's servers move
+onto it, and the model's capacity stays what it was. Otherwise its servers
+(:func:`servers_of_nodes`) are appended to the model at the next slot boundary (the service
+grows the policy's ledger; see :func:`ray_cluster.recovery.grow`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ __all__ = [
     "cluster_from_nodes",
     "joined_nodes",
     "remap_lost",
+    "replacement",
     "servers_of_nodes",
 ]
 
@@ -148,3 +151,33 @@ def joined_nodes(node_of: Mapping[int, str], nodes: Sequence[Mapping[str, Any]])
     """Ids of alive nodes that no server stands for (the service adds their servers)."""
     known = set(node_of.values())
     return [str(n["NodeID"]) for n in nodes if n.get("Alive") and n["NodeID"] not in known]
+
+
+def _pools(node: Mapping[str, Any]) -> set[Pool]:
+    """The pools a node's servers belong to (module rules)."""
+    res = node.get("Resources", {})
+    if POOL_MARK + "worker" in res:
+        return {Pool.WORKER}
+    if POOL_MARK + "ps" in res:
+        return {Pool.PS}
+    return {Pool.WORKER, Pool.PS}
+
+
+def replacement(cluster: Cluster, home: Mapping[int, str], alive: set[str],
+                node: Mapping[str, Any]) -> list[int]:
+    """Servers a joining ``node`` takes over instead of adding capacity: all those of one lost
+    node (``home``: server -> the node it was placed on before any loss) whose pools are the
+    pools the joining node offers; among several lost nodes, the one with the most servers,
+    then the smallest id. Empty when no lost node matches (the node then grows the model).
+    """
+    offers = _pools(node)
+    lost: dict[str, list[int]] = {}
+    for h, n in sorted(home.items()):
+        if n not in alive:
+            lost.setdefault(n, []).append(h)
+    fits = [(n, hs) for n, hs in lost.items()
+            if {cluster.servers[h].pool for h in hs} == offers]
+    if not fits:
+        return []
+    _, best = min(fits, key=lambda item: (-len(item[1]), item[0]))
+    return best

@@ -7,8 +7,8 @@ the service:
 * :class:`RecordingPolicy` -- the service's policy proxy: it remembers each decision (the
   committed schedule) and, on restart, re-applies the journaled one;
 * :func:`replan` -- a job behind its plan is re-decided;
-* :func:`refresh_nodes` -- before each slot, lost Ray nodes are remapped and joined ones grown
-  into the model (:func:`grow`);
+* :func:`refresh_nodes` -- before each slot, lost Ray nodes are remapped, and joined ones
+  replace lost ones (:func:`rehome`) or grow the model (:func:`grow`);
 * :func:`regrow` and :func:`replay` -- a restart rebuilds the cluster, the policy and the loop
   state from the journal.
 
@@ -30,7 +30,11 @@ the arrival committed, and a cancelled job's commitments keep prices higher than
 :meth:`~psched.policies.oasis.OasisPolicy.report` then covers the decisions made, counting a
 re-planned job once per decision, and is indicative only.
 
-Nodes that join (placed mode) are turned into servers by the rules of
+A node that joins while a lost node's servers are remapped replaces that node when it offers
+the same pools (:func:`ray_cluster.cluster_model.replacement`): the lost node's servers move
+onto it for good (:func:`rehome`, journaled) and the model keeps its capacity, which never
+dropped the lost node's -- a replacement is not growth. Other nodes that join (placed mode)
+are turned into servers by the rules of
 :mod:`ray_cluster.cluster_model` and appended to the model at the next slot boundary: the
 policy's ledger grows (``on_cluster_change``; new servers start at zero usage, U and L stay),
 the placement maps them to their nodes, and the growth is journaled, so a restart rebuilds the
@@ -67,7 +71,8 @@ from ray_cluster.service_config import CANCELLED, DROPPED_BEHIND, FAILED, cluste
 if TYPE_CHECKING:
     from ray_cluster.service import SchedulerService
 
-__all__ = ["RecordingPolicy", "grow", "refresh_nodes", "regrow", "replan", "replay"]
+__all__ = ["RecordingPolicy", "apply_nodes", "grow", "refresh_nodes", "regrow", "rehome",
+           "replan", "replay"]
 
 #: the service's own logger: its lines keep one name (``service_actor`` sets its level)
 log = logging.getLogger("ray_cluster.service")
@@ -148,17 +153,46 @@ def refresh_nodes(svc: SchedulerService, t: int) -> None:
     try:
         import ray
 
-        from ray_cluster.cluster_model import joined_nodes, remap_lost
-
         nodes = ray.nodes()
     except Exception:
         return
+    apply_nodes(svc, nodes, t)
+
+
+def apply_nodes(svc: SchedulerService, nodes: list[dict[str, Any]], t: int) -> None:
+    """Bring the model and placement up to date with Ray's node list (``ray.nodes()``):
+    remap servers of dead nodes, let joined nodes replace lost ones or grow the model."""
+    from ray_cluster.cluster_model import joined_nodes, remap_lost, replacement
+
+    assert svc.node_of is not None
     alive = {n["NodeID"] for n in nodes if n.get("Alive")}
     for line in remap_lost(svc.cluster, svc.node_of, alive):
         svc.journal.event("", t, "node_lost", line)
     new = set(joined_nodes(svc.node_of, nodes)) - svc._joined
-    if new:
-        grow(svc, [n for n in nodes if n["NodeID"] in new], t)
+    fresh = []
+    for node in sorted((n for n in nodes if n["NodeID"] in new), key=lambda n: n["NodeID"]):
+        taken = replacement(svc.cluster, svc.home, alive, node)
+        if taken:
+            rehome(svc, taken, str(node["NodeID"]), t)
+        else:
+            fresh.append(node)
+    svc._joined.update(new)
+    if fresh:
+        grow(svc, fresh, t)
+
+
+def rehome(svc: SchedulerService, servers: list[int], node_id: str, t: int) -> None:
+    """A joining node replaces a lost one: ``servers`` (all of the lost node's) move onto it
+    for good; the model's capacity is unchanged (it never dropped the lost node's). Journaled,
+    so a restart places them there too."""
+    assert svc.node_of is not None
+    moved = {h: node_id for h in servers}
+    svc.node_of.update(moved)  # in place: the executor's placer reads this mapping
+    svc.home.update(moved)
+    svc.journal.event("", t, "servers_rehomed",
+                      json.dumps({"node_of": {str(h): n for h, n in moved.items()}}))
+    log.info("slot %d: node %s replaces a lost node: %s", t, node_id[:8],
+             ", ".join(svc.cluster.servers[h].server_id for h in servers))
 
 
 def grow(svc: SchedulerService, nodes: list[dict[str, Any]], t: int) -> None:
@@ -182,6 +216,7 @@ def grow(svc: SchedulerService, nodes: list[dict[str, Any]], t: int) -> None:
         log.warning("nodes joined but stay unused: %s", err)
         return
     svc.node_of.update(added)  # in place: the executor's placer reads this mapping
+    svc.home.update(added)
     svc.journal.event("", t, "cluster_grown", json.dumps(
         {"cluster": cluster.to_dict(), "node_of": {str(k): v for k, v in added.items()}}))
     log.info("slot %d: %s joined the model", t,
@@ -196,13 +231,18 @@ def _set_cluster(svc: SchedulerService, cluster: Cluster) -> None:
 
 
 def regrow(svc: SchedulerService) -> None:
-    """Restart: the cluster as the last journaled growth left it."""
-    grown = [info for _, _, kind, info in svc.journal.events() if kind == "cluster_grown"]
-    for info in grown:
+    """Restart: the cluster and placement as the journaled growths and replacements left
+    them (in journal order)."""
+    for _, _, kind, info in svc.journal.events():
+        if kind not in ("cluster_grown", "servers_rehomed"):
+            continue
         d = json.loads(info)
-        _set_cluster(svc, cluster_from_dict(d["cluster"]))
+        if kind == "cluster_grown":
+            _set_cluster(svc, cluster_from_dict(d["cluster"]))
         if svc.node_of is not None:
-            svc.node_of.update({int(k): v for k, v in d["node_of"].items()})
+            placed = {int(k): v for k, v in d["node_of"].items()}
+            svc.node_of.update(placed)
+            svc.home.update(placed)
 
 
 def replay(svc: SchedulerService) -> None:

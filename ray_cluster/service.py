@@ -157,6 +157,8 @@ class SchedulerService:
         self._last_report: SlotReport | None = None
         self._thread: threading.Thread | None = None
         self._joined: set[str] = set()  # nodes seen joining (logged once)
+        #: server -> the node it belongs on (``node_of`` before any loss was remapped)
+        self.home: dict[int, str] = dict(node_of or {})
         self.error: str | None = None
         self.loop = SchedulerLoop(
             cluster=cluster, policy=self.policy, horizon=config.horizon,

@@ -215,6 +215,55 @@ def test_pools_by_custom_resources_and_lost_nodes_remapped():
         cluster_from_nodes([nodes[0]], 10.0)
 
 
+def test_a_joining_node_replaces_a_lost_node_that_offered_the_same_pools():
+    from ray_cluster.cluster_model import cluster_from_nodes, replacement
+
+    nodes = [_node("n0", CPU=8, **{"psched_pool:ps": 1}),
+             _node("n1", CPU=0, GPU=1, **{"psched_pool:worker": 1}),
+             _node("n2", CPU=0, GPU=1, **{"psched_pool:worker": 1}),
+             _node("n3", CPU=4)]  # split: a worker and a PS server
+    cluster, home = cluster_from_nodes(nodes, 10.0)
+    worker_node = _node("n9", GPU=1, **{"psched_pool:worker": 1})
+    lost_n1 = [h for h, n in home.items() if n == "n1"]
+    assert replacement(cluster, home, {"n0", "n2", "n3"}, worker_node) == lost_n1
+    assert replacement(cluster, home, {"n0", "n1", "n2", "n3"}, worker_node) == []  # none lost
+    lost_n3 = sorted(h for h, n in home.items() if n == "n3")
+    assert replacement(cluster, home, {"n0", "n1", "n2"}, _node("n9", CPU=4)) == lost_n3
+    # a lost split node is not replaced by a worker-only node, nor a worker node by a split one
+    assert replacement(cluster, home, {"n0", "n1", "n2"}, worker_node) == []
+    assert replacement(cluster, home, {"n0", "n2", "n3"}, _node("n9", CPU=4)) == []
+
+
+def test_a_replacement_node_takes_over_the_lost_servers_without_growing_the_model(tmp_path):
+    from ray_cluster.cluster_model import cluster_from_nodes
+    from ray_cluster.recovery import apply_nodes
+
+    nodes = [_node("n0", CPU=2.0, memory=8 * 2**30), _node("n1", CPU=2.0, memory=8 * 2**30)]
+    cluster, node_of = cluster_from_nodes(nodes, SLOT_S)
+    original = dict(node_of)
+    svc = SchedulerService(tmp_path, config=_config(), cluster=cluster, node_of=node_of,
+                           executor=SimulatedExecutor())
+    svc.submit(_spec(1, n=2, work_s=0.08))
+    svc.run_for(1)
+    dead = {**nodes[1], "Alive": False}
+    apply_nodes(svc, [nodes[0], dead], svc.loop.state.t)
+    assert set(node_of.values()) == {"n0"}  # n1's servers remapped onto n0
+    apply_nodes(svc, [nodes[0], dead, _node("n2", CPU=2.0, memory=8 * 2**30)],
+                svc.loop.state.t)
+    moved = {h: ("n2" if n == "n1" else n) for h, n in original.items()}
+    assert node_of == moved and svc.cluster == cluster  # same capacity, new node
+    apply_nodes(svc, [nodes[0], dead, _node("n2", CPU=2.0, memory=8 * 2**30),
+                      _node("n3", CPU=2.0, memory=8 * 2**30)], svc.loop.state.t)
+    assert len(svc.cluster.servers) == 6 and node_of[4] == node_of[5] == "n3"  # growth
+    svc.run_for(6)
+    assert svc.loop.state.records["j1"].completion is not None
+    grown = svc.cluster
+    svc.journal.close()
+    again = SchedulerService(tmp_path, node_of=dict(original), executor=SimulatedExecutor())
+    assert again.cluster == grown and again.node_of == node_of  # rebuilt in journal order
+    assert _outcome(again) == _outcome(svc)
+
+
 class LookingExecutor(SimulatedExecutor):
     """Records, at every slot, what the service's lookahead says of the next slot."""
 
