@@ -76,7 +76,8 @@ def summarize(result: RunResult) -> dict[str, Any]:
     cap = result.cluster.capacity
     util: dict[str, dict[str, float]] = {}
     for row, pool in enumerate((Pool.WORKER, Pool.PS)):
-        total = cap[result.cluster.indices(pool)].sum(axis=0) * result.horizon
+        total = (result.capacity_slots[row] if result.capacity_slots is not None
+                 else cap[result.cluster.indices(pool)].sum(axis=0) * result.horizon)
         util[pool.value] = {
             r: float(result.usage[row, i] / total[i])
             for i, r in enumerate(RESOURCES) if total[i] > 0

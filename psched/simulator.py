@@ -43,6 +43,7 @@ __all__ = [
     "TraceArrivals",
     "WallClock",
     "cannot_fit",
+    "capacity_slots",
     "simulate",
 ]
 
@@ -189,6 +190,22 @@ class RunResult:
     decision_ms: list[float]  #: one entry per decision event
     report: dict[str, Any]  #: the policy's extra figures
     wall_s: float = 0.0  #: wall time of the run
+    #: capacity per pool (worker, ps) and resource summed over slots 0..horizon-1, counting
+    #: servers that joined during the run from their slot on; None: ``cluster`` all along
+    capacity_slots: np.ndarray | None = None
+
+
+def capacity_slots(clusters: Sequence[tuple[int, Cluster]], horizon: int) -> np.ndarray:
+    """Capacity per pool (rows worker, ps) and resource summed over slots ``0..horizon-1``,
+    for a cluster that was ``clusters[i][1]`` from slot ``clusters[i][0]`` on. O(servers)."""
+    out = np.zeros((2, len(RESOURCES)))
+    for i, (start, cluster) in enumerate(clusters):
+        end = clusters[i + 1][0] if i + 1 < len(clusters) else horizon
+        span = max(0, min(end, horizon) - min(start, horizon))
+        cap = cluster.capacity
+        for row, pool in enumerate((Pool.WORKER, Pool.PS)):
+            out[row] += cap[cluster.indices(pool)].sum(axis=0) * span
+    return out
 
 
 def cannot_fit(job: Job, cluster: Cluster) -> bool:
@@ -239,6 +256,7 @@ class SchedulerLoop:
         self.check = check
         self.state = state or LoopState(usage=np.zeros((2, len(RESOURCES))))
         self._pool_rows = _pool_rows(cluster)
+        self._clusters: list[tuple[int, Cluster]] = [(0, cluster)]  # (from slot, cluster)
         ctx = RunContext(
             cluster=cluster,
             horizon=horizon,
@@ -248,11 +266,12 @@ class SchedulerLoop:
         )
         policy.start(ctx)
 
-    def set_cluster(self, cluster: Cluster) -> None:
+    def set_cluster(self, cluster: Cluster, at: int | None = None) -> None:
         """Servers joined: ``cluster`` is the current one with servers appended (indices of
-        the old servers unchanged). The policy must accept it through an
-        ``on_cluster_change(cluster)`` method; raises ``ValueError`` if it has none or the
-        new cluster does not extend the old one."""
+        the old servers unchanged), there from slot ``at`` on (default: the current slot;
+        utilisation counts each server's capacity from then). The policy must accept it
+        through an ``on_cluster_change(cluster)`` method; raises ``ValueError`` if it has none
+        or the new cluster does not extend the old one."""
         old = self.cluster.servers
         if cluster.servers[:len(old)] != old:
             raise ValueError("the new cluster must keep the old servers first, in order")
@@ -262,6 +281,7 @@ class SchedulerLoop:
         hook(cluster)
         self.cluster = cluster
         self._pool_rows = _pool_rows(cluster)
+        self._clusters.append((self.state.t if at is None else at, cluster))
 
     def resolve(self, spec: JobSpec) -> Job:
         return resolve_job(spec, self.cluster.slot_seconds, self.horizon, self.max_window)
@@ -391,6 +411,7 @@ class SchedulerLoop:
             decision_ms=list(st.decision_ms),
             report=dict(self.policy.report()),
             wall_s=wall_s,
+            capacity_slots=capacity_slots(self._clusters, self.horizon),
         )
 
 

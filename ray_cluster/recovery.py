@@ -209,7 +209,7 @@ def grow(svc: SchedulerService, nodes: list[dict[str, Any]], t: int) -> None:
     added = {base + i: node for i, (_, node) in enumerate(pairs)}
     svc._joined.update(str(n["NodeID"]) for n in nodes)
     try:
-        _set_cluster(svc, cluster)
+        _set_cluster(svc, cluster, at=t)
     except ValueError as err:
         for n in nodes:
             svc.journal.event("", t, "node_joined", f"{n['NodeID']} unused: {err}")
@@ -223,8 +223,8 @@ def grow(svc: SchedulerService, nodes: list[dict[str, Any]], t: int) -> None:
              ", ".join(f"{s.server_id} ({s.pool.value})" for s, _ in pairs))
 
 
-def _set_cluster(svc: SchedulerService, cluster: Cluster) -> None:
-    svc.loop.set_cluster(cluster)  # the policy first: raises if it cannot grow
+def _set_cluster(svc: SchedulerService, cluster: Cluster, at: int | None = None) -> None:
+    svc.loop.set_cluster(cluster, at)  # the policy first: raises if it cannot grow
     svc.cluster = cluster
     if hasattr(svc.inner_executor, "cluster"):
         svc.inner_executor.cluster = cluster
@@ -233,12 +233,12 @@ def _set_cluster(svc: SchedulerService, cluster: Cluster) -> None:
 def regrow(svc: SchedulerService) -> None:
     """Restart: the cluster and placement as the journaled growths and replacements left
     them (in journal order)."""
-    for _, _, kind, info in svc.journal.events():
+    for _, t, kind, info in svc.journal.events():
         if kind not in ("cluster_grown", "servers_rehomed"):
             continue
         d = json.loads(info)
         if kind == "cluster_grown":
-            _set_cluster(svc, cluster_from_dict(d["cluster"]))
+            _set_cluster(svc, cluster_from_dict(d["cluster"]), at=t)
         if svc.node_of is not None:
             placed = {int(k): v for k, v in d["node_of"].items()}
             svc.node_of.update(placed)

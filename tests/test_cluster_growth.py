@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from psched.executor import SimulatedExecutor
-from psched.model import Cluster, JobSpec, Pool, Resources, Server
+from psched.metrics import summarize
+from psched.model import RESOURCES, Cluster, JobSpec, Pool, Resources, Server
 from psched.policies import available_policies, make_policy
 from psched.simulator import QueueArrivals, SchedulerLoop, TraceArrivals
 from psched.utility import Utility
@@ -58,6 +59,12 @@ def test_every_policy_takes_servers_that_join_and_respects_their_capacity(policy
         if role == "worker":
             per_slot[(t, h)] = per_slot.get((t, h), 0.0) + n
     assert all(v <= big.servers[h].capacity.gpu for (_, h), v in per_slot.items())
+    # utilisation counts the joined servers from slot 4 on only: never above 1
+    res = loop.result()
+    gpu = RESOURCES.index("gpu")
+    assert res.capacity_slots is not None
+    assert res.capacity_slots[0][gpu] == pytest.approx(2 * (1 * 4 + 3 * 26))
+    assert 0 < summarize(res)["utilization"]["worker"]["gpu"] <= 1 + 1e-9
 
 
 def test_a_cluster_that_does_not_extend_the_old_one_is_refused():
@@ -90,3 +97,14 @@ def test_oasis_ledger_growth_keeps_commitments_and_prices_new_servers_from_zero(
     prices = ledger.scaled_prices(0, 0, 12)
     np.testing.assert_array_equal(prices[:, :1], old_prices)
     assert (prices[:, 1:] <= prices[:, :1] + 1e-12).all()  # idle servers are the cheapest
+
+
+def test_capacity_over_slots_follows_each_cluster_from_its_slot():
+    from psched.simulator import capacity_slots
+
+    small, big = _cluster(1), _cluster(3)
+    one = capacity_slots([(0, small)], 10)
+    np.testing.assert_allclose(one, capacity_slots([(0, small), (10, big)], 10))  # past the end
+    grown = capacity_slots([(0, small), (4, big)], 10)
+    np.testing.assert_allclose(grown[0], GPU.as_array() * (1 * 4 + 3 * 6))
+    np.testing.assert_allclose(grown[1], PS.as_array() * 10)  # the PS pool did not change
