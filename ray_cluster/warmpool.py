@@ -131,26 +131,38 @@ class WarmProcesses:
         if self.per_node == 0 or self._broken:
             return have
         end = time.monotonic() + self.timeout_s
+        while True:
+            have = {}
+            for n in list(nodes):
+                got = self._guard(n, lambda n=n: self.fresh(n))
+                if got is None:
+                    nodes.remove(n)  # gone or unreachable: skipped until the next fill
+                else:
+                    have[n] = got
+            self.counts = dict(have)
+            short = {n: self.per_node - k for n, k in have.items() if k < self.per_node}
+            if self._broken or not short or time.monotonic() >= end or self._stop.is_set():
+                return have
+            for n, k in short.items():
+                self._guard(n, lambda n=n, k=k: self._request(n, k))
+            if self._stop.wait(self.settle_s):
+                return have
+
+    def _guard(self, node_id: str, call: Any) -> Any:
+        """``call()``, or None where the node cannot be asked (it is gone, or its raylet does
+        not answer: skipped this time); a Ray without these calls disables the pool for good.
+        The pool is an optimisation: it never fails its caller."""
         try:
-            while True:
-                have = {}
-                for n in list(nodes):
-                    try:
-                        have[n] = self.fresh(n)
-                    except LookupError:  # the node is gone: nothing to keep there
-                        nodes.remove(n)
-                self.counts = dict(have)
-                short = {n: self.per_node - k for n, k in have.items() if k < self.per_node}
-                if not short or time.monotonic() >= end or self._stop.is_set():
-                    return have
-                for n, k in short.items():
-                    self._request(n, k)
-                if self._stop.wait(self.settle_s):
-                    return have
-        except Exception as err:  # an optimisation: it never fails the caller
+            return call()
+        except (ImportError, AttributeError) as err:
             self._broken = True
             log.warning("no pre-started Ray processes (actors will start cold): %s", err)
-            return have
+        except LookupError:
+            pass
+        except Exception as err:  # grpc errors of a node that died after we reached it
+            self._stubs.pop(node_id, None)
+            log.info("pre-started processes: node %s not reachable: %s", node_id[:8], err)
+        return None
 
     def fill_later(self, node_ids: Iterable[str]) -> None:
         """:meth:`fill` in a background thread (one at a time: a call while one runs waits

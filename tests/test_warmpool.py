@@ -85,3 +85,16 @@ def test_an_empty_pool_asks_ray_for_nothing():
     assert pool.requested == 0
     with pytest.raises(ValueError, match="per_node"):
         WarmProcesses(-1)
+
+
+def test_an_unreachable_node_is_skipped_without_disabling_the_pool():
+    from ray_cluster.warmpool import WarmProcesses
+
+    class DeadRaylet:  # a node that died after the pool reached it once
+        def GetNodeStats(self, *args, **kwargs):
+            raise RuntimeError("StatusCode.UNAVAILABLE")
+
+    pool = WarmProcesses(1)
+    pool._stubs["n1"] = DeadRaylet()
+    assert pool.fill(["n1"]) == {}  # skipped, no exception reaches the caller
+    assert not pool._broken and "n1" not in pool._stubs  # asked afresh next time
