@@ -18,8 +18,9 @@ one of them at once; nothing is reserved, and a pooled process holds no resource
 nobody takes exits after ``keep_alive_s``. Counting is exact: the raylet's per-worker
 statistics say which processes are fresh and idle (:meth:`WarmProcesses.fresh`).
 
-The pool is an optimisation only: when the raylet cannot be reached (another Ray version, a
-node gone), it logs once and actors start cold, exactly as without it.
+The pool is an optimisation only and never fails its caller: a node that is gone or does not
+answer is skipped until the next fill; a Ray without these calls disables the pool (logged
+once). Actors then start cold, exactly as without it.
 """
 
 from __future__ import annotations
