@@ -59,6 +59,12 @@ class WarmProcesses:
         again (a process takes 0.5-1 s to start; asking again sooner would over-start).
     timeout_s
         A top-up gives up after this long (the pool stays short; actors then start cold).
+
+    Notes
+    -----
+    A fill costs, per round, one ``GetNodeStats`` call per node (the raylet asks each of its
+    workers: O(processes on the node)) and one ``PrestartWorkers`` call per missing process;
+    it takes one round when nothing is missing, else about one per ``settle_s``.
     """
 
     def __init__(self, per_node: int, *, keep_alive_s: float = 600.0, settle_s: float = 1.5,
