@@ -13,6 +13,10 @@ Usage::
 
     .venv/bin/python benchmarks/exp_chunked_exchange.py [--mb 400] [--chunks 0 4 8 16] [--blocks 5]
 
+It also prints what explains the bound: memory bandwidth of a copy and of the update, alone
+and at once in two processes, and the minor page faults of raw round trips that land on
+object-store pages a process has not touched yet (the first ones) against later ones.
+
 ``0`` chunks is the runtime's shape: one call, the updated slice returned as is. The runtime's
 own pair (``ray_cluster.actors.Worker`` training against a ``PSShard``, with versions, the
 learning-rate schedule and its bookkeeping) is timed in the same blocks, to show what that
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import resource
 import statistics
 import sys
 import time
@@ -87,6 +92,11 @@ class Pusher:
         return (time.perf_counter() - t0) / steps
 
 
+def _faults() -> int:
+    """Minor page faults of this process so far."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 @ray.remote(num_cpus=0)
 class Echo:
     def __init__(self, n: int) -> None:
@@ -94,6 +104,9 @@ class Echo:
 
     def echo(self, x: np.ndarray) -> np.ndarray:
         return self.out
+
+    def faults(self) -> int:
+        return _faults()
 
 
 @ray.remote(num_cpus=0)
@@ -108,6 +121,59 @@ class RawCaller:
             y = ray.get(self.echo.echo.remote(self.x))
             del y
         return (time.perf_counter() - t0) / steps
+
+    def traced(self, steps: int) -> list[tuple[float, int, int]]:
+        """Per round trip: seconds and the minor page faults it cost here and in the echo."""
+        out = []
+        for _ in range(steps):
+            mine, theirs = _faults(), ray.get(self.echo.faults.remote())
+            t0 = time.perf_counter()
+            y = ray.get(self.echo.echo.remote(self.x))
+            took = time.perf_counter() - t0
+            del y
+            out.append((took, _faults() - mine, ray.get(self.echo.faults.remote()) - theirs))
+        return out
+
+
+@ray.remote(num_cpus=0)
+class Streamer:
+    """Memory bandwidth: ``n``-float copies or in-place momentum updates, in a loop."""
+
+    def __init__(self, n: int) -> None:
+        self.a, self.b = np.ones(n, np.float32), np.zeros(n, np.float32)
+        self.opt = MomentumSGD(lr=0.01, momentum=0.9)
+        self.state = self.opt.init(n)
+
+    def run(self, what: str, reps: int) -> float:
+        """Mean seconds of one copy (``what="copy"``) or one update (``"update"``)."""
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            if what == "copy":
+                np.copyto(self.b, self.a)
+            else:
+                self.state = self.opt.update_inplace(self.b, self.a, self.state,
+                                                     threads=UPDATE_THREADS)
+        return (time.perf_counter() - t0) / reps
+
+
+def _memory(n: int) -> None:
+    """Copy and update alone, then both at once in two processes: GB/s of memory traffic
+    (a copy reads and writes ``4 n`` bytes, an update reads three and writes two vectors)."""
+    gb = {"copy": 2 * 4 * n / 1e9, "update": 5 * 4 * n / 1e9}
+    a, b = Streamer.remote(n), Streamer.remote(n)
+    ray.get([a.run.remote("copy", 2), b.run.remote("update", 2)])  # pages touched
+    alone = {"copy": ray.get(a.run.remote("copy", 8)),
+             "update": ray.get(b.run.remote("update", 4))}
+    both = ray.get([a.run.remote("copy", 8), b.run.remote("update", 4)])
+    print("| stream | alone | GB/s | with the other running | GB/s |")
+    print("|---|---:|---:|---:|---:|")
+    for (what, t), t2 in zip(alone.items(), both, strict=True):
+        print(f"| {what} | {t * 1e3:.1f} ms | {gb[what] / t:.1f} | {t2 * 1e3:.1f} ms "
+              f"| {gb[what] / t2:.1f} |")
+    print(f"| together | | | | {gb['copy'] / both[0] + gb['update'] / both[1]:.1f} |")
+    print()
+    for actor in (a, b):
+        ray.kill(actor)
 
 
 def _runtime_pair(n: int) -> Any:
@@ -144,9 +210,15 @@ def main(argv: list[str] | None = None) -> int:
         raw_caller = RawCaller.remote(Echo.remote(n), n)
         worker, applied = _runtime_pair(n), 0
         warm = store // (n * 4) + 2  # every party touches the whole object store once
+        _memory(n)
+        trace = ray.get(raw_caller.traced.remote(2 * warm))  # first touches, then none
+        print("| raw round trip | ms | minor faults, caller | minor faults, echo |")
+        print("|---:|---:|---:|---:|")
+        for i, (took, mine, theirs) in enumerate(trace):
+            print(f"| {i + 1} | {took * 1e3:.0f} | {mine} | {theirs} |")
+        print()
         for k in args.chunks:
             ray.get(pusher.run.remote(warm, k))
-        ray.get(raw_caller.run.remote(warm))
         applied += warm
         ray.get(worker.train.remote(time.time() + 600, applied))
         raw, steps, runtime = [], {k: [] for k in args.chunks}, []
