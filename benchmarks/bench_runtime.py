@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -121,6 +122,14 @@ class Echo:
     def echo(self, x: np.ndarray) -> np.ndarray:
         return self.out
 
+    def faults(self) -> int:
+        return minor_faults()
+
+
+def minor_faults() -> int:
+    """Minor page faults of this process so far."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
 
 @ray.remote(num_cpus=0)
 class RawCaller:
@@ -138,6 +147,18 @@ class RawCaller:
             y = ray.get(self.echo.echo.remote(self.x))
             del y
         return (time.perf_counter() - t0) / steps
+
+    def traced(self, steps: int) -> list[tuple[float, int, int]]:
+        """Per round trip: seconds and the minor page faults it cost here and in the echo."""
+        out = []
+        for _ in range(steps):
+            mine, theirs = minor_faults(), ray.get(self.echo.faults.remote())
+            t0 = time.perf_counter()
+            y = ray.get(self.echo.echo.remote(self.x))
+            took = time.perf_counter() - t0
+            del y
+            out.append((took, minor_faults() - mine, ray.get(self.echo.faults.remote()) - theirs))
+        return out
 
 
 def _job(job_id: str, workload: Any, partitions: int = 8, budget: int = 10**9) -> TrainingJob:

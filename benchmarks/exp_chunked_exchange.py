@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import resource
 import statistics
 import sys
 import time
@@ -39,7 +38,10 @@ import numpy as np
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
+import bench_runtime  # this folder: the raw round trip and the free gradient
 import ray
+from bench_runtime import Echo, RawCaller
+from ray import cloudpickle
 
 from ray_cluster.actors import UPDATE_THREADS, PSShard, Worker
 from ray_cluster.elastic import LRScaleSchedule
@@ -92,49 +94,6 @@ class Pusher:
         return (time.perf_counter() - t0) / steps
 
 
-def _faults() -> int:
-    """Minor page faults of this process so far."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-
-@ray.remote(num_cpus=0)
-class Echo:
-    def __init__(self, n: int) -> None:
-        self.out = np.zeros(n, np.float32)
-
-    def echo(self, x: np.ndarray) -> np.ndarray:
-        return self.out
-
-    def faults(self) -> int:
-        return _faults()
-
-
-@ray.remote(num_cpus=0)
-class RawCaller:
-    def __init__(self, echo: Any, n: int) -> None:
-        self.echo = echo
-        self.x = np.ones(n, np.float32)
-
-    def run(self, steps: int) -> float:
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            y = ray.get(self.echo.echo.remote(self.x))
-            del y
-        return (time.perf_counter() - t0) / steps
-
-    def traced(self, steps: int) -> list[tuple[float, int, int]]:
-        """Per round trip: seconds and the minor page faults it cost here and in the echo."""
-        out = []
-        for _ in range(steps):
-            mine, theirs = _faults(), ray.get(self.echo.faults.remote())
-            t0 = time.perf_counter()
-            y = ray.get(self.echo.echo.remote(self.x))
-            took = time.perf_counter() - t0
-            del y
-            out.append((took, _faults() - mine, ray.get(self.echo.faults.remote()) - theirs))
-        return out
-
-
 @ray.remote(num_cpus=0)
 class Streamer:
     """Memory bandwidth: ``n``-float copies or in-place momentum updates, in a loop."""
@@ -154,6 +113,9 @@ class Streamer:
                 self.state = self.opt.update_inplace(self.b, self.a, self.state,
                                                      threads=UPDATE_THREADS)
         return (time.perf_counter() - t0) / reps
+
+
+cloudpickle.register_pickle_by_value(bench_runtime)  # Ray workers lack this folder
 
 
 def _memory(n: int) -> None:
@@ -178,11 +140,7 @@ def _memory(n: int) -> None:
 
 def _runtime_pair(n: int) -> Any:
     """The runtime's worker and one shard of ``n`` parameters, wired as a job's would be."""
-    import bench_runtime  # this folder; its FreeGradient costs nothing to compute
-    from ray import cloudpickle
-
-    cloudpickle.register_pickle_by_value(bench_runtime)  # Ray workers lack this folder
-    FreeGradient = bench_runtime.FreeGradient
+    FreeGradient = bench_runtime.FreeGradient  # a gradient that costs nothing
     shard = PSShard.remote(MomentumSGD(lr=0.01, momentum=0.9))
     piece = {"lo": 0, "hi": n, "params": np.zeros(n, np.float32),
              "buffer": np.zeros(n, np.float32)}
