@@ -81,7 +81,10 @@ class WarmProcesses:
         self._job = b""
         self._broken = False
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._thread: threading.Thread | None = None  # the background filler, if started
+        self._running = False  # it is filling (under _lock)
+        self._again = False  # asked again while filling (under _lock)
+        self._want: list[str] = []  # the nodes of the latest request (under _lock)
         self._stop = threading.Event()
 
     # -- raylet calls --------------------------------------------------------------------
@@ -172,22 +175,30 @@ class WarmProcesses:
         return None
 
     def fill_later(self, node_ids: Iterable[str]) -> None:
-        """:meth:`fill` in a background thread (one at a time: a call while one runs waits
-        for it first, so counts are never raced)."""
+        """:meth:`fill` in a background thread. One thread at a time: a call while it runs
+        only leaves its nodes for one more fill after the current one (calls never queue up,
+        and counts are never raced)."""
         if self.per_node == 0 or self._broken:
             return
-        nodes = list(node_ids)
         with self._lock:
-            prev = self._thread
-
-            def run() -> None:
-                if prev is not None:
-                    prev.join()
-                self.fill(nodes)
-
-            self._thread = threading.Thread(target=run, name="psched-warm-processes",
-                                            daemon=True)
+            self._want = list(dict.fromkeys(node_ids))
+            if self._running:
+                self._again = True
+                return
+            self._running = True
+            self._thread = threading.Thread(target=self._fill_while_asked,
+                                            name="psched-warm-processes", daemon=True)
             self._thread.start()
+
+    def _fill_while_asked(self) -> None:
+        while True:
+            with self._lock:
+                nodes, self._again = self._want, False
+            self.fill(nodes)
+            with self._lock:
+                if not self._again or self._stop.is_set():
+                    self._running = False
+                    return
 
     def wait(self) -> None:
         """Block until the background fills asked for so far are done."""

@@ -98,3 +98,28 @@ def test_an_unreachable_node_is_skipped_without_disabling_the_pool():
     pool._stubs["n1"] = DeadRaylet()
     assert pool.fill(["n1"]) == {}  # skipped, no exception reaches the caller
     assert not pool._broken and "n1" not in pool._stubs  # asked afresh next time
+
+
+def test_requests_while_a_fill_runs_coalesce_into_one_more_fill():
+    import threading
+
+    from ray_cluster.warmpool import WarmProcesses
+
+    pool = WarmProcesses(1)
+    started, release, seen = threading.Event(), threading.Event(), []
+
+    def fill(nodes):  # stands in for the raylet calls: records what each fill was for
+        seen.append(list(nodes))
+        started.set()
+        release.wait(10)
+        return {}
+
+    pool.fill = fill  # type: ignore[method-assign]
+    pool.fill_later(["a"])
+    assert started.wait(10)
+    for nodes in (["b"], ["c"], ["c", "d"]):  # while the first fill runs
+        pool.fill_later(nodes)
+    release.set()
+    pool.wait()
+    assert seen == [["a"], ["c", "d"]]  # one more fill, for the latest request only
+    pool.close()
