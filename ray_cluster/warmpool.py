@@ -16,7 +16,8 @@ raylet (:func:`ray._private.grpc_utils.init_grpc_channel`, so TLS and token auth
 apply). An actor created later with any options (node affinity, GPUs, custom resources) takes
 one of them at once; nothing is reserved, and a pooled process holds no resources. A process
 nobody takes exits after ``keep_alive_s``. Counting is exact: the raylet's per-worker
-statistics say which processes are fresh and idle (:meth:`WarmProcesses.fresh`).
+statistics say which processes are fresh and idle (:meth:`WarmProcesses.fresh`; only those
+of this job count, which the raylet keeps alive).
 
 The pool is an optimisation only and never fails its caller: a node that is gone or does not
 answer is skipped until the next fill; a Ray without these calls disables the pool (logged
@@ -105,12 +106,15 @@ class WarmProcesses:
         return stub
 
     def fresh(self, node_id: str) -> int:
-        """Idle processes on the node that have run nothing, of this job or of none yet
-        (Ray's own start-up ones): what an actor created now takes instead of starting one."""
+        """Idle processes of this job on the node that have run nothing: what actors created
+        now take instead of starting processes. Ray's own start-up processes (of no job yet)
+        are taken too when they wait, but not counted: the raylet stops them whenever it
+        trims idle processes, while those started here are kept alive ``keep_alive_s``."""
         return len(self.fresh_pids(node_id))
 
-    def fresh_pids(self, node_id: str) -> list[int]:
-        """Process ids of :meth:`fresh` processes (from the raylet's worker statistics)."""
+    def fresh_pids(self, node_id: str, *, unbound: bool = False) -> list[int]:
+        """Process ids of :meth:`fresh` processes (from the raylet's worker statistics);
+        ``unbound``: also Ray's start-up processes of no job yet."""
         from ray.core.generated import common_pb2, node_manager_pb2
 
         reply = self._stub(node_id).GetNodeStats(
@@ -118,7 +122,8 @@ class WarmProcesses:
         return [w.pid for w in reply.core_workers_stats
                 if w.worker_type == common_pb2.WORKER and w.language == common_pb2.PYTHON
                 and _is_nil(w.actor_id) and w.num_executed_tasks == 0
-                and w.num_running_tasks == 0 and (w.job_id == self._job or _is_nil(w.job_id))]
+                and w.num_running_tasks == 0
+                and (w.job_id == self._job or (unbound and _is_nil(w.job_id)))]
 
     def _request(self, node_id: str, n: int) -> None:
         """Ask the node's raylet for ``n`` more processes, one call each (a call for several
