@@ -41,7 +41,10 @@ def plot_run(folder: Path, summary: Mapping[str, Any], results: Mapping[str, Run
     ax.set_ylabel("fraction of all jobs completed")
     ax.set_title("Completion-time CDF")
     ax.set_ylim(0, 1)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # no job completed: an empty plot, no legend
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no job completed", transform=ax.transAxes, ha="center")
     fig.tight_layout()
     fig.savefig(folder / "jct_cdf.png", dpi=120)
     plt.close(fig)
