@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from psched.model import RESOURCES, Pool
-from psched.simulator import JobRecord, RunResult
+from psched.simulator import JobRecord, RunResult, capacity_slots
 
 __all__ = ["SUMMARY_KEYS", "lateness", "summarize", "training_figures"]
 
@@ -73,11 +73,11 @@ def summarize(result: RunResult) -> dict[str, Any]:
     late = [x for x in (lateness(r) for r in done) if x is not None]
     queue = [float(r.first_slot - r.job.arrival) for r in admitted if r.first_slot is not None]
     _, dec_p50, dec_p99 = _stats(result.decision_ms)
-    cap = result.cluster.capacity
+    cap_slots = (result.capacity_slots if result.capacity_slots is not None
+                 else capacity_slots([(0, result.cluster)], result.horizon))
     util: dict[str, dict[str, float]] = {}
     for row, pool in enumerate((Pool.WORKER, Pool.PS)):
-        total = (result.capacity_slots[row] if result.capacity_slots is not None
-                 else cap[result.cluster.indices(pool)].sum(axis=0) * result.horizon)
+        total = cap_slots[row]
         util[pool.value] = {
             r: float(result.usage[row, i] / total[i])
             for i, r in enumerate(RESOURCES) if total[i] > 0

@@ -53,12 +53,17 @@ class Ledger:
     def __init__(self, cluster: Cluster, horizon: int, params: PriceParams) -> None:
         self.params = params
         self.horizon = horizon
+        self._index(cluster)
+        self.usage = tuple(np.zeros((horizon, idx.size, len(RESOURCES)))
+                           for idx in self.servers)
+
+    def _index(self, cluster: Cluster) -> None:
+        """What follows from the servers alone: per-pool indices, capacities, mean
+        capacities (demand normalisation) and each server's position in its pool."""
         cap = cluster.capacity
         self.servers = tuple(cluster.indices(p) for p in POOLS)
         self.capacity = tuple(cap[idx] for idx in self.servers)
         self.cbar = tuple(mean_capacity(cluster, p) for p in POOLS)
-        self.usage = tuple(np.zeros((horizon, idx.size, len(RESOURCES)))
-                           for idx in self.servers)
         self._pos = np.full(len(cluster.servers), -1, dtype=int)
         for idx in self.servers:
             self._pos[idx] = np.arange(idx.size)
@@ -74,13 +79,7 @@ class Ledger:
             np.concatenate([u, np.zeros((self.horizon, new.size - u.shape[1], u.shape[2]))],
                            axis=1)
             for u, new in zip(self.usage, servers, strict=True))
-        cap = cluster.capacity
-        self.servers = servers
-        self.capacity = tuple(cap[idx] for idx in servers)
-        self.cbar = tuple(mean_capacity(cluster, p) for p in POOLS)
-        self._pos = np.full(len(cluster.servers), -1, dtype=int)
-        for idx in servers:
-            self._pos[idx] = np.arange(idx.size)
+        self._index(cluster)
 
     @property
     def log_scale(self) -> float:
