@@ -19,8 +19,8 @@ Two modes (the OASiS model is asynchronous):
 
 Arrays and the object store: a pushed slice is a contiguous view of the gradient, serialised
 once into the object store and read by the shard as a zero-copy read-only view; the shard
-updates its slice and momentum buffer in place, in one cache-blocked pass over memory
-(:meth:`MomentumSGD.update_inplace`, :data:`UPDATE_THREADS` threads); a pulled slice is copied
+updates its slice and momentum buffer in place, in one pass over memory (the fused kernel of
+:meth:`MomentumSGD.update_inplace`, :data:`UPDATE_THREADS` threads); a pulled slice is copied
 once into the store (the shard keeps mutating its own array) and read zero-copy by the worker,
 which copies the slices of several shards into its parameter buffer. Nothing else is copied.
 Task ordering between one caller and one actor is FIFO, so a worker's pull after its own push
@@ -49,7 +49,7 @@ import ray
 
 from ray_cluster.checkpoint import read_range, write_slice
 from ray_cluster.elastic import LRScaleSchedule
-from ray_cluster.optim import MomentumSGD, MomentumState
+from ray_cluster.optim import MomentumSGD, MomentumState, load_fused_kernels_later
 
 if TYPE_CHECKING:  # a shard process never needs the workloads (nor what they import)
     from ray_cluster.workloads import Batch, Workload
@@ -90,6 +90,7 @@ class PSShard:
         self._acc_buf = np.zeros(0, dtype=np.float32)  # sync mode: reused for acc each step
         self._actor = str(ray.get_runtime_context().get_actor_id())  # no other shard has it
         self._changes = 0  # bumps whenever params change (load, update): see version()
+        load_fused_kernels_later()  # while the shard is loaded, not on its first update
 
     # -- state ---------------------------------------------------------------------------
     def load(self, lo: int, hi: int, step: int, batches: int, schedule: dict[str, Any],

@@ -24,15 +24,21 @@ References
 
 from __future__ import annotations
 
+import functools
 import itertools
+import logging
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["BLOCK", "MomentumSGD", "MomentumState", "concat_states", "shard_bounds",
-           "split_state"]
+__all__ = ["BLOCK", "MomentumSGD", "MomentumState", "concat_states", "fused_kernels",
+           "load_fused_kernels_later", "shard_bounds", "split_state"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)  # arrays: compare by identity
@@ -93,15 +99,21 @@ class MomentumSGD:
 
     def update_inplace(self, params: np.ndarray, grad: np.ndarray, state: MomentumState, *,
                        lr_scale: float = 1.0, buffer_factor: float = 1.0,
-                       threads: int = 1) -> MomentumState:
+                       threads: int = 1, kernel: str = "auto") -> MomentumState:
         """:meth:`update` writing into ``params`` and ``state.buffer`` (no new vectors).
 
         The same arithmetic in the same float32 order, element by element, so the result is
-        bit-identical to :meth:`update`; a PS shard uses it so that a 400 MB shard neither
-        allocates nor streams through four 400 MB arrays per step. The vectors are cut into
-        blocks of :data:`BLOCK` elements and all four operations run on one block while it is
-        in the core's cache: each vector crosses memory once (read ``params``, ``grad``,
-        ``buffer``; write ``params``, ``buffer``) instead of once per operation.
+        bit-identical to :meth:`update`; a PS shard runs it on every push. Two kernels:
+
+        ``"fused"``
+            one compiled pass over memory (:mod:`ray_cluster.update_kernels`, Numba): each
+            vector is read once (``params``, ``grad``, ``buffer``) and written once
+            (``params``, ``buffer``), the arithmetic in registers. Needs float32 vectors.
+        ``"numpy"``
+            the vectors cut into blocks of :data:`BLOCK` elements and the four NumPy
+            operations run on one block while it is in the core's cache: the same memory
+            traffic, plus a NumPy call per operation and block (at 400 MB, about as costly as
+            the traffic: ``benchmarks/exp_update_kernel.py``).
 
         Parameters
         ----------
@@ -110,9 +122,13 @@ class MomentumSGD:
         lr_scale, buffer_factor
             as in :meth:`update`.
         threads
-            the blocks are split into this many contiguous runs, each updated by a thread of
-            a pool shared by the process (NumPy releases the GIL in the arithmetic). Every
-            element still sees the same operations, so the result does not depend on it.
+            the vectors are split into this many contiguous runs, each updated by a thread of
+            a pool shared by the process (both kernels release the GIL). Every element still
+            sees the same operations, so the result does not depend on it.
+        kernel
+            ``"auto"`` (the default): ``"fused"`` when Numba is importable
+            (:func:`fused_kernels`) and the vectors are contiguous float32, else ``"numpy"``;
+            ``"fused"`` raises :class:`RuntimeError` without Numba.
 
         Returns
         -------
@@ -121,7 +137,8 @@ class MomentumSGD:
 
         Notes
         -----
-        O(n) time, O(:data:`BLOCK`) extra memory per thread.
+        O(n) time; O(:data:`BLOCK`) extra memory per thread with the NumPy kernel, none with
+        the fused one.
         """
         if params.shape != grad.shape or params.shape != state.buffer.shape:
             raise ValueError(f"shapes differ: params {params.shape}, grad {grad.shape}, "
@@ -130,26 +147,40 @@ class MomentumSGD:
             raise ValueError(f"threads must be at least 1, got {threads}")
         if params.ndim != 1:
             raise ValueError(f"the in-place update takes flat vectors, got shape {params.shape}")
-        w, buf, g = params, state.buffer, grad.astype(np.float32, copy=False)
+        if kernel not in ("auto", "fused", "numpy"):
+            raise ValueError(f"kernel must be 'auto', 'fused' or 'numpy', got {kernel!r}")
+        w, buf = params, state.buffer
+        g = np.ascontiguousarray(grad, dtype=np.float32)
         mu = np.float32(self.momentum)
         eta = np.float32(self.lr * lr_scale)
         decay = mu * np.float32(buffer_factor)  # the LR-inside form's buffer multiplier
+        fused = None if kernel == "numpy" else fused_kernels()
+        if kernel == "fused" and fused is None:
+            raise RuntimeError("the fused update kernel needs Numba (pip install numba)")
+        if fused is not None and not all(a.dtype == np.float32 and a.flags.c_contiguous
+                                         for a in (w, buf)):
+            if kernel == "fused":
+                raise ValueError("the fused update kernel takes contiguous float32 vectors")
+            fused = None
+        if fused is not None:
+            fn, a = (fused.lr_inside, decay) if self.lr_in_buffer else (fused.lr_outside, mu)
+            run = functools.partial(_fused_run, fn, w, g, buf, a, eta)
+        else:
+            run = functools.partial(self._update_run, w, g, buf, mu, eta, decay)
         n = w.size
         runs = min(threads, max(1, n // (2 * BLOCK)))  # no thread for less than two blocks
         cuts = [n * i // runs for i in range(runs + 1)]
         if runs == 1:
-            self._update_run(w, g, buf, mu, eta, decay, 0, n)
+            run(0, n)
         else:
             pool = _pool(runs)
-            jobs = [pool.submit(self._update_run, w, g, buf, mu, eta, decay, lo, hi)
-                    for lo, hi in itertools.pairwise(cuts)]
-            for job in jobs:
+            for job in [pool.submit(run, lo, hi) for lo, hi in itertools.pairwise(cuts)]:
                 job.result()
         return MomentumState(buffer=state.buffer, step=state.step + 1)
 
     def _update_run(self, w: np.ndarray, g: np.ndarray, buf: np.ndarray, mu: np.float32,
                     eta: np.float32, decay: np.float32, lo: int, hi: int) -> None:
-        """The in-place update of elements ``[lo, hi)``, block by block (one thread)."""
+        """The NumPy kernel on elements ``[lo, hi)``, block by block (one thread)."""
         tmp = np.empty(min(BLOCK, hi - lo), dtype=np.float32)
         for a in range(lo, hi, BLOCK):
             b = min(a + BLOCK, hi)
@@ -164,6 +195,39 @@ class MomentumSGD:
                 np.add(u, gg, out=u)
                 np.multiply(u, eta, out=t)
                 np.subtract(p, t, out=p)
+
+
+def _fused_run(fn: Any, w: np.ndarray, g: np.ndarray, buf: np.ndarray, a: np.float32,
+               eta: np.float32, lo: int, hi: int) -> None:
+    """The fused kernel ``fn`` on elements ``[lo, hi)`` (one thread, GIL released)."""
+    fn(w[lo:hi], g[lo:hi], buf[lo:hi], a, eta)
+
+
+_FUSED: Any = None  # the kernels module once imported; False: Numba is missing
+_FUSED_LOCK = threading.Lock()
+
+
+def fused_kernels() -> Any:
+    """:mod:`ray_cluster.update_kernels`, imported (and its kernels loaded or compiled) on
+    first use; None when Numba cannot be imported (logged once)."""
+    global _FUSED
+    if _FUSED is None:
+        with _FUSED_LOCK:
+            if _FUSED is None:
+                try:
+                    from ray_cluster import update_kernels
+                except ImportError as err:
+                    log.warning("no fused momentum update (%s): NumPy blocks instead", err)
+                    _FUSED = False
+                else:
+                    _FUSED = update_kernels
+    return _FUSED or None
+
+
+def load_fused_kernels_later() -> None:
+    """Import the fused kernels in a background thread (a new PS shard does, so that its
+    first update does not wait ~0.5 s for Numba)."""
+    threading.Thread(target=fused_kernels, name="load-update-kernels", daemon=True).start()
 
 
 #: Elements per block of :meth:`MomentumSGD.update_inplace`: three float32 blocks (256 KiB

@@ -1,8 +1,9 @@
-"""The PS shard's in-place momentum update: blocked and threaded, bit-identical to the pure one.
+"""The PS shard's in-place momentum update: both kernels, bit-identical to the pure update.
 
-No Ray: :meth:`MomentumSGD.update_inplace` is what a shard runs on every push; it must give the
-same float32 bits as :meth:`MomentumSGD.update` whatever the block size, the thread count and
-where the blocks and runs fall.
+No Ray: :meth:`MomentumSGD.update_inplace` is what a shard runs on every push; with either
+kernel (the fused Numba pass and the blocked NumPy one) it must give the same float32 bits as
+:meth:`MomentumSGD.update` whatever the block size, the thread count and where the blocks and
+runs fall.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from hypothesis import strategies as st
 from ray_cluster import optim
 from ray_cluster.optim import MomentumSGD, MomentumState
 
+KERNELS = ["fused", "numpy"]
+
 
 def _case(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, MomentumState]:
     rng = np.random.default_rng(seed)
@@ -26,25 +29,29 @@ def _case(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, MomentumState]:
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(1, 300), block=st.sampled_from([1, 3, 8, 64, 1 << 16]),
        threads=st.integers(1, 4), inside=st.booleans(), mu=st.sampled_from([0.0, 0.9, 0.99]),
-       scale=st.floats(0.1, 8.0), factor=st.floats(0.5, 2.0), seed=st.integers(0, 99))
-def test_blocked_threaded_update_is_bit_identical_to_the_pure_update(
+       scale=st.floats(0.1, 8.0), factor=st.floats(0.5, 2.0), seed=st.integers(0, 99),
+       read_only=st.booleans(), kernel=st.sampled_from(KERNELS))
+def test_threaded_update_with_either_kernel_is_bit_identical_to_the_pure_update(
         n: int, block: int, threads: int, inside: bool, mu: float, scale: float,
-        factor: float, seed: int) -> None:
+        factor: float, seed: int, read_only: bool, kernel: str) -> None:
     opt = MomentumSGD(lr=0.05, momentum=mu, lr_in_buffer=inside)
     params, grad, state = _case(n, seed)
     want_p, want_s = opt.update(params, grad, state, lr_scale=scale, buffer_factor=factor)
     p2, s2 = params.copy(), MomentumState(buffer=state.buffer.copy(), step=state.step)
+    grad.flags.writeable = not read_only  # as pushed: a read-only view of the object store
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(optim, "BLOCK", block)  # small blocks: many blocks and runs per case
         got = opt.update_inplace(p2, grad, s2, lr_scale=scale, buffer_factor=factor,
-                                 threads=threads)
+                                 threads=threads, kernel=kernel)
     assert np.array_equal(p2, want_p) and np.array_equal(got.buffer, want_s.buffer)
     assert got.step == want_s.step == 8 and got.buffer is s2.buffer
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("inside", [False, True])
-def test_update_of_many_default_blocks_matches_over_ten_steps(threads: int, inside: bool) -> None:
+def test_update_of_many_default_blocks_matches_over_ten_steps(threads: int, inside: bool,
+                                                              kernel: str) -> None:
     n = 5 * optim.BLOCK + 123  # uneven last block, runs that cut through blocks
     opt = MomentumSGD(lr=0.01, momentum=0.9, lr_in_buffer=inside)
     params, grad, state = _case(n, 1)
@@ -53,19 +60,51 @@ def test_update_of_many_default_blocks_matches_over_ten_steps(threads: int, insi
         scale, factor = 1.0 + 0.1 * k, 1.0 + 0.01 * k
         params, state = opt.update(params, grad, state, lr_scale=scale, buffer_factor=factor)
         s2 = opt.update_inplace(p2, grad, s2, lr_scale=scale, buffer_factor=factor,
-                                threads=threads)
+                                threads=threads, kernel=kernel)
     assert np.array_equal(p2, params) and np.array_equal(s2.buffer, state.buffer)
     assert s2.step == state.step
 
 
-def test_read_only_gradient_is_read_not_written() -> None:
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_read_only_gradient_is_read_not_written(kernel: str) -> None:
     """A pushed gradient arrives as a read-only view of the object store."""
     opt = MomentumSGD(lr=0.1)
     params, grad, state = _case(1000, 2)
     before = grad.copy()
     grad.flags.writeable = False
-    opt.update_inplace(params, grad, state, threads=2)
+    opt.update_inplace(params, grad, state, threads=2, kernel=kernel)
     assert np.array_equal(grad, before)
+
+
+def test_default_kernel_is_the_fused_one_when_numba_is_there() -> None:
+    assert optim.fused_kernels() is not None  # numba is a dependency
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_without_numba_the_default_update_falls_back_to_numpy_blocks(
+        inside: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(optim, "fused_kernels", lambda: None)
+    opt = MomentumSGD(lr=0.05, momentum=0.9, lr_in_buffer=inside)
+    params, grad, state = _case(3 * optim.BLOCK, 4)
+    want_p, want_s = opt.update(params, grad, state, lr_scale=2.0, buffer_factor=1.5)
+    got = opt.update_inplace(params, grad, state, lr_scale=2.0, buffer_factor=1.5, threads=2)
+    assert np.array_equal(params, want_p) and np.array_equal(got.buffer, want_s.buffer)
+    with pytest.raises(RuntimeError, match="Numba"):
+        opt.update_inplace(params, grad, state, kernel="fused")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_update_of_non_float32_params_uses_numpy_blocks_and_matches(dtype: type) -> None:
+    """The fused kernel is float32 only; other vectors take the NumPy kernel under "auto"."""
+    opt = MomentumSGD(lr=0.05, momentum=0.9)
+    params, grad, state = _case(1000, 5)
+    params = params.astype(dtype)
+    p2, s2 = params.copy(), MomentumState(buffer=state.buffer.copy(), step=state.step)
+    opt.update_inplace(params, grad, state, threads=2)
+    opt.update_inplace(p2, grad, s2, threads=2, kernel="numpy")
+    assert np.array_equal(params, p2) and np.array_equal(state.buffer, s2.buffer)
+    with pytest.raises(ValueError, match="contiguous float32"):
+        opt.update_inplace(params, grad, state, kernel="fused")
 
 
 def test_in_place_update_refuses_bad_shapes_and_thread_counts() -> None:
@@ -78,3 +117,5 @@ def test_in_place_update_refuses_bad_shapes_and_thread_counts() -> None:
     flat = MomentumState(buffer=state.buffer.reshape(2, 3), step=0)
     with pytest.raises(ValueError, match="flat vectors"):
         opt.update_inplace(params.reshape(2, 3), grad.reshape(2, 3), flat)
+    with pytest.raises(ValueError, match="kernel"):
+        opt.update_inplace(params, grad, state, kernel="cuda")
