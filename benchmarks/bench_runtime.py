@@ -108,7 +108,7 @@ class NoUpdate(MomentumSGD):
 
     def update_inplace(self, params: np.ndarray, grad: np.ndarray, state: MomentumState, *,
                        lr_scale: float = 1.0, buffer_factor: float = 1.0,
-                       threads: int = 1) -> MomentumState:
+                       threads: int = 1, kernel: str = "auto") -> MomentumState:
         return MomentumState(buffer=state.buffer, step=state.step + 1)
 
 
@@ -217,7 +217,7 @@ def bench_exchange(sizes_mb: list[float], ckpt: str, blocks: int,
                     rt.run_until(time.time() + FAR, until_batches=rt.batches + steps)
                     times.append(rt.stats.seconds / rt.stats.batches)
                 t0 = time.perf_counter()  # what a shard runs, in this process
-                state = opt.update_inplace(p, g, state, threads=UPDATE_THREADS)
+                state = opt.update_inplace(p, g, state, threads=UPDATE_THREADS, kernel="fused")
                 upd.append(time.perf_counter() - t0)
         finally:
             for rt in rts:

@@ -49,7 +49,13 @@ import ray
 
 from ray_cluster.checkpoint import read_range, write_slice
 from ray_cluster.elastic import LRScaleSchedule
-from ray_cluster.optim import MomentumSGD, MomentumState, load_fused_kernels_later
+from ray_cluster.optim import (
+    FUSED_MIN_ELEMENTS,
+    MomentumSGD,
+    MomentumState,
+    fused_kernels_ready,
+    load_fused_kernels_later,
+)
 
 if TYPE_CHECKING:  # a shard process never needs the workloads (nor what they import)
     from ray_cluster.workloads import Batch, Workload
@@ -90,7 +96,6 @@ class PSShard:
         self._acc_buf = np.zeros(0, dtype=np.float32)  # sync mode: reused for acc each step
         self._actor = str(ray.get_runtime_context().get_actor_id())  # no other shard has it
         self._changes = 0  # bumps whenever params change (load, update): see version()
-        load_fused_kernels_later()  # while the shard is loaded, not on its first update
 
     # -- state ---------------------------------------------------------------------------
     def load(self, lo: int, hi: int, step: int, batches: int, schedule: dict[str, Any],
@@ -115,6 +120,8 @@ class PSShard:
         if filled != hi - lo:
             raise ValueError(f"pieces cover {filled} of [{lo}, {hi})")
         self.lo, self.hi, self.params = lo, hi, params
+        if hi - lo >= FUSED_MIN_ELEMENTS:  # updates use NumPy blocks until it is loaded
+            load_fused_kernels_later()
         self._changes += 1
         self.mstate = MomentumState(buffer=buffer, step=step)
         self.batches = batches
@@ -154,6 +161,12 @@ class PSShard:
     def on_resize(self, old_workers: int, new_workers: int) -> None:
         """The worker count changes from the next update on: start the learning-rate ramp."""
         self.schedule.on_resize(old_workers, new_workers, self.mstate.step)
+
+    def update_kernel(self) -> str:
+        """Which kernel the next update runs: ``"fused"`` once loaded (a slice of at least
+        :data:`~ray_cluster.optim.FUSED_MIN_ELEMENTS` loads it in the background), else
+        ``"numpy"`` (the same bits either way)."""
+        return "fused" if fused_kernels_ready() is not None else "numpy"
 
     # -- training ------------------------------------------------------------------------
     def version(self) -> tuple[str, int]:

@@ -35,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BLOCK", "MomentumSGD", "MomentumState", "concat_states", "fused_kernels",
-           "load_fused_kernels_later", "shard_bounds", "split_state"]
+__all__ = ["BLOCK", "FUSED_MIN_ELEMENTS", "MomentumSGD", "MomentumState", "concat_states",
+           "fused_kernels", "fused_kernels_ready", "load_fused_kernels_later", "shard_bounds",
+           "split_state"]
 
 log = logging.getLogger(__name__)
 
@@ -126,9 +127,10 @@ class MomentumSGD:
             a pool shared by the process (both kernels release the GIL). Every element still
             sees the same operations, so the result does not depend on it.
         kernel
-            ``"auto"`` (the default): ``"fused"`` when Numba is importable
-            (:func:`fused_kernels`) and the vectors are contiguous float32, else ``"numpy"``;
-            ``"fused"`` raises :class:`RuntimeError` without Numba.
+            ``"auto"`` (the default): ``"fused"`` if its kernels are loaded already
+            (:func:`fused_kernels` or :func:`load_fused_kernels_later`; never waits for them)
+            and the vectors are contiguous float32, else ``"numpy"``. ``"fused"`` loads the
+            kernels if need be and raises :class:`RuntimeError` without Numba.
 
         Returns
         -------
@@ -154,7 +156,8 @@ class MomentumSGD:
         mu = np.float32(self.momentum)
         eta = np.float32(self.lr * lr_scale)
         decay = mu * np.float32(buffer_factor)  # the LR-inside form's buffer multiplier
-        fused = None if kernel == "numpy" else fused_kernels()
+        fused = {"auto": fused_kernels_ready, "fused": fused_kernels,
+                 "numpy": lambda: None}[kernel]()
         if kernel == "fused" and fused is None:
             raise RuntimeError("the fused update kernel needs Numba (pip install numba)")
         if fused is not None and not all(a.dtype == np.float32 and a.flags.c_contiguous
@@ -203,13 +206,19 @@ def _fused_run(fn: Any, w: np.ndarray, g: np.ndarray, buf: np.ndarray, a: np.flo
     fn(w[lo:hi], g[lo:hi], buf[lo:hi], a, eta)
 
 
+#: Slices of at least this many elements are worth the fused kernel's one-off cost in a new
+#: process (importing Numba and loading the compiled kernels, ~0.5 s of CPU): a PS shard given
+#: such a slice loads it in the background (:func:`load_fused_kernels_later`).
+FUSED_MIN_ELEMENTS = 1 << 20
+
 _FUSED: Any = None  # the kernels module once imported; False: Numba is missing
 _FUSED_LOCK = threading.Lock()
+_FUSED_LOADER: threading.Thread | None = None
 
 
 def fused_kernels() -> Any:
-    """:mod:`ray_cluster.update_kernels`, imported (and its kernels loaded or compiled) on
-    first use; None when Numba cannot be imported (logged once)."""
+    """:mod:`ray_cluster.update_kernels`, imported (its kernels loaded from the on-disk cache,
+    or compiled) on first use, waiting for it; None when Numba cannot be imported (logged)."""
     global _FUSED
     if _FUSED is None:
         with _FUSED_LOCK:
@@ -224,14 +233,26 @@ def fused_kernels() -> Any:
     return _FUSED or None
 
 
+def fused_kernels_ready() -> Any:
+    """The kernels if already loaded, else None; never waits (what ``kernel="auto"`` uses)."""
+    return _FUSED or None
+
+
 def load_fused_kernels_later() -> None:
-    """Import the fused kernels in a background thread (a new PS shard does, so that its
-    first update does not wait ~0.5 s for Numba)."""
-    threading.Thread(target=fused_kernels, name="load-update-kernels", daemon=True).start()
+    """Load the fused kernels in a background thread, once per process (a PS shard given a
+    large slice does, so that no update waits ~0.5 s for Numba: until they are loaded,
+    ``kernel="auto"`` updates with NumPy blocks, to the same bits)."""
+    global _FUSED_LOADER
+    with _FUSED_LOCK:
+        if _FUSED is not None or _FUSED_LOADER is not None:
+            return
+        _FUSED_LOADER = threading.Thread(target=fused_kernels, name="load-update-kernels",
+                                         daemon=True)
+        _FUSED_LOADER.start()
 
 
-#: Elements per block of :meth:`MomentumSGD.update_inplace`: three float32 blocks (256 KiB
-#: each) stay in a core's L2 cache while the four operations run over them.
+#: Elements per block of the NumPy kernel of :meth:`MomentumSGD.update_inplace`: three float32
+#: blocks (256 KiB each) stay in a core's L2 cache while the four operations run over them.
 BLOCK = 1 << 16
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}

@@ -17,7 +17,7 @@ import ray
 
 from ray_cluster.actors import PSShard, Worker
 from ray_cluster.elastic import LRScaleSchedule
-from ray_cluster.optim import MomentumSGD, shard_bounds
+from ray_cluster.optim import FUSED_MIN_ELEMENTS, MomentumSGD, shard_bounds
 from ray_cluster.workloads import get_workload
 
 FAR = 60.0  # seconds: a deadline no test reaches; the mini-batch count ends training first
@@ -103,3 +103,37 @@ def test_worker_over_segments_with_foreign_pushes_takes_the_single_process_steps
     finally:
         for a in (worker, *shards):
             ray.kill(a)
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("inside", [False, True])
+def test_shard_with_a_large_slice_loads_the_fused_kernel_and_updates_exactly(
+        ray_session, inside: bool) -> None:
+    n = FUSED_MIN_ELEMENTS + 7
+    opt = MomentumSGD(lr=0.05, momentum=0.9, lr_in_buffer=inside)
+    rng = np.random.default_rng(3)
+    params = rng.standard_normal(n, dtype=np.float32)
+    (shard,), _ = _shards(opt, params, 1)
+    waited_until = time.time() + 120  # loading takes ~0.5 s; a slow machine gets ample time
+    while ray.get(shard.update_kernel.remote()) != "fused":
+        assert time.time() < waited_until, "the shard never loaded the fused kernel"
+        time.sleep(0.1)
+    want, state = params, opt.init(n)
+    for _ in range(3):
+        grad = rng.standard_normal(n, dtype=np.float32)
+        _, _, got = ray.get(shard.push_pull.remote(grad))
+        want, state = opt.update(want, grad, state)
+        assert np.array_equal(got, want)
+    ray.kill(shard)
+
+
+@pytest.mark.ray
+def test_shard_with_a_small_slice_updates_with_numpy_and_loads_no_numba(ray_session) -> None:
+    opt = MomentumSGD(lr=0.1, momentum=0.9)
+    params = np.arange(100, dtype=np.float32)
+    (shard,), _ = _shards(opt, params, 1)
+    _, _, got = ray.get(shard.push_pull.remote(np.ones(100, np.float32)))
+    want, _ = opt.update(params, np.ones(100, np.float32), opt.init(100))
+    assert np.array_equal(got, want)
+    assert ray.get(shard.update_kernel.remote()) == "numpy"
+    ray.kill(shard)

@@ -76,14 +76,41 @@ def test_read_only_gradient_is_read_not_written(kernel: str) -> None:
     assert np.array_equal(grad, before)
 
 
-def test_default_kernel_is_the_fused_one_when_numba_is_there() -> None:
+def test_auto_kernel_is_the_fused_one_once_loaded_and_never_waits_for_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = optim._fused_run
+    monkeypatch.setattr(optim, "_fused_run", lambda *a: (calls.append(1), real(*a)))
+    opt = MomentumSGD(lr=0.1)
+    params, grad, state = _case(1000, 6)
     assert optim.fused_kernels() is not None  # numba is a dependency
+    opt.update_inplace(params, grad, state)
+    assert calls == [1]
+    monkeypatch.setattr(optim, "_FUSED", None)  # as in a new process: nothing loaded yet
+    monkeypatch.setattr(optim, "_FUSED_LOADER", None)
+    opt.update_inplace(params, grad, state)
+    assert calls == [1]  # NumPy blocks, and no loading started by the update itself
+    assert optim._FUSED_LOADER is None
+
+
+def test_background_load_starts_once_and_makes_the_kernels_ready(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(optim, "_FUSED", None)
+    monkeypatch.setattr(optim, "_FUSED_LOADER", None)
+    optim.load_fused_kernels_later()
+    loader = optim._FUSED_LOADER
+    assert loader is not None
+    optim.load_fused_kernels_later()
+    assert optim._FUSED_LOADER is loader  # one loader per process
+    loader.join(timeout=120)
+    assert optim.fused_kernels_ready() is not None
 
 
 @pytest.mark.parametrize("inside", [False, True])
 def test_without_numba_the_default_update_falls_back_to_numpy_blocks(
         inside: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(optim, "fused_kernels", lambda: None)
+    monkeypatch.setattr(optim, "fused_kernels_ready", lambda: None)
     opt = MomentumSGD(lr=0.05, momentum=0.9, lr_in_buffer=inside)
     params, grad, state = _case(3 * optim.BLOCK, 4)
     want_p, want_s = opt.update(params, grad, state, lr_scale=2.0, buffer_factor=1.5)
