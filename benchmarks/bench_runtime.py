@@ -200,8 +200,9 @@ def bench_exchange(sizes_mb: list[float], ckpt: str, blocks: int,
         upd: list[float] = []
         try:
             for rt in rts:
-                rt.resize([None], [None])
+                rt.resize([None], [None])  # writes the job's first checkpoint
                 rt.run_until(time.time() + FAR, until_batches=warm)
+            os.sync()  # those checkpoints' writeback would otherwise land in the timed blocks
             # not _grad(n): a filled cache would travel by value with every later workload
             opt, p, g = MomentumSGD(lr=0.01), np.zeros(n, np.float32), np.full(n, 1e-3, np.float32)
             state = opt.init(n)
