@@ -143,7 +143,8 @@ def _memory(n: int) -> None:
 def _runtime_pair(n: int) -> Any:
     """The runtime's worker and one shard of ``n`` parameters, wired as a job's would be."""
     FreeGradient = bench_runtime.FreeGradient  # a gradient that costs nothing
-    shard = PSShard.remote(MomentumSGD(lr=0.01, momentum=0.9))
+    shard = PSShard.remote(MomentumSGD(lr=0.01, momentum=0.9), n)
+    ray.get(shard.warm.remote())  # its update kernels, as a spare of a large job has them
     piece = {"lo": 0, "hi": n, "params": np.zeros(n, np.float32),
              "buffer": np.zeros(n, np.float32)}
     ray.get(shard.load.remote(0, n, 0, 0, LRScaleSchedule().to_dict(), piece))

@@ -53,6 +53,7 @@ from ray_cluster.optim import (
     FUSED_MIN_ELEMENTS,
     MomentumSGD,
     MomentumState,
+    fused_kernels,
     fused_kernels_ready,
     load_fused_kernels_later,
 )
@@ -84,8 +85,9 @@ class PSShard:
     :meth:`export` (re-sharding) and :meth:`save` (checkpoints).
     """
 
-    def __init__(self, optimizer: MomentumSGD) -> None:
+    def __init__(self, optimizer: MomentumSGD, job_elements: int = 0) -> None:
         self.opt = optimizer
+        self.job_elements = job_elements  # the whole vector's size: says if warm() loads Numba
         self.schedule = LRScaleSchedule()
         self.lo = self.hi = 0
         self.params = np.zeros(0, dtype=np.float32)
@@ -120,8 +122,6 @@ class PSShard:
         if filled != hi - lo:
             raise ValueError(f"pieces cover {filled} of [{lo}, {hi})")
         self.lo, self.hi, self.params = lo, hi, params
-        if hi - lo >= FUSED_MIN_ELEMENTS:  # updates use NumPy blocks until it is loaded
-            load_fused_kernels_later()
         self._changes += 1
         self.mstate = MomentumState(buffer=buffer, step=step)
         self.batches = batches
@@ -162,10 +162,19 @@ class PSShard:
         """The worker count changes from the next update on: start the learning-rate ramp."""
         self.schedule.on_resize(old_workers, new_workers, self.mstate.step)
 
+    def warm(self) -> str:
+        """Load now what this shard's updates will use: the fused kernels if the job's vector
+        has at least :data:`~ray_cluster.optim.FUSED_MIN_ELEMENTS` elements (a spare started
+        during the previous slot does this then); returns :meth:`update_kernel`."""
+        if self.job_elements >= FUSED_MIN_ELEMENTS:
+            fused_kernels()
+        return self.update_kernel()
+
     def update_kernel(self) -> str:
-        """Which kernel the next update runs: ``"fused"`` once loaded (a slice of at least
-        :data:`~ray_cluster.optim.FUSED_MIN_ELEMENTS` loads it in the background), else
-        ``"numpy"`` (the same bits either way)."""
+        """Which kernel the next update runs: ``"fused"`` once loaded, else ``"numpy"`` (the
+        same bits either way). A shard not warmed starts loading it in the background after
+        its first update of a slice of at least ``FUSED_MIN_ELEMENTS`` (so that a slot
+        boundary's first steps do not share the CPU with importing Numba)."""
         return "fused" if fused_kernels_ready() is not None else "numpy"
 
     # -- training ------------------------------------------------------------------------
@@ -228,6 +237,8 @@ class PSShard:
         self.mstate = self.opt.update_inplace(self.params, grad, self.mstate, lr_scale=lr_scale,
                                               buffer_factor=factor, threads=UPDATE_THREADS)
         self._changes += 1
+        if self.params.size >= FUSED_MIN_ELEMENTS and fused_kernels_ready() is None:
+            load_fused_kernels_later()  # once per process; NumPy blocks until it is loaded
 
     def ping(self) -> bool:
         return True

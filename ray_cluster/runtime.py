@@ -233,15 +233,16 @@ class JobRuntime:
             return Worker.options(**opts).remote(self.job.workload, self.job.n_partitions,
                                                  self.config.batch_size)
         opts = self.placer.ps_options(self.job.job_id, server)
-        return PSShard.options(**opts).remote(self.optimizer)
+        return PSShard.options(**opts).remote(self.optimizer, self.n_params)
 
     def prestart(self, workers: Sequence[int | None] = (), ps: Sequence[int | None] = (),
                  wait: bool = True) -> None:
-        """Start spare actors on these servers now (data loaded), so a later resize that
+        """Start spare actors on these servers now (workers with their data loaded, shards of a
+        large job with their update kernels: :meth:`PSShard.warm`), so a later resize that
         needs them does not wait for actor start-up. ``wait``: block until they are ready."""
         fresh = [("worker", srv, self._create("worker", srv)) for srv in workers]
         fresh += [("ps", srv, self._create("ps", srv)) for srv in ps]
-        refs = [a.warm.remote() if k == "worker" else a.ping.remote() for k, _, a in fresh]
+        refs = [a.warm.remote() for _, _, a in fresh]  # data, or the shard's update kernels
         if wait:
             self._wait(refs)
         for kind, srv, actor in fresh:

@@ -17,7 +17,7 @@ import ray
 
 from ray_cluster.actors import PSShard, Worker
 from ray_cluster.elastic import LRScaleSchedule
-from ray_cluster.optim import FUSED_MIN_ELEMENTS, MomentumSGD, shard_bounds
+from ray_cluster.optim import FUSED_MIN_ELEMENTS, MomentumSGD, MomentumState, shard_bounds
 from ray_cluster.workloads import get_workload
 
 FAR = 60.0  # seconds: a deadline no test reaches; the mini-batch count ends training first
@@ -105,25 +105,50 @@ def test_worker_over_segments_with_foreign_pushes_takes_the_single_process_steps
             ray.kill(a)
 
 
+def _push_and_compare(shard: Any, opt: MomentumSGD, want: np.ndarray, state: MomentumState,
+                      pushes: int, rng: np.random.Generator) -> tuple[np.ndarray, MomentumState]:
+    """``pushes`` pushes to ``shard``, holding ``want`` and ``state``: each returns the pure
+    update's bits; returns where the pure update stands after them."""
+    for _ in range(pushes):
+        grad = rng.standard_normal(want.size, dtype=np.float32)
+        _, _, got = ray.get(shard.push_pull.remote(grad))
+        want, state = opt.update(want, grad, state)
+        assert np.array_equal(got, want)
+    return want, state
+
+
 @pytest.mark.ray
 @pytest.mark.parametrize("inside", [False, True])
-def test_shard_with_a_large_slice_loads_the_fused_kernel_and_updates_exactly(
+def test_shard_with_a_large_slice_switches_to_the_fused_kernel_with_the_same_bits(
         ray_session, inside: bool) -> None:
     n = FUSED_MIN_ELEMENTS + 7
     opt = MomentumSGD(lr=0.05, momentum=0.9, lr_in_buffer=inside)
     rng = np.random.default_rng(3)
     params = rng.standard_normal(n, dtype=np.float32)
     (shard,), _ = _shards(opt, params, 1)
+    assert ray.get(shard.update_kernel.remote()) == "numpy"  # nothing loaded before an update
+    want, state = _push_and_compare(shard, opt, params, opt.init(n), 1, rng)
     waited_until = time.time() + 120  # loading takes ~0.5 s; a slow machine gets ample time
-    while ray.get(shard.update_kernel.remote()) != "fused":
+    while ray.get(shard.update_kernel.remote()) != "fused":  # started after that update
         assert time.time() < waited_until, "the shard never loaded the fused kernel"
         time.sleep(0.1)
-    want, state = params, opt.init(n)
-    for _ in range(3):
-        grad = rng.standard_normal(n, dtype=np.float32)
-        _, _, got = ray.get(shard.push_pull.remote(grad))
-        want, state = opt.update(want, grad, state)
-        assert np.array_equal(got, want)
+    _push_and_compare(shard, opt, want, state, 2, rng)  # momentum carried across kernels
+    ray.kill(shard)
+
+
+@pytest.mark.ray
+def test_warmed_shard_of_a_large_job_updates_with_the_fused_kernel_from_the_start(
+        ray_session) -> None:
+    n = FUSED_MIN_ELEMENTS + 7
+    opt = MomentumSGD(lr=0.05, momentum=0.9)
+    rng = np.random.default_rng(4)
+    params = rng.standard_normal(n, dtype=np.float32)
+    shard = PSShard.remote(opt, n)  # as the runtime creates a spare: told the job's size
+    assert ray.get(shard.warm.remote()) == "fused"
+    ray.get(shard.load.remote(0, n, 0, 0, LRScaleSchedule().to_dict(),
+                              {"lo": 0, "hi": n, "params": params,
+                               "buffer": np.zeros(n, np.float32)}))
+    _push_and_compare(shard, opt, params, opt.init(n), 2, rng)
     ray.kill(shard)
 
 
@@ -136,4 +161,5 @@ def test_shard_with_a_small_slice_updates_with_numpy_and_loads_no_numba(ray_sess
     want, _ = opt.update(params, np.ones(100, np.float32), opt.init(100))
     assert np.array_equal(got, want)
     assert ray.get(shard.update_kernel.remote()) == "numpy"
+    assert ray.get(shard.warm.remote()) == "numpy"  # a small job's shard never loads Numba
     ray.kill(shard)
