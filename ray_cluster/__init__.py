@@ -3,7 +3,8 @@
 Submodules (import them directly; this package imports nothing heavy on purpose):
 
 * ``ray_cluster.workloads`` — the ``Workload`` protocol and built-in training tasks;
-* ``ray_cluster.optim`` — momentum SGD over flat vectors and their shards;
+* ``ray_cluster.optim`` — momentum SGD over flat vectors and their shards (its fused in-place
+  kernel in ``ray_cluster.update_kernels``, Numba);
 * ``ray_cluster.elastic`` — the Dynamic mini-batch SGD learning-rate scale (Lin et al. 2019);
 * ``ray_cluster.torch_workload`` — the optional PyTorch workload (needs the ``torch`` extra);
 * ``ray_cluster.actors``, ``ray_cluster.runtime`` (with its data types in
