@@ -218,15 +218,18 @@ _FUSED_LOADER: threading.Thread | None = None
 
 def fused_kernels() -> Any:
     """:mod:`ray_cluster.update_kernels`, imported (its kernels loaded from the on-disk cache,
-    or compiled) on first use, waiting for it; None when Numba cannot be imported (logged)."""
+    or compiled) on first use, waiting for it; None when that fails (logged once): Numba
+    missing or broken, no writable cache folder, a compiler error. The NumPy kernel then runs,
+    to the same bits, so an accelerator that cannot load never fails a shard."""
     global _FUSED
     if _FUSED is None:
         with _FUSED_LOCK:
             if _FUSED is None:
                 try:
                     from ray_cluster import update_kernels
-                except ImportError as err:
-                    log.warning("no fused momentum update (%s): NumPy blocks instead", err)
+                except Exception as err:  # any failure means: no accelerator, not a dead shard
+                    log.warning("no fused momentum update (%s: %s): NumPy blocks instead",
+                                type(err).__name__, err)
                     _FUSED = False
                 else:
                     _FUSED = update_kernels

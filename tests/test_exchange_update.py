@@ -120,6 +120,31 @@ def test_without_numba_the_default_update_falls_back_to_numpy_blocks(
         opt.update_inplace(params, grad, state, kernel="fused")
 
 
+def test_kernels_that_fail_to_load_leave_the_numpy_kernel(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Not only a missing Numba: a broken one, or no writable cache, must not fail a shard."""
+    import builtins
+    import sys
+
+    real_import = builtins.__import__
+
+    def failing(name: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if name == "ray_cluster" and args[2] and "update_kernels" in args[2]:
+            raise RuntimeError("cannot cache function 'lr_outside': no locator available")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(optim, "_FUSED", None)
+    monkeypatch.delitem(sys.modules, "ray_cluster.update_kernels", raising=False)
+    monkeypatch.setattr(builtins, "__import__", failing)
+    assert optim.fused_kernels() is None
+    assert "no fused momentum update (RuntimeError" in caplog.text
+    opt = MomentumSGD(lr=0.05)
+    params, grad, state = _case(500, 7)
+    want_p, _ = opt.update(params, grad, state)
+    opt.update_inplace(params, grad, state, threads=2)
+    assert np.array_equal(params, want_p)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float16])
 def test_update_of_non_float32_params_uses_numpy_blocks_and_matches(dtype: type) -> None:
     """The fused kernel is float32 only; other vectors take the NumPy kernel under "auto"."""
