@@ -183,7 +183,7 @@ def bench_exchange(sizes_mb: list[float], ckpt: str, blocks: int,
     rows = []
     for mb in sizes_mb:
         n = int(mb * 2**20 / 4)
-        steps = max(4, int(200 / mb))  # per block: at least 4, so one slow step weighs less
+        steps = max(12, int(400 / mb))  # per block: a first step paying page faults weighs less
         echo = Echo.remote(n)
         caller = RawCaller.remote(echo, n)
         x = np.ones(n, dtype=np.float32)
