@@ -156,10 +156,12 @@ class MomentumSGD:
         mu = np.float32(self.momentum)
         eta = np.float32(self.lr * lr_scale)
         decay = mu * np.float32(buffer_factor)  # the LR-inside form's buffer multiplier
-        fused = {"auto": fused_kernels_ready, "fused": fused_kernels,
-                 "numpy": lambda: None}[kernel]()
-        if kernel == "fused" and fused is None:
-            raise RuntimeError("the fused update kernel needs Numba (pip install numba)")
+        if kernel == "fused":
+            fused = fused_kernels()
+            if fused is None:
+                raise RuntimeError("the fused update kernel needs Numba (pip install numba)")
+        else:
+            fused = fused_kernels_ready() if kernel == "auto" else None
         if fused is not None and not all(a.dtype == np.float32 and a.flags.c_contiguous
                                          for a in (w, buf)):
             if kernel == "fused":
@@ -206,14 +208,16 @@ def _fused_run(fn: Any, w: np.ndarray, g: np.ndarray, buf: np.ndarray, a: np.flo
     fn(w[lo:hi], g[lo:hi], buf[lo:hi], a, eta)
 
 
-#: Slices of at least this many elements are worth the fused kernel's one-off cost in a new
-#: process (importing Numba and loading the compiled kernels, ~0.5 s of CPU): a PS shard given
-#: such a slice loads it in the background (:func:`load_fused_kernels_later`).
+#: Vectors of at least this many elements are worth the fused kernel's one-off cost in a new
+#: process (importing Numba and loading the compiled kernels, ~0.5 s of CPU): a PS shard of
+#: such a job loads it in ``warm()``, or in the background after its first update of such a
+#: slice (:func:`load_fused_kernels_later`).
 FUSED_MIN_ELEMENTS = 1 << 20
 
-_FUSED: Any = None  # the kernels module once imported; False: Numba is missing
-_FUSED_LOCK = threading.Lock()
+_FUSED: Any = None  # the kernels module once imported; False: they failed to load
+_FUSED_LOCK = threading.Lock()  # held while importing them
 _FUSED_LOADER: threading.Thread | None = None
+_LOADER_LOCK = threading.Lock()  # never held while importing: starting a loader never waits
 
 
 def fused_kernels() -> Any:
@@ -242,11 +246,11 @@ def fused_kernels_ready() -> Any:
 
 
 def load_fused_kernels_later() -> None:
-    """Load the fused kernels in a background thread, once per process (a PS shard given a
-    large slice does, so that no update waits ~0.5 s for Numba: until they are loaded,
-    ``kernel="auto"`` updates with NumPy blocks, to the same bits)."""
+    """Load the fused kernels in a background thread, once per process, without waiting (a PS
+    shard of a large job does, so that no update waits ~0.5 s for Numba: until they are
+    loaded, ``kernel="auto"`` updates with NumPy blocks, to the same bits)."""
     global _FUSED_LOADER
-    with _FUSED_LOCK:
+    with _LOADER_LOCK:
         if _FUSED is not None or _FUSED_LOADER is not None:
             return
         _FUSED_LOADER = threading.Thread(target=fused_kernels, name="load-update-kernels",

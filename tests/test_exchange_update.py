@@ -120,6 +120,25 @@ def test_without_numba_the_default_update_falls_back_to_numpy_blocks(
         opt.update_inplace(params, grad, state, kernel="fused")
 
 
+def test_starting_a_loader_never_waits_for_an_import_in_progress(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shard asks after every large update; the ask must not block on a running import."""
+    import threading
+
+    monkeypatch.setattr(optim, "_FUSED", None)
+    monkeypatch.setattr(optim, "_FUSED_LOADER", None)
+    with optim._FUSED_LOCK:  # as while a loader imports Numba
+        for _ in range(2):  # the first starts a loader, the second sees it
+            asker = threading.Thread(target=optim.load_fused_kernels_later)
+            asker.start()
+            asker.join(timeout=30)
+            assert not asker.is_alive()
+        loader = optim._FUSED_LOADER
+        assert loader is not None and loader.is_alive()  # waiting for the lock, not the asker
+    loader.join(timeout=120)
+    assert optim.fused_kernels_ready() is not None
+
+
 def test_kernels_that_fail_to_load_leave_the_numpy_kernel(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """Not only a missing Numba: a broken one, or no writable cache, must not fail a shard."""
