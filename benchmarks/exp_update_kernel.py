@@ -24,7 +24,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import itertools
 import statistics
 import sys
 import time
@@ -33,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ray_cluster.optim import MomentumSGD, MomentumState
+from ray_cluster.optim import MomentumSGD, MomentumState, shard_bounds
 
 THREADS = (1, 2, 4)
 
@@ -46,10 +45,6 @@ def _median_s(f: Callable[[], object], reps: int) -> float:
         f()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
-
-
-def _split(n: int, k: int) -> list[tuple[int, int]]:
-    return list(itertools.pairwise([n * i // k for i in range(k + 1)]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[str, int, float, float]] = []  # what, threads, seconds, bytes moved
 
     def on_threads(k: int, body: Callable[[int, int], object]) -> Callable[[], None]:
-        return lambda: list(pool.map(lambda ab: body(*ab), _split(n, k)))
+        return lambda: list(pool.map(lambda ab: body(*ab), shard_bounds(n, k)))
 
     for k in THREADS:
         rows.append(("copy (np.copyto)", k, _median_s(on_threads(

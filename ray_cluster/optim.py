@@ -174,12 +174,11 @@ class MomentumSGD:
             run = functools.partial(self._update_run, w, g, buf, mu, eta, decay)
         n = w.size
         runs = min(threads, max(1, n // (2 * BLOCK)))  # no thread for less than two blocks
-        cuts = [n * i // runs for i in range(runs + 1)]
         if runs == 1:
             run(0, n)
         else:
             pool = _pool(runs)
-            for job in [pool.submit(run, lo, hi) for lo, hi in itertools.pairwise(cuts)]:
+            for job in [pool.submit(run, lo, hi) for lo, hi in shard_bounds(n, runs)]:
                 job.result()
         return MomentumState(buffer=state.buffer, step=state.step + 1)
 
