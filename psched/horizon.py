@@ -1,9 +1,9 @@
 """The horizon of a trace run without ``--slots`` (``oasis.md`` section 7, "A job's window").
 
-T = max over jobs of (arrival + window), the window computed from the specs alone: the first
-duration at which utility falls below 1e-6 of its maximum, capped by the maximum window
-(default ``max(10 * fastest, 50)`` slots) but not by any horizon. Slots are 0..T-1, so the job
-that sets T may use its whole window. ``psched run`` and ``psched ratio`` share this rule.
+T = max over jobs of (arrival + min(utility-floor duration, max(10 * fastest, 50))): the old
+window cap now only sizes the default horizon. Every job's window then extends to T where its
+utility allows (:func:`psched.model.resolve_job`); no window is capped by default. Slots are
+0..T-1. ``psched simulate``, ``psched run`` and ``psched ratio`` share this rule.
 """
 
 from __future__ import annotations

@@ -46,7 +46,9 @@ EPS = 1e-9
 #: demand columns in traces (``worker_<name>``, ``ps_<name>``) use exactly these names.
 RESOURCES: tuple[str, ...] = ("gpu", "cpu", "memory_gb", "storage_gb", "bandwidth_gbps")
 
-#: Default cap on a job's window: ``max(WINDOW_FASTEST_FACTOR * fastest, WINDOW_MIN_SLOTS)``.
+#: The old cap on a job's window, ``max(WINDOW_FASTEST_FACTOR * fastest, WINDOW_MIN_SLOTS)``:
+#: since ``oasis.md`` section 7 was revised it only sizes a trace's default horizon
+#: (:func:`psched.horizon.trace_horizon`); no window is capped by it.
 WINDOW_FASTEST_FACTOR = 10
 WINDOW_MIN_SLOTS = 50
 #: A job's window ends at the first duration whose utility is below this share of its maximum.
@@ -238,15 +240,16 @@ class Job:
         return float(self.spec.utility(duration))
 
 
-def window_length(spec: JobSpec, fastest: int, max_window: int | None = None) -> int:
-    """Longest duration of a job's window before the horizon cap (section 7).
+def window_length(spec: JobSpec, fastest: int, cap: int) -> int:
+    """Longest duration of a job's window, at most ``cap`` slots (section 7).
 
-    The first duration at which utility falls below ``1e-6`` of its maximum ``f(1)``, capped
-    by ``max_window`` (default ``max(10 * fastest, 50)``).
+    The first duration at which utility falls below ``1e-6`` of its maximum ``f(1)``, or
+    ``cap`` if the utility stays above that floor through ``cap``. ``fastest`` is unused by
+    the rule itself and kept for callers that size ``cap`` from it.
     """
-    cap = max_window if max_window is not None else max(
-        WINDOW_FASTEST_FACTOR * fastest, WINDOW_MIN_SLOTS
-    )
+    del fastest
+    if cap < 1:
+        return 0
     d = np.arange(1, cap + 1)
     f = np.asarray(spec.utility(d), dtype=float)
     below = np.nonzero(f < WINDOW_UTILITY_FLOOR * f[0])[0]
@@ -256,11 +259,18 @@ def window_length(spec: JobSpec, fastest: int, max_window: int | None = None) ->
 def resolve_job(
     spec: JobSpec, slot_seconds: float, horizon: int, max_window: int | None = None
 ) -> Job:
-    """Resolve ``spec``: its work in worker-slots and its window within ``horizon`` slots."""
+    """Resolve ``spec``: its work in worker-slots and its window within ``horizon`` slots.
+
+    The window ends where the utility falls below ``1e-6`` of its maximum or at the horizon,
+    whichever comes first (``oasis.md`` section 7); ``max_window`` is an explicit cap for
+    experiments, never a default.
+    """
     work = spec.work(slot_seconds)
     fastest = ceil_eps(work / spec.max_workers)
-    window = min(window_length(spec, fastest, max_window), max(0, horizon - spec.arrival))
-    return Job(spec=spec, work=work, window=window)
+    cap = max(0, horizon - spec.arrival)
+    if max_window is not None:
+        cap = min(cap, max_window)
+    return Job(spec=spec, work=work, window=window_length(spec, fastest, cap))
 
 
 @dataclass(frozen=True)

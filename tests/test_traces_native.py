@@ -280,7 +280,7 @@ def _literal_window(spec: JobSpec, max_window: int | None) -> int:
 
 
 @pytest.mark.parametrize("max_window", [None, 7, 400])
-def test_horizon_is_max_arrival_plus_uncapped_window(max_window: int | None) -> None:
+def test_horizon_is_max_arrival_plus_old_capped_window(max_window: int | None) -> None:
     specs = [
         _job("deadline", 4, Utility(kind="deadline", value=5, target=5)),
         _job("constant", 2, Utility(kind="constant", value=1), fastest=8),
@@ -289,9 +289,28 @@ def test_horizon_is_max_arrival_plus_uncapped_window(max_window: int | None) -> 
     ]
     horizon = trace_horizon(specs, 3600.0, max_window)
     assert horizon == max(s.arrival + _literal_window(s, max_window) for s in specs)
-    for s in specs:  # no window is cut by the horizon
+    for s in specs:  # no window is cut short of the old cap by the horizon
         job = resolve_job(s, 3600.0, horizon, max_window)
-        assert job.window == _literal_window(s, max_window) and job.last_slot <= horizon - 1
+        assert job.window >= _literal_window(s, max_window) and job.last_slot <= horizon - 1
+
+
+@pytest.mark.parametrize("horizon", [20, 80, 500])
+def test_window_ends_at_utility_floor_or_horizon_never_at_old_cap(horizon: int) -> None:
+    """oasis.md section 7: a window ends where utility < 1e-6 of its maximum or at the horizon."""
+    specs = [
+        _job("deadline", 4, Utility(kind="deadline", value=5, target=5)),
+        _job("constant", 2, Utility(kind="constant", value=1), fastest=1),
+        _job("critical", 3, Utility(kind="sigmoid", value=50, decay=5, target=6)),
+        _job("linear", 11, Utility(kind="linear", value=10, decay=1, target=3)),
+    ]
+    for s in specs:
+        job = resolve_job(s, 3600.0, horizon)
+        d = 1
+        while d < horizon - s.arrival and s.utility(d) >= WINDOW_UTILITY_FLOOR * s.utility(1):
+            d += 1
+        assert job.window == min(d, horizon - s.arrival)
+    flat = resolve_job(specs[1], 3600.0, horizon)
+    assert flat.window == horizon - 2  # a flat-utility job may run until the horizon
 
 
 def test_horizon_of_deadline_job_ends_at_first_zero_utility_slot() -> None:
