@@ -210,12 +210,9 @@ class SchedulerService:
                 journal: bool = True, submit: bool = False) -> DecisionRow:
         st = self.loop.state
         spec = dataclasses.replace(spec, arrival=max(spec.arrival, t))
-        self.policy.last = None
-        _, times = self.loop.admit(t, [spec])
-        st.decision_ms.extend(times)
+        adm = self.loop.admit(t, [spec])[0]
         rec = st.records[spec.job_id]
-        dec = self.policy.last
-        schedule = dict(dec.schedule) if dec is not None and dec.schedule else {}
+        schedule = dict(adm.schedule)
         if schedule:
             self.planned_end[spec.job_id] = max(schedule)
             self.schedules[spec.job_id] = schedule
