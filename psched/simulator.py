@@ -311,6 +311,9 @@ class SchedulerLoop:
         self.state = state or LoopState(usage=np.zeros((2, len(RESOURCES))))
         self.before_slot: list[BeforeSlot] = list(before_slot)
         self.after_slot: list[AfterSlot] = list(after_slot)
+        #: called with every :class:`Admission` the loop makes (``admit``, ``replan``,
+        #: and arrivals decided when a slot begins)
+        self.on_decision: list[Callable[[Admission], None]] = []
         self._pool_rows = _pool_rows(cluster)
         self._clusters: list[tuple[int, Cluster]] = [(0, cluster)]  # (from slot, cluster)
         ctx = RunContext(
@@ -444,8 +447,12 @@ class SchedulerLoop:
         ValueError
             A job with this id arrived before.
         """
-        return [self._admit_one(t, spec, None if forced is None else forced.get(spec.job_id))
-                for spec in specs]
+        out = [self._admit_one(t, spec, None if forced is None else forced.get(spec.job_id))
+               for spec in specs]
+        for hook in self.on_decision:
+            for adm in out:
+                hook(adm)
+        return out
 
     def _admit_one(self, t: int, spec: JobSpec, forced: Decision | None) -> Admission:
         st = self.state
@@ -505,15 +512,27 @@ class SchedulerLoop:
         rec = st.records[job_id]
         left = work if work is not None else max(1, math.ceil(rec.job.work - rec.done - 1e-9))
         residual = Job(spec=rec.job.spec, work=left, window=rec.job.window)
-        hook = getattr(self.policy, "release", None) if release else None
-        if hook is not None:
-            hook(job_id, t)
+        if release:
+            self.release(job_id, t)
         decision, ms = self._decide(residual, t, forced)
         st.decision_ms.append(ms)
-        return Admission(job_id=job_id, slot=t, admitted=decision.admitted,
-                         reason=decision.reason, payoff=decision.payoff, work=left,
-                         schedule=dict(decision.schedule or {}) if decision.admitted else {},
-                         latency_ms=ms)
+        adm = Admission(job_id=job_id, slot=t, admitted=decision.admitted,
+                        reason=decision.reason, payoff=decision.payoff, work=left,
+                        schedule=dict(decision.schedule or {}) if decision.admitted else {},
+                        latency_ms=ms)
+        for hook in self.on_decision:
+            hook(adm)
+        return adm
+
+    def release(self, job_id: str, t: int) -> bool:
+        """Let the policy forget a job's commitments from slot ``t`` on (its
+        ``release(job_id, t)`` method: a job that finished early, or one re-planned into
+        freed capacity). False if the policy has no such method."""
+        hook = getattr(self.policy, "release", None)
+        if hook is None:
+            return False
+        hook(job_id, t)
+        return True
 
     def drop(self, job_id: str, reason: str) -> bool:
         """Stop an active job for good (cancelled, failed, dropped): it leaves the active

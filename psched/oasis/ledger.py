@@ -128,6 +128,17 @@ class Ledger:
                 for h, count in getattr(alloc, role):
                     self.usage[pool][t, self._pos[h]] += count * dem
 
+    def release(self, job: Job, schedule: Mapping[int, Alloc]) -> None:
+        """Take a committed schedule (or its future part) off the usage again: the inverse
+        of :meth:`commit` (a live service whose job finished early)."""
+        spec = job.spec
+        for pool, dem, role in ((0, spec.worker_demand.as_array(), "workers"),
+                                (1, spec.ps_demand.as_array(), "ps")):
+            for t, alloc in schedule.items():
+                for h, count in getattr(alloc, role):
+                    row = self.usage[pool][t, self._pos[h]]
+                    np.maximum(row - count * dem, 0.0, out=row)
+
     def price_mass(self, pool: int, chunk: int = 512) -> float:
         """``sum_t sum_h sum_r p_h^r(t) c~_h^r`` over the horizon, in cost units."""
         cn = normalise(self.capacity[pool], self.cbar[pool])
