@@ -165,7 +165,7 @@ class SchedulerService:
 
     def _ray_executor(self, cluster: Cluster, node_of: dict[int, str] | None) -> Executor:
         from ray_cluster.executor import RayExecutor
-        from ray_cluster.runtime_types import RuntimeConfig
+        from ray_cluster.runtime.types import RuntimeConfig
 
         rcfg = RuntimeConfig(**{"checkpoint_dir": str(self.workdir / "ckpt"),
                                 **dict(self.config.runtime)})
@@ -267,7 +267,7 @@ class SchedulerService:
 
     def _profile(self, spec: JobSpec) -> JobSpec:
         from ray_cluster.executor import profiled_spec
-        from ray_cluster.runtime_types import RuntimeConfig
+        from ray_cluster.runtime.types import RuntimeConfig
 
         out = profiled_spec(spec, RuntimeConfig(**dict(self.config.runtime)), steps=40,
                             allow_import=self.config.allow_import)
