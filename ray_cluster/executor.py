@@ -51,6 +51,7 @@ from psched.model import (
     SlotPlan,
     ceil_eps,
 )
+from ray_cluster.cluster_model import ray_nodes
 from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob, worker_slots
 from ray_cluster.warmpool import WarmProcesses
 from ray_cluster.workloads import get_workload
@@ -106,7 +107,7 @@ def nodes_for_servers(cluster: Cluster) -> dict[int, str]:
         If a server has no such node.
     """
     marks: dict[str, str] = {}
-    for node in ray.nodes():
+    for node in ray_nodes():
         if node.get("Alive"):
             for key in node.get("Resources", {}):
                 if key.startswith(SERVER_MARK):

@@ -7,16 +7,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import ray
 
 from ray_cluster.actors import PSShard, Worker
 from ray_cluster.runtime.state import RuntimeState
 
+if TYPE_CHECKING:
+    from ray.actor import ActorClass
+
 __all__ = ["ActorFleet", "match_servers"]
 
 log = logging.getLogger("ray_cluster.runtime")
+
+#: The actor classes as ``@ray.remote`` made them (a type checker does not see what a class
+#: decorator returns).
+_WORKER = cast("ActorClass[Worker]", Worker)
+_PS_SHARD = cast("ActorClass[PSShard]", PSShard)
 
 
 def match_servers(current: Sequence[int | None], target: Sequence[int | None]) -> tuple[list[int],
@@ -46,10 +54,10 @@ class ActorFleet(RuntimeState):
     def _create(self, kind: str, server: int | None) -> Any:
         if kind == "worker":
             opts = self.placer.worker_options(self.job.job_id, server)
-            return Worker.options(**opts).remote(self.job.workload, self.job.n_partitions,
-                                                 self.config.batch_size)
+            return _WORKER.options(**opts).remote(self.job.workload, self.job.n_partitions,
+                                                  self.config.batch_size)
         opts = self.placer.ps_options(self.job.job_id, server)
-        return PSShard.options(**opts).remote(self.optimizer, self.n_params)
+        return _PS_SHARD.options(**opts).remote(self.optimizer, self.n_params)
 
     def prestart(self, workers: Sequence[int | None] = (), ps: Sequence[int | None] = (),
                  wait: bool = True) -> None:

@@ -154,7 +154,8 @@ class RuntimeState:
         got = set(ray.get([s.counters.remote() for s in self.shards]))
         if len(got) != 1:
             raise RuntimeError(f"shards of {self.job.job_id} disagree: {sorted(got)}")
-        return got.pop()
+        step, batches = got.pop()
+        return int(step), int(batches)
 
     def _wait(self, refs: list[Any]) -> list[Any]:
         """``ray.get`` with the start-up timeout: actors that cannot be placed fail the slot

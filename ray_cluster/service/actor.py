@@ -38,7 +38,6 @@ def service_actor() -> Any:
     """The Ray actor class wrapping :class:`SchedulerService` (imports Ray)."""
     import ray
 
-    @ray.remote(num_cpus=0, max_concurrency=32, max_restarts=-1)
     class ServiceActor:
         """A detached, named service; Ray restarts it from its journal after a crash."""
 
@@ -49,10 +48,10 @@ def service_actor() -> Any:
             nodes = None if node_of is None else {int(k): v for k, v in node_of.items()}
             cl = cluster_from_dict(cluster) if cluster is not None else None
             if cl is None:
-                from ray_cluster.cluster_model import cluster_from_nodes
+                from ray_cluster.cluster_model import cluster_from_nodes, ray_nodes
 
                 cfg = ServiceConfig.from_json(config) if config else ServiceConfig()
-                cl, nodes = cluster_from_nodes(ray.nodes(), cfg.slot_seconds)
+                cl, nodes = cluster_from_nodes(ray_nodes(), cfg.slot_seconds)
             journal = Journal(Path(workdir) / "journal.db")
             meta_nodes = journal.meta().get("node_of")
             journal.close()
@@ -84,7 +83,8 @@ def service_actor() -> Any:
         def stop(self) -> None:
             self.svc.close()
 
-    return ServiceActor
+    options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 32, "max_restarts": -1}
+    return ray.remote(**options)(ServiceActor)
 
 
 def watch_service(actor: Any, *, poll_s: float = 2.0, give_up_s: float = 300.0,

@@ -47,9 +47,12 @@ def _ray_nodes() -> list[NodeRow] | None:
     try:
         import ray
 
+        from ray_cluster.cluster_model import ray_nodes
+
         if not ray.is_initialized():
             return None
-        return list(ray.nodes())
+        rows: list[NodeRow] = list(ray_nodes())
+        return rows
     except Exception:  # the node list is advisory: a failed read skips one refresh
         log.warning("could not read Ray's node list", exc_info=True)
         return None
