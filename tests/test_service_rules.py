@@ -154,3 +154,42 @@ def test_booked_jobs_are_journaled_when_decided(tmp_path):
     rows = [d for d in svc.journal.decisions() if d.job_id == "j1"]
     assert [(d.kind, d.slot) for d in rows] == [("arrival", 3)]
     assert rows[0].schedule == svc.schedules["j1"]
+
+
+def test_a_lost_node_is_journaled_and_the_executor_gives_up_the_actors_there(tmp_path):
+    """The node check before each slot: the servers of a dead node move to a live one, the
+    loss is journaled once, and the executor is told which servers were lost."""
+
+    class PlacingExecutor(SimulatedExecutor):
+        placer = object()  # a placing executor (placed mode)
+
+        def __init__(self) -> None:
+            self.lost: list[set[int]] = []
+
+        def node_lost(self, servers: set[int]) -> None:
+            self.lost.append(set(servers))
+
+    from ray_cluster.cluster_model import cluster_from_nodes
+
+    def node(name: str, alive: bool = True) -> dict:
+        return {"NodeID": name, "Alive": alive,
+                "Resources": {"CPU": 2.0, "memory": 8.0 * 2**30}}
+
+    rows = [node("n0"), node("n1")]
+    cluster, node_of = cluster_from_nodes(rows, SLOT_S)
+    ex = PlacingExecutor()
+    seen: list[list[dict]] = [rows]
+    svc = SchedulerService(tmp_path, config=_config(), cluster=cluster, node_of=node_of,
+                           executor=ex)
+    svc.nodes._list_nodes = lambda: seen[-1]
+    svc.submit(_spec(1, n=1, work_s=0.04))
+    svc.run_for(1)
+    on_n1 = {h for h, n in node_of.items() if n == "n1"}
+    seen.append([node("n0"), node("n1", alive=False)])
+    svc.run_for(2)
+    assert ex.lost == [on_n1]  # told once, with the servers that were there
+    assert set(node_of.values()) == {"n0"}
+    lines = [e for e in svc.journal.events() if e[2] == "node_lost"]
+    assert len(lines) == len(on_n1)
+    svc.run_for(8)
+    assert svc.loop.state.records["j1"].completion is not None

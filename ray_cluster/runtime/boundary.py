@@ -4,11 +4,13 @@ layer of :class:`ray_cluster.runtime.JobRuntime`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 from collections.abc import Sequence
 
 import ray
+from ray.exceptions import RayError
 
 from ray_cluster.runtime.checkpoints import Checkpoints
 from ray_cluster.runtime.fleet import match_servers
@@ -73,6 +75,35 @@ class SlotBoundary(Checkpoints):
         self._kill(self.workers + self.shards)
         self.workers, self.worker_servers, self.shards, self.shard_servers = [], [], [], []
         self._mark("suspended")
+
+    def abandon(self, why: str) -> None:
+        """Give up the job's actors without a checkpoint (a node they used was lost, or
+        Ray failed under them): pending tasks are cancelled and every actor, spares too, is
+        killed for good, so none is left running if its node comes back. The next
+        :meth:`resize` restores the shards from the latest committed checkpoint; the steps
+        since it are lost (at most one checkpoint interval)."""
+        for ref in list(self._pending):
+            with contextlib.suppress(RayError, ValueError):
+                ray.cancel(ref, force=True)
+        self._pending.clear()
+        self._failed = []
+        spares = [a for k in self._spares for _, a in self._spares[k]]
+        for actor in self.workers + self.shards + spares:
+            with contextlib.suppress(RayError, ValueError):
+                ray.kill(actor, no_restart=True)
+        self.workers, self.worker_servers, self.shards, self.shard_servers = [], [], [], []
+        self._spares = {"worker": [], "ps": []}
+        meta = self.store.latest()
+        if meta is not None:
+            self.step, self.batches, self.version = meta.step, meta.batches, meta.version
+        self._mark(f"abandoned its actors ({why}); resumes from checkpoint "
+                   f"v{self.version} (step {self.step})")
+
+    def uses(self, servers: set[int]) -> bool:
+        """True if an actor of the job (spares too) is placed on one of ``servers``."""
+        placed = set(self.worker_servers) | set(self.shard_servers)
+        placed |= {s for k in self._spares for s, _ in self._spares[k]}
+        return bool(placed & servers)
 
     def close(self, remove_checkpoints: bool = False) -> None:
         """Stop every actor (spares too); drop a temporary checkpoint folder."""

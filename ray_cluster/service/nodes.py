@@ -5,10 +5,12 @@ the model, and a restart rebuilding the cluster from the journal.
 ``node_of`` map and an executor that places actors) and reads Ray's node list:
 
 * *lost node*: the servers of a dead node are pointed at a live node of the same pool
-  (:func:`ray_cluster.cluster_model.remap_lost`), journaled as ``node_lost``; the jobs placed
-  there are told to the executor (its ``node_lost(node_ids)`` method, when it has one), which
-  kills their actors on the lost node and restarts them on the new placement (a dead PS shard
-  rolls the job back to its last checkpoint); lost progress is caught by the behind-plan rule;
+  (:func:`ray_cluster.cluster_model.remap_lost`), journaled as ``node_lost``; the executor is
+  told which servers were there (its ``node_lost(servers)`` method, when it has one): it gives
+  up the actors of the jobs placed there (killed for good: no orphan if the node comes back),
+  and they restart on the new placement from their last checkpoint; lost progress is caught
+  by the behind-plan rule. A node that dies in the middle of a slot fails only the jobs placed
+  on it for the rest of that slot (:meth:`ray_cluster.executor.RayExecutor.apply`);
 * *joined node*: a node offering the same pools as a lost one replaces it
   (:func:`ray_cluster.cluster_model.replacement`; its servers move onto it for good,
   journaled ``servers_rehomed``; no capacity is added); any other joined node is turned into
@@ -85,7 +87,6 @@ class Nodes:
         #: server -> the node it belongs on (``node_of`` before any loss was remapped)
         self.home: dict[int, str] = dict(node_of or {})
         self.joined: set[str] = set()  #: nodes seen joining (handled once)
-        self.lost: set[str] = set()  #: nodes seen dead (journaled once)
         self._list_nodes = list_nodes
 
     @property
@@ -108,15 +109,13 @@ class Nodes:
 
         assert self.node_of is not None
         alive = {str(n["NodeID"]) for n in nodes if n.get("Alive")}
-        dead = {n for n in self.node_of.values() if n not in alive}
+        lost = {h for h, n in self.node_of.items() if n not in alive}
         for line in remap_lost(self.loop.cluster, self.node_of, alive):
             self.journal.event("", t, "node_lost", line)
             log.warning("slot %d: node lost: %s", t, line)
-        if dead - self.lost:
-            hook = getattr(self.executor, "node_lost", None)
-            if hook is not None:
-                hook(sorted(dead - self.lost))
-            self.lost |= dead
+        hook = getattr(self.executor, "node_lost", None)
+        if lost and hook is not None:
+            hook(lost)  # before the plan is applied: the jobs there restart elsewhere
         new = set(joined_nodes(self.node_of, nodes)) - self.joined
         fresh = []
         for node in sorted((n for n in nodes if n["NodeID"] in new), key=lambda n: n["NodeID"]):
