@@ -12,6 +12,7 @@ process and writes what really ran as ``psched simulate --out`` does. Ray is imp
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -211,7 +212,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from ray_cluster.service import SERVICE_NAME, SERVICE_NAMESPACE, service_actor
+    from ray_cluster.service import (
+        SERVICE_NAME,
+        SERVICE_NAMESPACE,
+        service_actor,
+        watch_service,
+    )
 
     config = _config(args)
     if config.policy == "oasis":
@@ -235,13 +241,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
           f"{workdir / 'journal.db'}", flush=True)
     if not embedded:
         return 0
-    try:  # the embedded Ray lives as long as this process
-        while ray.get(actor.status.remote())["running"]:
-            time.sleep(2.0)
-    except KeyboardInterrupt:
-        pass
-    ray.get(actor.stop.remote())
-    ray.kill(actor)
+    # the embedded Ray lives as long as this process; actor restarts are ridden out
+    with contextlib.suppress(KeyboardInterrupt):
+        watch_service(actor)
+    with contextlib.suppress(ray.exceptions.RayError):  # gone already: nothing to stop
+        ray.get(actor.stop.remote(), timeout=60)
+        ray.kill(actor)
     ray.shutdown()
     return 0
 
