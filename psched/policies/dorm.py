@@ -177,8 +177,10 @@ class DormPolicy(ReplanPolicy):
     name = "dorm"
 
     def __init__(self, theta: float = 0.5, beta: float = 0.3,
-                 time_limit_s: float = 0.25, warm_start: bool = True) -> None:
+                 time_limit_s: float = 0.25, warm_start: bool = True,
+                 solver: Solver | None = None) -> None:
         super().__init__()
+        self.solver = solver  #: the MILP solver (None: HiGHS through highspy)
         if not (0 <= theta <= 1 and 0 <= beta <= 1 and time_limit_s > 0):
             raise ValueError("theta, beta in [0, 1]; time_limit_s > 0")
         self.theta, self.beta, self.time_limit_s = theta, beta, time_limit_s
@@ -210,7 +212,7 @@ class DormPolicy(ReplanPolicy):
             counts, sol = dorm_solution(jobs, upper, current, cw, cp, theta=self.theta,
                                         beta=self.beta, fairness=fairness, limit_changes=changes,
                                         time_limit_s=self.time_limit_s,
-                                        warm_start=self.warm_start)
+                                        warm_start=self.warm_start, solver=self.solver)
             self._stats["not_optimal"] += int(sol.status != "optimal")
             self._stats["suspect"] += int(sol.status == "suspect")
             if sol.found and math.isfinite(sol.gap):

@@ -19,9 +19,11 @@ their current counts are always a feasible point (they fit the cluster now).
 
 The policy solves within a per-decision budget (``time_limit_s``, default 0.35 s, for building
 the epoch and the model and solving: the paper's 0.4 s per decision, less placement) and
-relative gap ``mip_rel_gap`` (default 1e-4), keeping the best solution found;
-:meth:`ElasticMipPolicy.report` gives how many solves stopped at the limit and the mean and
-worst relative gap to HiGHS's dual bound. If HiGHS returns no solution it falls back to the
+relative gap ``mip_rel_gap`` (default 0.02: the LP relaxation rounded is within it in most
+events, which settles a 200-job event in well under 0.1 s; with HiGHS 1.12 and gap 1e-4 the
+solves stopped at the time limit with a mean gap of 3.4%, ``BENCHMARKS.md``), keeping the best
+solution found; :meth:`ElasticMipPolicy.report` gives how many solves stopped at the limit and
+the mean and worst proven relative gap of the plan used (to the LP or HiGHS's dual bound). If HiGHS returns no solution it falls back to the
 better of two greedy plans (always feasible): the marginal-gain baseline and
 :func:`~psched.policies.greedy.density_fill`, a primal heuristic shaped like the optimum; if a
 solve stopped at the limit with a plan worse than the better greedy's (same objective), that
@@ -62,6 +64,7 @@ class MipResult:
     optimal: bool  #: HiGHS proved optimality (within ``mip_rel_gap``)
     found: bool  #: HiGHS returned a solution at all
     gap: float = 0.0  #: relative gap between ``objective`` and HiGHS's dual bound
+    bound: float = math.inf  #: proven upper bound on the epoch's optimum (LP or HiGHS's)
     solve_s: float = 0.0  #: wall time of the solver call, seconds
 
 
@@ -87,12 +90,12 @@ class _Cols:
         return int(self.xoff[-1])
 
 
-def _columns(epoch: Epoch) -> _Cols:
+def _columns(epoch: Epoch, folded: bool) -> _Cols:
     J, T = len(epoch.ids), epoch.intervals
     sizes = np.array([a.size for a in epoch.allowed], dtype=np.int64)
     xoff = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64) * T
     nx = int(xoff[-1])
-    has_u = epoch.penalty > 0
+    has_u = (epoch.penalty > 0) & (not folded)
     uoff = np.full(J, -1, dtype=np.int64)
     uoff[has_u] = nx + np.arange(int(has_u.sum())) * T
     poff = nx + int(has_u.sum()) * T
@@ -104,7 +107,7 @@ def _columns(epoch: Epoch) -> _Cols:
 
     return _Cols(job=job, t=local // sizes[job], n=tiled(epoch.allowed), ps=tiled(epoch.ps),
                  speed=tiled(epoch.speed), sizes=sizes, xoff=xoff, uoff=uoff, poff=poff,
-                 n_cols=poff + J)
+                 n_cols=poff if folded else poff + J)
 
 
 def _choice_rows(rows: Rows, epoch: Epoch, k: _Cols) -> None:
@@ -169,14 +172,28 @@ def _starvation_rows(rows: Rows, epoch: Epoch, k: _Cols) -> None:
                  np.concatenate([np.ones(k.sizes[j]), -np.ones(k.sizes[i])]), -np.inf, 0.0)
 
 
+def _folded_costs(epoch: Epoch, k: _Cols) -> np.ndarray:
+    """With one interval, each configuration's value is known: ``-w_j min(Delta s_j(n), W_j) /
+    W_j``, plus the rescale penalty when ``n != a_j``. Equal to the p/u model on every binary
+    point, and a tighter LP (a fraction of a large count no longer buys all of ``W_j``)."""
+    gain = np.minimum(epoch.interval_slots * k.speed, epoch.remaining[k.job])
+    changed = k.n != epoch.current[k.job]
+    return (-epoch.weight[k.job] * gain / epoch.remaining[k.job]
+            + epoch.penalty[k.job] * changed)
+
+
 def _problem(epoch: Epoch, k: _Cols) -> Problem:
     rows = Rows()
     _choice_rows(rows, epoch, k)
     _capacity_rows(rows, epoch, k)
-    _progress_rows(rows, epoch, k)
-    _rescale_rows(rows, epoch, k)
+    folded = k.n_cols == k.nx
+    if not folded:
+        _progress_rows(rows, epoch, k)
+        _rescale_rows(rows, epoch, k)
     if epoch.anti_starvation:
         _starvation_rows(rows, epoch, k)
+    if folded:
+        return Problem.of(_folded_costs(epoch, k), rows, np.ones(k.nx))
     c = np.zeros(k.n_cols)
     c[k.poff:] = -epoch.weight / epoch.remaining
     for j in np.flatnonzero(k.uoff >= 0):
@@ -188,14 +205,16 @@ def _problem(epoch: Epoch, k: _Cols) -> Problem:
     return Problem.of(c, rows, ub, integer=integer)
 
 
-def plan_vector(epoch: Epoch, plan: np.ndarray) -> np.ndarray:
+def plan_vector(epoch: Epoch, plan: np.ndarray, *, folded: bool | None = None) -> np.ndarray:
     """A plan (counts, J x T') as a point of the epoch's model: its x, the least ``u`` and the
     most ``p`` it allows. Feasible whenever the plan is (:func:`~psched.policies.epoch.feasible`
     and counts from ``allowed``). O(columns)."""
-    k = _columns(epoch)
+    k = _columns(epoch, _folds(epoch) if folded is None else folded)
     v = np.zeros(k.n_cols)
     on = plan[k.job, k.t] == k.n
     v[:k.nx] = on
+    if k.n_cols == k.nx:
+        return v
     gain = np.bincount(k.job, weights=on * epoch.interval_slots * k.speed,
                        minlength=len(epoch.ids))
     v[k.poff:] = np.minimum(gain, epoch.remaining)
@@ -205,45 +224,146 @@ def plan_vector(epoch: Epoch, plan: np.ndarray) -> np.ndarray:
     return v
 
 
+def _column(problem: Problem, col: int) -> tuple[np.ndarray, np.ndarray]:
+    a = problem.a
+    lo, hi = a.indptr[col], a.indptr[col + 1]
+    return a.indices[lo:hi], a.data[lo:hi]
+
+
+def _improve(problem: Problem, x: np.ndarray, ax: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Move one job (its configuration columns ``cols``) to the cheapest configuration that
+    keeps every row satisfied, if cheaper than its own; ``x`` in place, returns ``A x``."""
+    old = cols[x[cols] > 0.5]
+    base = float(problem.c[old[0]]) if old.size else 0.0
+    for col in cols[np.argsort(problem.c[cols])]:
+        if problem.c[col] >= base - 1e-12:
+            break
+        trial = ax.copy()
+        r, v = _column(problem, int(col))
+        trial[r] += v
+        if old.size:
+            r, v = _column(problem, int(old[0]))
+            trial[r] -= v
+        if np.all(trial <= problem.row_hi + 1e-9) and np.all(trial >= problem.row_lo - 1e-9):
+            x[old] = 0.0
+            x[col] = 1.0
+            return trial
+    return ax
+
+
+def _round_lp(problem: Problem, k: _Cols, x_lp: np.ndarray, start: np.ndarray | None
+              ) -> np.ndarray | None:
+    """A binary point from the LP optimum of the folded model: jobs at an integral
+    configuration keep it, a fractional running job takes its heaviest one, then fractional
+    jobs (most LP weight first), then the others (largest possible gain first) move to the
+    cheapest configuration that keeps every row (capacities, anti-starvation) satisfied.
+    If the first step is infeasible the passes start from ``start`` instead (None without).
+    O(fractional jobs x |N_j| x nnz per column)."""
+    J = k.sizes.size
+    x = np.zeros(k.nx)
+    own = [np.arange(k.xoff[j], k.xoff[j + 1]) for j in range(J)]
+    heavy = np.array([cols[np.argmax(x_lp[cols])] for cols in own], dtype=np.int64)
+    whole = x_lp[heavy] > 1 - 1e-6
+    x[heavy[whole]] = 1.0
+    must = np.array([problem.row_lo[j] > 0 for j in range(J)])  # choice rows come first
+    x[heavy[~whole & must]] = 1.0
+    ax = problem.a @ x
+    if np.any(ax > problem.row_hi + 1e-9) or np.any(ax < problem.row_lo - 1e-9):
+        if start is None:
+            return None
+        x = start.copy()  # what runs now, moved towards the LP below
+        ax = problem.a @ x
+    frac = np.flatnonzero(~whole)
+    weight = x_lp[heavy[frac]] * -problem.c[heavy[frac]]  # LP value of the heaviest choice
+    rest = np.setdiff1d(np.arange(J), frac)
+    gain = -problem.c[heavy[rest]] - np.array([-problem.c[own[j]][x[own[j]] > 0.5].sum()
+                                               for j in rest])
+    for j in np.concatenate([frac[np.argsort(-weight)], rest[np.argsort(-gain)]]):
+        ax = _improve(problem, x, ax, own[j])
+    return x
+
+
+def _lp_first(k: _Cols, problem: Problem, start: np.ndarray | None, solver: Solver | None
+              ) -> tuple[np.ndarray | None, float, float]:
+    """LP relaxation of the folded model and a rounded point: (point or None, its objective
+    (minimised), the LP bound). O(one LP)."""
+    lp = solve(problem.relaxed(), start=start, solver=solver)
+    if lp.x is None or lp.status != "optimal":
+        return None, math.inf, -math.inf
+    x = _round_lp(problem, k, lp.x, start)
+    if x is None or not problem.feasible(x):
+        return None, math.inf, lp.objective
+    return x, float(problem.c @ x), lp.objective
+
+
+def _folds(epoch: Epoch, fold: bool = True) -> bool:
+    return fold and epoch.intervals == 1
+
+
 def solve_mip(epoch: Epoch, *, time_limit_s: float = 0.35, mip_rel_gap: float = 1e-4,
-              presolve: bool = False, start: np.ndarray | None = None,
-              solver: Solver | None = None) -> MipResult:
+              presolve: bool = False, start: np.ndarray | None = None, fold: bool = True,
+              lp_first: bool = True, solver: Solver | None = None) -> MipResult:
     """Solve one epoch's MIP (module docstring). O(HiGHS) on J sum|N_j| T' binaries.
 
     ``start`` is a plan (J x T' counts) handed to HiGHS as the incumbent (the policy passes the
     previous event's solution: the current counts held). HiGHS's presolve is off by default:
     on a few hundred jobs it alone can outlast a sub-second limit (measured with HiGHS 1.12:
     1.2 s at 500 jobs, no solution), while without it the first incumbent comes at once and
-    the gap closes from there. The model is built with numpy blocks, O(J sum|N_j| T' R).
+    the gap closes from there. With one interval (T' = 1) and ``fold`` the progress and
+    rescale variables are folded into each configuration's cost (:func:`_folded_costs`): a
+    multiple-choice knapsack in the x alone; with ``lp_first`` its LP relaxation is solved
+    first and rounded (:func:`_round_lp`): when the rounded plan is within ``mip_rel_gap`` of
+    the LP bound it is returned with that proven gap and branch and bound is skipped, else it
+    is the incumbent HiGHS starts from. The model is built with numpy blocks,
+    O(J sum|N_j| T' R).
     """
     J, T = len(epoch.ids), epoch.intervals
-    k = _columns(epoch)
+    folded = _folds(epoch, fold)
+    k = _columns(epoch, folded)
     problem = _problem(epoch, k)
-    x0 = None if start is None else plan_vector(epoch, start)
-    sol = solve(problem, time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap,
-                presolve=presolve, start=x0, solver=solver)
+    x0 = None if start is None else plan_vector(epoch, start, folded=folded)
     plan = np.zeros((J, T), dtype=np.int64)
+    t0 = time.perf_counter()
+    lp_bound = math.inf
+    if folded and lp_first:
+        xr, val, bound = _lp_first(k, problem, x0, solver)
+        if xr is not None:
+            gap = max(0.0, (val - bound) / max(abs(val), 1e-12))
+            if gap <= mip_rel_gap:
+                on = np.flatnonzero(xr > 0.5)
+                plan[k.job[on], k.t[on]] = k.n[on]
+                return MipResult(plan=plan, objective=objective(epoch, plan), optimal=True,
+                                 found=True, gap=gap, bound=-bound,
+                                 solve_s=time.perf_counter() - t0)
+            if x0 is None or val < float(problem.c @ x0):
+                x0 = xr
+        lp_bound = -bound
+    sol = solve(problem, time_limit_s=max(0.01, time_limit_s - (time.perf_counter() - t0)),
+                mip_rel_gap=mip_rel_gap, presolve=presolve, start=x0, solver=solver)
     if sol.x is None or sol.status == "suspect":
         return MipResult(plan=plan, objective=-np.inf, optimal=False, found=False,
-                         solve_s=sol.solve_s)
+                         bound=min(lp_bound, -sol.dual_bound), solve_s=sol.solve_s)
     on = np.flatnonzero(sol.x[:k.nx] > 0.5)
     plan[k.job[on], k.t[on]] = k.n[on]
     return MipResult(plan=plan, objective=objective(epoch, plan),
                      optimal=sol.status == "optimal",
                      found=True, gap=sol.gap if math.isfinite(sol.gap) else 0.0,
-                     solve_s=sol.solve_s)
+                     bound=min(lp_bound, -sol.dual_bound), solve_s=sol.solve_s)
 
 
 @register_policy("elastic-mip")
 class ElasticMipPolicy(EpochPolicy):
     """The MIP allocator, re-solved at every event; options as :class:`EpochPolicy` plus the
-    solver's ``time_limit_s`` and ``mip_rel_gap``."""
+    solver's ``time_limit_s`` and ``mip_rel_gap``, ``warm_start``, ``fold`` and ``solver``."""
 
     name = "elastic-mip"
 
-    def __init__(self, *, time_limit_s: float = 0.35, mip_rel_gap: float = 1e-4,
-                 warm_start: bool = True, **options: Any) -> None:
+    def __init__(self, *, time_limit_s: float = 0.35, mip_rel_gap: float = 0.02,
+                 warm_start: bool = True, fold: bool = True, solver: Solver | None = None,
+                 **options: Any) -> None:
         super().__init__(**options)
+        self.fold = fold  #: fold progress and rescale into the costs when T' = 1
+        self.solver = solver  #: the MILP solver (None: HiGHS through highspy)
         self.time_limit_s = time_limit_s  #: per-decision budget (epoch, model, solve), s
         self.warm_start = warm_start  #: start HiGHS from the current counts (previous solution)
         self._t0 = 0.0
@@ -265,11 +385,18 @@ class ElasticMipPolicy(EpochPolicy):
         start = (np.repeat(epoch.current[:, None], epoch.intervals, axis=1)
                  if self.warm_start else None)
         res = solve_mip(epoch, time_limit_s=max(0.05, self.time_limit_s - spent),
-                        mip_rel_gap=self.mip_rel_gap, start=start)
+                        mip_rel_gap=self.mip_rel_gap, start=start, fold=self.fold,
+                        solver=self.solver)
         self._stats["solves"] += 1
         self._stats["not_optimal"] += int(not res.optimal)
-        if res.found:
-            self._gaps.append(res.gap)
+        plan = self._pick(epoch, res)
+        if math.isfinite(res.bound):  # the proven gap of the plan actually used
+            value = objective(epoch, plan)
+            self._gaps.append(max(0.0, res.bound - value) / max(abs(value), 1e-12))
+        return plan
+
+    def _pick(self, epoch: Epoch, res: MipResult) -> np.ndarray:
+        """The solver's plan, or the better greedy plan when the solve stopped short."""
         if res.optimal and feasible(epoch, res.plan):
             return res.plan
         heuristics = [p for p in (marginal_gain(epoch), density_fill(epoch)) if feasible(epoch, p)]
