@@ -50,9 +50,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -69,6 +69,7 @@ __all__ = [
     "OfflineResult",
     "lp_bound",
     "offline_optimum",
+    "pooled_bound",
     "ps_slack",
     "schedule_vector",
     "solve_offline",
@@ -527,3 +528,32 @@ def offline_optimum(specs: Sequence[JobSpec], cluster: Cluster, horizon: int, *,
     jobs = [resolve_job(s, cluster.slot_seconds, horizon, max_window) for s in specs]
     return solve_offline([j for j in jobs if j.window > 0], cluster, horizon, window=window,
                          time_limit=time_limit, known=known)
+
+
+def pooled_bound(specs: Sequence[JobSpec], cluster: Cluster, horizon: int, *,
+                 utilities: Mapping[str, float], max_window: int | None = None
+                 ) -> dict[str, Any]:
+    """The pooled LP bound of a whole run, for ``summary.json`` (``psched simulate --bound lp``).
+
+    ``bound = lp + tail`` bounds the utility of every schedule (a job finishing past its window
+    earns at most ``f(window + 1)``, :func:`window_tail`); ``utilities`` (every policy's total)
+    are the known feasible values the guard holds the LP against.
+
+    Returns
+    -------
+    dict
+        ``bound``, ``lp``, ``tail``, ``status`` ("lp" or "suspect"), ``solve_s``, ``cpu_s``,
+        ``n_vars``, ``best_policy`` and ``best_over_bound``.
+    """
+    jobs = [j for j in (resolve_job(s, cluster.slot_seconds, horizon, max_window)
+                        for s in specs) if j.window > 0]
+    tail = window_tail(jobs, horizon)
+    best = max(utilities, key=lambda k: utilities[k]) if utilities else None
+    known = utilities[best] - tail if best is not None else 0.0
+    res = lp_bound(jobs, cluster, horizon, pooled=True, known=known)
+    bound = res.bound + tail
+    return {"kind": "lp_pooled", "bound": bound, "lp": res.bound, "tail": tail,
+            "status": res.status, "solve_s": res.solve_s, "cpu_s": res.cpu_s,
+            "n_vars": res.n_vars, "best_policy": best,
+            "best_over_bound": utilities[best] / bound if best is not None and bound > 0
+            else None}

@@ -23,8 +23,9 @@ relative gap ``mip_rel_gap`` (default 0.02: the LP relaxation rounded is within 
 events, which settles a 200-job event in well under 0.1 s; with HiGHS 1.12 and gap 1e-4 the
 solves stopped at the time limit with a mean gap of 3.4%, ``BENCHMARKS.md``), keeping the best
 solution found; :meth:`ElasticMipPolicy.report` gives how many solves stopped at the limit and
-the mean and worst proven relative gap of the plan used (to the LP or HiGHS's dual bound). If HiGHS returns no solution it falls back to the
-better of two greedy plans (always feasible): the marginal-gain baseline and
+the mean and worst proven relative gap of the plan used (to the LP or HiGHS's dual bound).
+If HiGHS returns no solution it falls back to the better of two greedy plans (always
+feasible): the marginal-gain baseline and
 :func:`~psched.policies.greedy.density_fill`, a primal heuristic shaped like the optimum; if a
 solve stopped at the limit with a plan worse than the better greedy's (same objective), that
 plan is used (counted as ``greedy_better``): the allocator is never below its baseline.
