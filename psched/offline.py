@@ -202,7 +202,7 @@ def _variables(jobs: Sequence[Job], cap_w: np.ndarray, cap_p: np.ndarray, horizo
         lim_z = _server_limits(job.spec.ps_demand.as_array(), cap_p, job.max_workers)
         obj.append(np.concatenate([[0.0], -util, np.zeros(n_s * (1 + n_h + n_k) + n_w)]))
         ub.append(np.concatenate([[1.0], done_ok, np.ones(n_s), np.tile(lim_y, n_s),
-                                  np.tile(lim_z, n_s), np.full(n_w, float(job.work))]))
+                                  np.tile(lim_z, n_s), np.full(n_w, float(job.max_workers * n_s))]))
         integer.append(np.concatenate([np.ones(1 + n_s, bool), np.zeros(n_s, bool),
                                        np.ones(n_s * (n_h + n_k), bool), np.zeros(n_w, bool)]))
         cols.append(jc)
