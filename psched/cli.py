@@ -106,8 +106,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     )
     summary, _ = run_simulation(req)
     print_table(summary, file=sys.stdout)
-    if "bound" in summary["params"]:
-        b = summary["params"]["bound"]
+    b = summary["params"].get("upper_bound")
+    if b:
         print(f"# upper bound ({b['kind']}, {b['status']}): {b['bound']:.1f} "
               f"({b['solve_s']:.1f} s)", file=sys.stdout)
     if args.out:

@@ -171,7 +171,7 @@ def run_simulation(req: SimulateRequest) -> tuple[dict[str, Any], dict[str, RunR
     if req.bound == "lp":
         from psched.offline import pooled_bound
 
-        params["bound"] = pooled_bound(
+        params["upper_bound"] = pooled_bound(
             specs, cluster, horizon, max_window=req.max_window,
             utilities={n: sum(r.utility for r in res.records.values())
                        for n, res in results.items()})

@@ -18,7 +18,8 @@ def test_bound_lp_puts_a_guarded_bound_above_every_policy_in_the_summary(
                  "--out", str(out)])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
-    bound = summary["params"]["bound"]
+    assert summary["params"]["bound"] == "lp"
+    bound = summary["params"]["upper_bound"]
     assert bound["kind"] == "lp_pooled" and bound["status"] == "lp"
     best = max(p["total_utility"] for p in summary["policies"].values())
     assert bound["bound"] >= best - 1e-6
@@ -30,7 +31,7 @@ def test_no_bound_unless_asked(tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert main(["simulate", "--scenario", "oasis-paper", "--jobs", "8", "--slots", "20",
                  "--policies", "fifo", "--no-plots", "--out", str(out)]) == 0
-    assert "bound" not in json.loads((out / "summary.json").read_text())["params"]
+    assert "upper_bound" not in json.loads((out / "summary.json").read_text())["params"]
 
 
 def test_unknown_bound_is_a_usage_error(tmp_path: Path,
