@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="OASiS: estimate U and L from this history trace instead of hindsight")
     s.add_argument("--out", metavar="DIR", help="write summary, per-job files and plots here")
     s.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    s.add_argument("--bound", choices=("lp",), help="also compute an upper bound on any "
+                   "schedule's utility: 'lp' = pooled LP relaxation of (1)-(13), in summary.json")
     s.add_argument("--no-check", action="store_true",
                    help="skip the independent plan checker (faster; not recommended)")
     s.set_defaults(func=_cmd_simulate)
@@ -100,10 +102,14 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         slot_seconds=args.slot_seconds, seed=args.seed, load=args.load,
         scenario_opt=tuple(args.scenario_opt), max_window=args.max_window,
         price_estimate_factor=args.price_estimate_factor, history=args.history,
-        out=args.out, plots=not args.no_plots, check=not args.no_check,
+        out=args.out, plots=not args.no_plots, check=not args.no_check, bound=args.bound,
     )
     summary, _ = run_simulation(req)
     print_table(summary, file=sys.stdout)
+    b = summary["params"].get("upper_bound")
+    if b:
+        print(f"# upper bound ({b['kind']}, {b['status']}): {b['bound']:.1f} "
+              f"({b['solve_s']:.1f} s)", file=sys.stdout)
     if args.out:
         print(f"wrote {args.out}", file=sys.stderr)
     return 0

@@ -51,6 +51,7 @@ class SimulateRequest:
     plots: bool = True  #: write PNG plots
     check: bool = True  #: run the independent plan checker
     progress: bool = True  #: progress bar on stderr (only on a terminal)
+    bound: str | None = None  #: "lp": add the pooled LP bound to params (psched.offline)
     extra: Mapping[str, Any] = field(default_factory=dict)  #: recorded in params as is
 
 
@@ -167,6 +168,13 @@ def run_simulation(req: SimulateRequest) -> tuple[dict[str, Any], dict[str, RunR
         )
     if bar is not None:
         bar.close()
+    if req.bound == "lp":
+        from psched.offline import pooled_bound
+
+        params["upper_bound"] = pooled_bound(
+            specs, cluster, horizon, max_window=req.max_window,
+            utilities={n: sum(r.utility for r in res.records.values())
+                       for n, res in results.items()})
     if req.out:
         from psched.output import write_run
 
