@@ -63,7 +63,9 @@ __all__ = [
     "ImportRefused",
     "check_submission",
     "load_jobspec",
+    "load_jobspec_where",
     "parse_jobspec",
+    "parse_jobspec_where",
     "spec_lines",
     "submission_from_json",
 ]
@@ -109,7 +111,15 @@ def spec_lines(text: str) -> dict[str, int]:
 
 def parse_jobspec(text: str, *, path: str = "<input>", default_id: str = "job",
                   allow_import: bool = False) -> JobSpec:
-    """Parse and validate one job spec (TOML text).
+    """Parse and validate one job spec (TOML text); :func:`parse_jobspec_where` says more."""
+    return parse_jobspec_where(text, path=path, default_id=default_id,
+                               allow_import=allow_import)[0]
+
+
+def parse_jobspec_where(text: str, *, path: str = "<input>", default_id: str = "job",
+                        allow_import: bool = False) -> tuple[JobSpec, Where]:
+    """Parse and validate one job spec (TOML text); also where its fields are (to name the
+    file and line in errors decided later, e.g. by the service).
 
     Complexity O(size of the text). ``tau_s`` is :data:`TAU_UNKNOWN` when the file gives no
     speed figure (the service profiles it).
@@ -156,7 +166,7 @@ def parse_jobspec(text: str, *, path: str = "<input>", default_id: str = "job",
     fields["hparams"] = _hparams_text(fields["workload"], hparams, where)
     if isinstance(fields["tau_s"], int) and not isinstance(fields["tau_s"], bool):
         fields["tau_s"] = float(fields["tau_s"])
-    return check_submission(fields, where=where, allow_import=allow_import)
+    return check_submission(fields, where=where, allow_import=allow_import), where
 
 
 def _required(data: Mapping[str, Any], key: str, where: Where) -> Any:
@@ -276,6 +286,12 @@ def submission_from_json(text: Any, *, where: Where | None = None,
 
 def load_jobspec(path: str | Path, *, allow_import: bool = False) -> JobSpec:
     """Read and validate a job spec file. Raises :class:`InputError` (file, line, field)."""
+    return load_jobspec_where(path, allow_import=allow_import)[0]
+
+
+def load_jobspec_where(path: str | Path, *,
+                       allow_import: bool = False) -> tuple[JobSpec, Where]:
+    """:func:`load_jobspec`, with where its fields are (:func:`parse_jobspec_where`)."""
     p = Path(path)
     try:
         with p.open("rb") as fh:
@@ -285,4 +301,4 @@ def load_jobspec(path: str | Path, *, allow_import: bool = False) -> JobSpec:
         raise InputError(f"cannot read: {err}", path=str(p)) from None
     if len(raw) > MAX_SPEC_BYTES:
         raise InputError(f"a job spec is at most {MAX_SPEC_BYTES} bytes", path=str(p))
-    return parse_jobspec(text, path=str(p), default_id=p.stem, allow_import=allow_import)
+    return parse_jobspec_where(text, path=str(p), default_id=p.stem, allow_import=allow_import)
