@@ -135,9 +135,11 @@ def shown(value: Any, limit: int = MAX_ECHO_CHARS) -> str:
     """``repr(value)``, cut to ``limit`` characters with the full length said."""
     if isinstance(value, str) and len(value) > limit:
         return f"{value[:limit]!r}... ({len(value)} characters)"
-    if isinstance(value, (int, float, bool, type(None))) and not isinstance(value, str):
-        text = repr(value)
-        return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} digits)"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**16:
+        if abs(value) >= 10**4000:  # str() of it would raise (int_max_str_digits)
+            return "an integer of over 4000 digits"
+        digits = str(abs(value))
+        return f"{'-' if value < 0 else ''}{digits[:6]}... ({len(digits)} digits)"
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
