@@ -296,7 +296,7 @@ def test_service_submit_rechecks_and_names_the_clients_file_and_line(tmp_path: P
             svc.submit(escape)
         with pytest.raises(InputError, match="epochs"):
             svc.submit(dataclasses.replace(_good(), epochs=-5))
-        with pytest.raises(InputError, match="hparams.bogus"):
+        with pytest.raises(InputError, match=r"hparams\.bogus"):
             svc.submit(dataclasses.replace(_good(), hparams='{"bogus": 1}'))
         assert not svc.journal.submissions()  # nothing journaled
         where = Where(path="jobs/a.toml", lines={"id": 2, "workload": 3},
