@@ -14,7 +14,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from psched.argtypes import key_value, nonneg_int, positive_float, positive_int
+from psched.argtypes import (
+    factor_arg,
+    jobs_arg,
+    key_value,
+    load_arg,
+    seed_arg,
+    slot_seconds_arg,
+    slots_arg,
+)
 from psched.errors import InputError
 
 __all__ = ["main"]
@@ -46,22 +54,22 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--trace", metavar="FILE",
                      help="a job trace in any supported format (see traces/README.md)")
     src.add_argument("--scenario", metavar="NAME", help="a synthetic scenario, e.g. oasis-paper")
-    s.add_argument("--jobs", type=positive_int, help="jobs to generate (scenario) or keep "
+    s.add_argument("--jobs", type=jobs_arg, help="jobs to generate (scenario) or keep "
                    "(the first N of a trace)")
     s.add_argument("--format", default="auto",
                    help="trace format (default: auto, detected from the header or layout)")
     s.add_argument("--cluster", metavar="FILE", help="cluster file (TOML or JSON)")
     s.add_argument("--policies", default="all", help="comma-separated names, or 'all'")
-    s.add_argument("--slots", type=positive_int, help="horizon T in slots")
-    s.add_argument("--slot-seconds", type=positive_float, help="slot length in seconds")
-    s.add_argument("--seed", type=nonneg_int, default=0, help="seed of every random choice")
-    s.add_argument("--load", type=positive_float, default=0.8,
+    s.add_argument("--slots", type=slots_arg, help="horizon T in slots")
+    s.add_argument("--slot-seconds", type=slot_seconds_arg, help="slot length in seconds")
+    s.add_argument("--seed", type=seed_arg, default=0, help="seed of every random choice")
+    s.add_argument("--load", type=load_arg, default=0.8,
                    help="target load when sizing the default cluster for a trace (default 0.8)")
     s.add_argument("--scenario-opt", type=key_value, action="append", default=[],
                    metavar="K=V", help="scenario option (repeatable)")
-    s.add_argument("--max-window", type=positive_int,
+    s.add_argument("--max-window", type=slots_arg,
                    help="cap on a job's window in slots (default: max(10 x fastest, 50))")
-    s.add_argument("--price-estimate-factor", type=positive_float, default=1.0,
+    s.add_argument("--price-estimate-factor", type=factor_arg, default=1.0,
                    help="OASiS: scale the price upper bound U by this factor (default 1)")
     s.add_argument("--history", metavar="FILE",
                    help="OASiS: estimate U and L from this history trace instead of hindsight")
@@ -78,10 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     tsub.required = True
     sy = tsub.add_parser("synth", help="generate a synthetic trace")
     sy.add_argument("--scenario", default="oasis-paper", help="scenario name")
-    sy.add_argument("--jobs", type=positive_int, required=True, help="number of jobs")
-    sy.add_argument("--seed", type=nonneg_int, default=0, help="seed")
-    sy.add_argument("--slots", type=positive_int, default=300, help="horizon T (default 300)")
-    sy.add_argument("--slot-seconds", type=positive_float, default=3600.0,
+    sy.add_argument("--jobs", type=jobs_arg, required=True, help="number of jobs")
+    sy.add_argument("--seed", type=seed_arg, default=0, help="seed")
+    sy.add_argument("--slots", type=slots_arg, default=300, help="horizon T (default 300)")
+    sy.add_argument("--slot-seconds", type=slot_seconds_arg, default=3600.0,
                     help="slot length in seconds (default 3600)")
     sy.add_argument("--scenario-opt", type=key_value, action="append", default=[],
                     metavar="K=V", help="scenario option (repeatable)")

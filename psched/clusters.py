@@ -34,6 +34,7 @@ from typing import Any
 
 from psched.errors import InputError
 from psched.horizon import trace_horizon
+from psched.limits import MAX_DEFAULT_SERVERS, MAX_LOAD
 from psched.model import RESOURCES, Cluster, JobSpec, Pool, Resources, Server
 from psched.traces.native import atomic_write_text
 
@@ -193,8 +194,8 @@ def default_cluster_for_trace(specs: Sequence[JobSpec], *, slot_seconds: float,
     """
     if not specs:
         raise InputError("the trace has no jobs", field="trace")
-    if not (math.isfinite(load) and load > 0):
-        raise InputError(f"must be a positive number, got {load!r}", field="load")
+    if not (math.isfinite(load) and 0 < load <= MAX_LOAD):
+        raise InputError(f"must be a number in (0, {MAX_LOAD:g}], got {load!r}", field="load")
     horizon = trace_horizon(specs, slot_seconds)
     span = max(1, horizon - min(s.arrival for s in specs))
     gpu_slots = sum(s.worker_demand.gpu * s.work(slot_seconds) for s in specs)
@@ -202,6 +203,12 @@ def default_cluster_for_trace(specs: Sequence[JobSpec], *, slot_seconds: float,
     per_server = DEFAULT_WORKER_SERVER.gpu
     n = max(1, math.ceil(max(largest / per_server, gpu_slots / span / (per_server * load))
                          - 1e-9))
+    if n > MAX_DEFAULT_SERVERS:  # checked before a single server is built
+        big = max(specs, key=lambda s: s.worker_demand.gpu * s.max_workers)
+        why = (f"job {big.job_id!r} alone needs {largest:g} GPUs" if largest / per_server > n - 1
+               else f"the trace's mean demand at load {load:g} needs that many")
+        raise InputError(f"the default cluster would have {n} worker servers, more than "
+                         f"{MAX_DEFAULT_SERVERS} ({why}): give --cluster", field="cluster")
     width = max(2, len(str(n - 1)))
     servers = [Server(server_id=f"w{h:0{width}d}", pool=Pool.WORKER,
                       capacity=DEFAULT_WORKER_SERVER) for h in range(n)]

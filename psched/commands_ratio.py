@@ -66,13 +66,13 @@ def _factors(text: str) -> list[float]:
 
 def register(commands: Any, trace_actions: Any) -> None:
     """Add ``psched ratio`` to the ``psched`` sub-commands."""
-    from psched.argtypes import nonneg_int, positive_float, positive_int
+    from psched.argtypes import jobs_arg, positive_float, seed_arg, slots_arg
 
     r = commands.add_parser("ratio", help="competitive ratio: online policies vs offline OPT")
-    r.add_argument("--instances", type=positive_int, default=10,
+    r.add_argument("--instances", type=jobs_arg, default=10,
                    help="instances per server count and priority range (default 10)")
-    r.add_argument("--jobs", type=positive_int, default=10, help="jobs per instance (10)")
-    r.add_argument("--slots", type=positive_int, default=10, help="horizon T (default 10)")
+    r.add_argument("--jobs", type=jobs_arg, default=10, help="jobs per instance (10)")
+    r.add_argument("--slots", type=slots_arg, default=10, help="horizon T (default 10)")
     r.add_argument("--servers", default="3,6,9,12", help="server counts (default 3,6,9,12)")
     r.add_argument("--priorities", default="1:100",
                    help="priority ranges LO:HI, comma-separated (default 1:100)")
@@ -80,7 +80,7 @@ def register(commands: Any, trace_actions: Any) -> None:
     r.add_argument("--policies", default="all", help="comma-separated names, or 'all'")
     r.add_argument("--time-limit", type=positive_float, default=60.0,
                    help="MILP time limit per instance, seconds (default 60)")
-    r.add_argument("--seed", type=nonneg_int, default=0, help="seed of the study")
+    r.add_argument("--seed", type=seed_arg, default=0, help="seed of the study")
     r.add_argument("--out", metavar="DIR", help="write ratio.csv, summary.json and figures")
     r.set_defaults(func=_cmd_ratio)
 

@@ -34,7 +34,12 @@ _BAR = 20
 
 def register(commands: Any, trace_actions: Any) -> None:
     """Add ``serve``, ``submit``, ``status``, ``cancel``, ``logs`` and ``run``."""
-    from psched.argtypes import nonneg_int, positive_float, positive_int
+    from psched.argtypes import (
+        factor_arg,
+        nonneg_int,
+        slot_seconds_arg,
+        slots_arg,
+    )
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--address", help="Ray address of an existing cluster")
@@ -43,15 +48,15 @@ def register(commands: Any, trace_actions: Any) -> None:
 
     def service_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--policy", default="oasis", help="policy name (default oasis)")
-        p.add_argument("--slot-seconds", type=positive_float, default=30.0,
+        p.add_argument("--slot-seconds", type=slot_seconds_arg, default=30.0,
                        help="slot length in seconds (default 30)")
-        p.add_argument("--horizon", type=positive_int, help="most slots to run")
+        p.add_argument("--horizon", type=slots_arg, help="most slots to run")
         p.add_argument("--prices", help="OASiS U_w,L_w,U_ps,L_ps (instead of --history)")
         p.add_argument("--history", action="append", default=[], metavar="FILE",
                        help="OASiS: U and L from these jobs (trace CSV or job TOML)")
-        p.add_argument("--price-estimate-factor", type=positive_float, default=1.0,
+        p.add_argument("--price-estimate-factor", type=factor_arg, default=1.0,
                        help="OASiS: scale U by this factor (default 1)")
-        p.add_argument("--worker-cpus", type=positive_float,
+        p.add_argument("--worker-cpus", type=factor_arg,
                        help="embedded Ray: worker capacity in CPUs (default: the cores)")
         p.add_argument("--allow-import", action="store_true",
                        help="allow user workloads given by import path")
@@ -254,14 +259,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _cmd_submit(args: argparse.Namespace) -> int:
     import ray
 
-    from ray_cluster.jobspec import load_jobspec
     from ray_cluster.journal import spec_to_json
 
-    specs = [load_jobspec(f, allow_import=True) for f in args.jobs]  # the service re-checks
-    actor = _service(args)
+    actor, specs = _submissions(args)  # all checked here first; the service re-checks each
     failed = 0
-    for spec in specs:
-        out = ray.get(actor.submit.remote(spec_to_json(spec)))
+    for spec, where in specs:
+        out = ray.get(actor.submit.remote(spec_to_json(spec), where=where.to_dict()))
         if "error" in out:
             print(f"psched: error: {out['error']}", file=sys.stderr)
             failed += 1
@@ -272,6 +275,38 @@ def _cmd_submit(args: argparse.Namespace) -> int:
               + (f", planned completion slot {end}" if end is not None else "")
               + (f", payoff {out['payoff']:.4g}" if out.get("payoff") is not None else ""))
     return 2 if failed else 0
+
+
+def _submissions(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    """The service actor, and every job file of ``psched submit`` as ``(spec, where)``,
+    parsed and checked before anything is sent: import paths only if the service allows
+    them, no id twice in one command (nothing is submitted then)."""
+    import ray
+
+    from psched.limits import MAX_SUBMIT_JOBS
+    from ray_cluster.jobspec import ImportRefused, load_jobspec_where
+
+    if len(args.jobs) > MAX_SUBMIT_JOBS:
+        raise InputError(f"{len(args.jobs)} job files, more than {MAX_SUBMIT_JOBS} in one "
+                         "submit", field="jobs")
+    parsed: list[Any] = []
+    for f in args.jobs:
+        try:
+            parsed.append(load_jobspec_where(f, allow_import=False))
+        except ImportRefused:
+            parsed.append(f)  # decided once the service says whether it allows imports
+    actor = _service(args)
+    if any(isinstance(p, str) for p in parsed):
+        allow = bool(ray.get(actor.status.remote()).get("allow_import", False))
+        parsed = [load_jobspec_where(p, allow_import=allow) if isinstance(p, str) else p
+                  for p in parsed]
+    first: dict[str, Any] = {}
+    for spec, where in parsed:
+        if spec.job_id in first:
+            raise where.error("job_id", f"id {spec.job_id!r} also in {first[spec.job_id].path}"
+                              "; nothing submitted")
+        first[spec.job_id] = where
+    return actor, parsed
 
 
 def format_status(st: dict[str, Any]) -> str:

@@ -8,7 +8,16 @@ import argparse
 import sys
 from typing import Any
 
-from psched.argtypes import nonneg_float, positive_float, positive_int
+from psched.argtypes import (
+    factor_arg,
+    jobs_arg,
+    load_arg,
+    nonneg_float,
+    positive_int,
+    seed_arg,
+    slot_seconds_arg,
+    slots_arg,
+)
 from psched.errors import InputError
 
 __all__ = ["mapping_options", "register"]
@@ -26,10 +35,10 @@ def _list(kind: Any) -> Any:
 def _add_mapping(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("mapping of public traces to jobs (traces/README.md)")
     g.add_argument("--format", default="auto", help="trace format, or auto (default)")
-    g.add_argument("--slot-seconds", type=positive_float, default=3600.0,
+    g.add_argument("--slot-seconds", type=slot_seconds_arg, default=3600.0,
                    help="slot length in seconds (default 3600)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the mapping's draws")
-    g.add_argument("--elastic", type=positive_float, default=2.0,
+    g.add_argument("--seed", type=seed_arg, default=0, help="seed of the mapping's draws")
+    g.add_argument("--elastic", type=factor_arg, default=2.0,
                    help="max workers = ceil(ELASTIC x GPUs in the trace), capped by the work "
                         "(default 2)")
     g.add_argument("--all-statuses", action="store_true",
@@ -82,17 +91,17 @@ def register(commands: Any, trace_actions: Any) -> None:
 
     p = commands.add_parser("sweep", help="policies x seeds x loads x cluster sizes on Ray")
     p.add_argument("--trace", nargs="+", required=True, metavar="FILE")
-    p.add_argument("--jobs", type=positive_int, help="keep the first N jobs")
+    p.add_argument("--jobs", type=jobs_arg, help="keep the first N jobs")
     p.add_argument("--format", default="auto", help="trace format, or auto (default)")
-    p.add_argument("--slot-seconds", type=positive_float, default=3600.0)
+    p.add_argument("--slot-seconds", type=slot_seconds_arg, default=3600.0)
     p.add_argument("--policies", type=_list(str), default=("fifo", "drf", "oasis"),
                    help="comma-separated policy names (default fifo,drf,oasis)")
-    p.add_argument("--seeds", type=_list(int), default=(0,), help="e.g. 0,1,2")
-    p.add_argument("--loads", type=_list(positive_float), default=(1.0,),
+    p.add_argument("--seeds", type=_list(seed_arg), default=(0,), help="e.g. 0,1,2")
+    p.add_argument("--loads", type=_list(load_arg), default=(1.0,),
                    help="load factors: arrival times divided by these (e.g. 0.5,1,2)")
-    p.add_argument("--cluster-scales", type=_list(positive_float), default=(1.0,),
+    p.add_argument("--cluster-scales", type=_list(factor_arg), default=(1.0,),
                    help="cluster sizes, times the default cluster of the trace (e.g. 0.5,1)")
-    p.add_argument("--max-window", type=positive_int)
+    p.add_argument("--max-window", type=slots_arg)
     p.add_argument("--out", required=True, metavar="DIR", help="results folder (resumable)")
     p.add_argument("--address", help="an existing Ray cluster (default: embedded local Ray)")
     p.add_argument("--num-cpus", type=positive_int, help="CPUs of the embedded Ray")

@@ -12,12 +12,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from psched.errors import InputError
+from psched.limits import check_run_size
 from psched.model import Cluster, JobSpec
 from psched.policies.base import available_policies, make_policy
 from psched.simulator import RunResult, simulate
 
 __all__ = [
     "SimulateRequest",
+    "check_jobs_work",
     "parse_policies",
     "prepare",
     "print_table",
@@ -111,16 +113,27 @@ def prepare(req: SimulateRequest) -> tuple[list[JobSpec], Cluster, int, dict[str
             specs = specs[: req.jobs]
         if not specs:
             raise InputError("the trace has no jobs", path=req.trace)
+        check_jobs_work(specs, slot_s, path=req.trace)
         horizon = req.slots or trace_horizon(specs, slot_s, req.max_window)
         if cluster is None:
             cluster = default_cluster_for_trace(specs, slot_seconds=slot_s, load=req.load)
             params["cluster_source"] = f"default for the trace at load {req.load}"
     if req.cluster:
         params["cluster_source"] = req.cluster
+    check_run_size(horizon, len(cluster.servers))
     params.update(horizon=horizon, slot_seconds=slot_s, n_jobs=len(specs),
                   worker_servers=sum(s.pool.value == "worker" for s in cluster.servers),
                   ps_servers=sum(s.pool.value == "ps" for s in cluster.servers))
     return specs, cluster, horizon, params
+
+
+def check_jobs_work(specs: Sequence[JobSpec], slot_seconds: float, *, path: str) -> None:
+    """Refuse a trace with a job whose work in worker-slots at this slot length is more than
+    the model holds (:func:`psched.limits.check_work`), before the horizon is sized."""
+    from psched.limits import Where, check_work
+
+    for spec in specs:
+        check_work(spec, slot_seconds, Where(path=path, names={"epochs": f"job {spec.job_id}"}))
 
 
 def _load(path: str, fmt: str, **options: Any) -> list[JobSpec]:

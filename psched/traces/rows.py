@@ -21,6 +21,7 @@ from psched.errors import InputError
 __all__ = [
     "MAX_COUNT",
     "MAX_SECONDS",
+    "MAX_TRACE_BYTES",
     "Fields",
     "parse_timestamp",
     "read_csv",
@@ -32,15 +33,21 @@ __all__ = [
 MAX_SECONDS = 1e11
 #: Largest count accepted (GPUs, instances, workers).
 MAX_COUNT = 1_000_000
+#: Largest trace file read, bytes (its text and bytes together stay near 1 GB).
+MAX_TRACE_BYTES = 512 * 2**20
 
 
 def read_text(path: str | os.PathLike[str]) -> str:
     """The file as text (UTF-8, a BOM tolerated); :class:`InputError` if unreadable."""
     name = str(path)
     try:
-        raw = Path(path).read_bytes()
+        with Path(path).open("rb") as fh:
+            raw = fh.read(MAX_TRACE_BYTES + 1)
     except OSError as err:
         raise InputError(f"cannot read trace: {err.strerror or err}", path=name) from None
+    if len(raw) > MAX_TRACE_BYTES:
+        raise InputError(f"a trace file is at most {MAX_TRACE_BYTES} bytes (use --window-start"
+                         "/--window-end on a cut of it)", path=name)
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:

@@ -17,9 +17,11 @@ from typing import Any
 
 from psched.errors import InputError
 from psched.executor import Executor
+from psched.limits import Where
 from psched.model import Cluster, JobSpec
 from psched.simulator import RunResult
-from ray_cluster.journal import Journal, spec_from_json
+from ray_cluster.jobspec import submission_from_json
+from ray_cluster.journal import Journal
 from ray_cluster.service.config import (
     SERVICE_NAME,
     SERVICE_NAMESPACE,
@@ -62,11 +64,16 @@ def service_actor() -> Any:
                 cluster=cl, node_of=nodes)
             self.svc.start()
 
-        def submit(self, spec_json: str, arrival: int | None = None) -> dict[str, Any]:
+        def submit(self, spec_json: str, arrival: int | None = None,
+                   where: dict[str, Any] | None = None) -> dict[str, Any]:
+            """Decide a job sent as JSON; ``where`` (file, lines) names it in errors."""
+            source = Where.from_dict(where)
             try:
-                return self.svc.submit(spec_from_json(spec_json), arrival=arrival)
+                spec = submission_from_json(spec_json, where=source,
+                                            allow_import=self.svc.config.allow_import)
+                return self.svc.submit(spec, arrival=arrival)
             except InputError as err:
-                return {"error": str(err)}
+                return {"error": str(source.locate(err))}
 
         def status(self) -> dict[str, Any]:
             return self.svc.status()

@@ -61,6 +61,7 @@ from psched.errors import InputError
 from psched.executor import FATAL, Executor, SlotReport
 from psched.model import RESOURCES, Alloc, Cluster, Decision, JobSpec, SlotPlan
 from psched.simulator import Admission, LoopState, QueueArrivals, RunResult, SchedulerLoop
+from ray_cluster.jobspec import check_submission
 from ray_cluster.journal import DecisionRow, Journal
 from ray_cluster.service.config import (
     CANCELLED,
@@ -232,9 +233,8 @@ class SchedulerService:
             A job with this id was submitted before (never admitted twice).
         """
         t0 = time.perf_counter()
-        if ":" in spec.workload and not self.config.allow_import:
-            raise InputError(f"job {spec.job_id!r}: import path {spec.workload!r} refused: "
-                             "the operator does not allow user workloads", field="workload")
+        spec = check_submission(spec, allow_import=self.config.allow_import,
+                                slot_seconds=self.config.slot_seconds)  # trusts no caller
         if spec.tau_s < 0:
             spec = self._profile(spec)
         with self._lock:
@@ -272,7 +272,8 @@ class SchedulerService:
         out = profiled_spec(spec, RuntimeConfig(**dict(self.config.runtime)), steps=40,
                             allow_import=self.config.allow_import)
         log.info("profiled %s: %.4f s per mini-batch", spec.job_id, out.tau_s)
-        return out
+        return check_submission(out, allow_import=self.config.allow_import,
+                                slot_seconds=self.config.slot_seconds)  # work now known
 
     def cancel(self, job_id: str) -> bool:
         """Stop a job at the next slot boundary (at once if the loop is between slots)."""
@@ -300,6 +301,7 @@ class SchedulerService:
                       "planned_completion": None, "completion": None, "utility": 0.0,
                       "workers": 0, "ps": 0, "loss": ""} for s in st.booked]
             return {"slot": self._phase[1], "phase": self._phase[0], "policy": self.policy.name,
+                    "allow_import": self.config.allow_import,
                     "slot_seconds": self.config.slot_seconds, "error": self.error,
                     "running": self._thread is not None and self._thread.is_alive(),
                     "jobs": jobs}
