@@ -18,7 +18,13 @@ comes from four exact devices, none of which drops a schedule that could win:
 4. **Stationary runs of identical slots.** Slots whose prices and residual capacities match
    give identical cost vectors (typically the untouched future). If adding such a slot left
    ``cost(t, .)`` unchanged, another identical slot cannot change it either
-   (``h (+) c = h  =>  (h (+) c) (+) c = h``), so it is skipped without computing.
+   (``h (+) c = h  =>  (h (+) c) (+) c = h``), so it is skipped without computing; its
+   minimisers are those of the previous slot (same ``h``, same ``c``), so the schedule read
+   back is the one the literal recursion picks.
+
+Ties: the schedule returned is the one of the tie rule in :mod:`psched.oasis.schedule`
+(earliest completion among equal payoffs, then the most workers in the latest slots), the
+same as :func:`~psched.oasis.literal.solve_literal` returns.
 
 Complexity: O(Tw (H + K) R + Tw N log H) for the slot costs, and at most O(Tw W N) for the
 recursion, usually far less after pruning.
@@ -30,20 +36,18 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from psched.oasis.ledger import JobInputs
-from psched.oasis.schedule import Best, beats, slot_costs
+from psched.oasis.schedule import ARG_RTOL, Best, beats, slot_costs
 
 __all__ = ["ARG_RTOL", "completion_costs", "cost_lower_bound", "minplus_step", "solve_fast"]
-
-#: Relative tolerance of a tie between two ways of reaching the same work in the recursion.
-ARG_RTOL = 1e-12
 
 
 def minplus_step(h: np.ndarray, c: np.ndarray, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """``new[D] = min_{0 <= n <= min(D, k)} h[D - n] + c[n]`` for ``D = 0..hi``.
 
     Returns ``new`` and the minimising ``n`` per ``D``: the largest ``n`` within
-    :data:`ARG_RTOL` of the minimum, so that float noise (units, utility scale) never changes
-    which of two equal-cost schedules is chosen.
+    :data:`ARG_RTOL` of the minimum (the tie rule of :mod:`psched.oasis.schedule`, as
+    :func:`~psched.oasis.schedule.last_argmin`), so that float noise (units, utility scale)
+    never changes which of two equal-cost schedules is chosen.
     ``h`` must hold at least ``hi + 1`` entries. Complexity O(hi k).
     """
     k = c.shape[0] - 1
@@ -102,7 +106,8 @@ def solve_fast(inp: JobInputs, floor: float = 0.0, costs: np.ndarray | None = No
     Returns
     -------
     Best : payoff ``max(floor, optimum)`` in cost units and, if above the floor, the workers
-    per window slot of an optimal schedule (earliest optimal completion slot).
+    per window slot of the optimal schedule the tie rule picks (earliest optimal completion
+    slot, then the most workers in the latest slots; :mod:`psched.oasis.schedule`).
     """
     work = inp.job.work
     c_all = slot_costs(inp) if costs is None else costs
@@ -119,6 +124,7 @@ def solve_fast(inp: JobInputs, floor: float = 0.0, costs: np.ndarray | None = No
     h[0] = 0.0
     reach = 0
     args: list[np.ndarray | None] = [None] * inp.n_slots
+    prev_arg: np.ndarray | None = None
     prev_c: np.ndarray | None = None
     prev_changed = True
     for i in range(inp.n_slots):
@@ -130,13 +136,14 @@ def solve_fast(inp: JobInputs, floor: float = 0.0, costs: np.ndarray | None = No
         c = c_all[i, : k + 1]
         same = prev_c is not None and prev_c.shape == c.shape and np.array_equal(prev_c, c)
         if same and not prev_changed:
+            args[i] = prev_arg  # same h, same c: the same minimisers
             continue
         hi = min(work, reach + k)
         new, arg = minplus_step(h, c, hi)
         prev_changed = not np.array_equal(new, h[: hi + 1])
         h[: hi + 1] = new
         reach = hi
-        args[i] = arg
+        args[i] = prev_arg = arg
         prev_c = c
         payoff = float(inp.util[i]) - float(h[work])
         if beats(payoff, best):
