@@ -18,9 +18,11 @@ comes from four exact devices, none of which drops a schedule that could win:
 4. **Stationary runs of identical slots.** Slots whose prices and residual capacities match
    give identical cost vectors (typically the untouched future). If adding such a slot left
    ``cost(t, .)`` unchanged, another identical slot cannot change it either
-   (``h (+) c = h  =>  (h (+) c) (+) c = h``), so it is skipped without computing; its
-   minimisers are those of the previous slot (same ``h``, same ``c``), so the schedule read
-   back is the one the literal recursion picks.
+   (``h (+) c = h  =>  (h (+) c) (+) c = h``), so it is skipped without computing -- with the
+   rest of its run when the ledger marked the run (:attr:`~psched.oasis.ledger.JobInputs.runs`,
+   e.g. the untouched future of a 2,500-slot window); its minimisers are those of the previous
+   slot (same ``h``, same ``c``), so the schedule read back is the one the literal recursion
+   picks.
 
 Ties: the schedule returned is the one of the tie rule in :mod:`psched.oasis.schedule`
 (earliest completion among equal payoffs, then the most workers in the latest slots), the
@@ -101,7 +103,8 @@ def solve_fast(inp: JobInputs, floor: float = 0.0, costs: np.ndarray | None = No
     ----------
     inp : the job's priced inputs over its window.
     floor : only payoffs above it count (0 for admission); pruning uses it.
-    costs : precomputed slot costs (Tw, N+1), else computed here.
+    costs : precomputed slot costs of ``inp`` (Tw, N+1), ``slot_costs(inp)``; else computed
+        here. They must be ``inp``'s: runs of identical slots (``inp.runs``) are skipped whole.
 
     Returns
     -------
@@ -124,10 +127,13 @@ def solve_fast(inp: JobInputs, floor: float = 0.0, costs: np.ndarray | None = No
     h[0] = 0.0
     reach = 0
     args: list[np.ndarray | None] = [None] * inp.n_slots
+    run_end = _run_ends(inp)
     prev_arg: np.ndarray | None = None
     prev_c: np.ndarray | None = None
     prev_changed = True
-    for i in range(inp.n_slots):
+    i = -1
+    while i + 1 < inp.n_slots:
+        i += 1
         if not beats(util_after[i] - lb, best):
             break
         k = int(n_cap[i])
@@ -136,7 +142,11 @@ def solve_fast(inp: JobInputs, floor: float = 0.0, costs: np.ndarray | None = No
         c = c_all[i, : k + 1]
         same = prev_c is not None and prev_c.shape == c.shape and np.array_equal(prev_c, c)
         if same and not prev_changed:
-            args[i] = prev_arg  # same h, same c: the same minimisers
+            # same h, same c: the same minimisers, here and along the rest of the run of
+            # identical slots; h stays unchanged, so no completion there can win
+            end = int(run_end[i])
+            args[i:end] = [prev_arg] * (end - i)
+            i = end - 1
             continue
         hi = min(work, reach + k)
         new, arg = minplus_step(h, c, hi)
@@ -160,6 +170,13 @@ def solve_fast(inp: JobInputs, floor: float = 0.0, costs: np.ndarray | None = No
     if left != 0:  # pragma: no cover - the recursion guarantees a path
         raise RuntimeError("backtracking did not reach zero work")
     return Best(payoff=best, counts=counts)
+
+
+def _run_ends(inp: JobInputs) -> np.ndarray:
+    """For every window slot, one past the last slot of its run of identical slots."""
+    starts, row_of = inp.run_index()
+    ends = np.append(starts[1:], inp.n_slots)
+    return np.asarray(ends[row_of])
 
 
 def completion_costs(inp: JobInputs, costs: np.ndarray | None = None) -> np.ndarray:

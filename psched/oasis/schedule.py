@@ -150,23 +150,37 @@ class PlacementTables:
     caps: tuple[np.ndarray, np.ndarray]  #: (Tw, H) and (Tw, K) containers that fit
 
 
+def _rows(pool: PoolInputs, starts: np.ndarray) -> PoolInputs:
+    """``pool`` restricted to the window slots ``starts`` (one slot per run)."""
+    return PoolInputs(servers=pool.servers, price=pool.price[starts],
+                      resid=pool.resid[starts], demand=pool.demand, norm=pool.norm)
+
+
 def placement_tables(inp: JobInputs) -> PlacementTables:
-    """Unit prices and capacities per slot and server, workers then PS. O(Tw (H + K) R)."""
+    """Unit prices and capacities per slot and server, workers then PS.
+
+    Computed once per run of identical slots (:meth:`JobInputs.run_index`) and copied along
+    the run. Complexity O(U (H + K) R + Tw (H + K)) for U runs.
+    """
+    starts, row_of = inp.run_index()
+    w, p = _rows(inp.workers, starts), _rows(inp.ps, starts)
     return PlacementTables(
-        unit=(unit_prices(inp.workers), unit_prices(inp.ps)),
-        caps=(unit_caps(inp.workers, inp.job.max_workers),
-              unit_caps(inp.ps, int(inp.ps_needed[-1]))))
+        unit=(unit_prices(w)[row_of], unit_prices(p)[row_of]),
+        caps=(unit_caps(w, inp.job.max_workers)[row_of],
+              unit_caps(p, int(inp.ps_needed[-1]))[row_of]))
 
 
 def slot_costs(inp: JobInputs, tables: PlacementTables | None = None) -> np.ndarray:
     """Cost of ``n = 0..N`` workers (and their PS) in every window slot, (Tw, N+1).
 
-    Complexity O(Tw (H + K) R + Tw N log(H + K)).
+    Computed once per run of identical slots and copied along the run. Complexity
+    O(U (H + K) R + U N log(H + K) + Tw N) for U runs.
     """
     tab = tables or placement_tables(inp)
-    wc = greedy_costs(tab.unit[0], tab.caps[0], inp.job.max_workers)
-    pc = greedy_costs(tab.unit[1], tab.caps[1], int(inp.ps_needed[-1]))
-    return np.asarray(wc + pc[:, inp.ps_needed])
+    starts, row_of = inp.run_index()
+    wc = greedy_costs(tab.unit[0][starts], tab.caps[0][starts], inp.job.max_workers)
+    pc = greedy_costs(tab.unit[1][starts], tab.caps[1][starts], int(inp.ps_needed[-1]))
+    return np.asarray((wc + pc[:, inp.ps_needed])[row_of])
 
 
 def place(unit: np.ndarray, caps: np.ndarray, n: int) -> list[tuple[int, int]]:
