@@ -68,7 +68,7 @@ def _minplus_values(h: np.ndarray, c: np.ndarray, hi: int) -> np.ndarray:
     hp = np.concatenate((np.full(k, np.inf), h[: hi + 1]))
     step = hp.strides[0]
     m = as_strided(hp, shape=(hi + 1, k + 1), strides=(step, step), writeable=False) + c[::-1]
-    return m.min(axis=1)
+    return np.asarray(m.min(axis=1))
 
 
 def cost_lower_bound(costs: np.ndarray, work: int) -> float:
