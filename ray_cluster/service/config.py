@@ -46,7 +46,9 @@ class ServiceConfig:
     #: re-plan waiting jobs into capacity freed by jobs that finished early (policies
     #: committing on arrival that can ``release`` commitments; re-planners do it anyway)
     reuse_freed: bool = True
-    max_window: int | None = None  #: cap on a job's window (slots)
+    #: explicit cap on a job's window (slots), for experiments; None (the default): a window
+    #: ends at the utility floor (1e-6 of the maximum) or the horizon (oasis.md section 7)
+    max_window: int | None = None
     warm_processes: int = 4  #: fresh Ray processes kept waiting per node (RayExecutor)
 
     def to_json(self) -> dict[str, Any]:
