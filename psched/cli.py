@@ -48,6 +48,15 @@ def _simulate_epilog() -> str:
             "report.html (open it in a browser; 'psched report DIR' rebuilds it)")
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help texts wrapped without breaking names at hyphens (``elastic-mip``)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def _choices(names: Sequence[str]) -> str:
     return ", ".join(names)
 
@@ -66,8 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     s = sub.add_parser("simulate", help="replay a trace or scenario through policies",
-                       epilog=_simulate_epilog(),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=_simulate_epilog(), formatter_class=_HelpFormatter)
     src = s.add_mutually_exclusive_group(required=True)
     src.add_argument("--trace", metavar="FILE",
                      help="a job trace in any supported format (see traces/README.md)")
@@ -142,7 +150,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         out=args.out, overwrite=args.overwrite, plots=not args.no_plots,
         check=not args.no_check,
     )
-    summary, _ = run_simulation(req)
+    summary, _ = run_simulation(req, command=["psched", *args.argv])
     print_table(summary, file=sys.stdout)
     if args.out:
         print(f"wrote {args.out}", file=sys.stderr)
@@ -183,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``psched`` and ``python -m psched``; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="%(levelname)s %(name)s: %(message)s",
