@@ -38,7 +38,7 @@ from psched.model import RESOURCES, Cluster
 from psched.simulator import RunResult
 
 __all__ = ["JOBS_COLUMNS", "MANIFEST", "atomic_dir", "check_out", "is_psched_output",
-           "write_run"]
+           "job_rows", "write_run"]
 
 #: Written last into every output folder: the entries psched wrote there.
 MANIFEST = ".psched-output.json"
@@ -169,7 +169,8 @@ def atomic_dir(dest: str | os.PathLike[str], *,  # type: ignore[no-untyped-def]
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _job_rows(result: RunResult) -> list[list[Any]]:
+def job_rows(result: RunResult) -> list[list[Any]]:
+    """The rows of ``jobs.csv`` (:data:`JOBS_COLUMNS`)."""
     rows = []
     for rec in result.records.values():
         spec = rec.job.spec
@@ -219,14 +220,14 @@ def write_run(
         for name, res in results.items():
             d = tmp / name
             d.mkdir()
-            _write_csv(d / "jobs.csv", JOBS_COLUMNS, _job_rows(res))
+            _write_csv(d / "jobs.csv", JOBS_COLUMNS, job_rows(res))
             _write_csv(d / "allocations.csv", ["slot", "job_id", "server", "role", "count"],
                        [[t, j, ids[h], role, n] for t, j, h, role, n in res.allocations])
         if plots:
             from psched.plots import plot_run
 
             (tmp / "plots").mkdir()
-            plot_run(tmp / "plots", out, results)
+            plot_run(tmp / "plots", out, results, cluster)
         from psched.report import write_report
 
         write_report(tmp)

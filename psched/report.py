@@ -95,16 +95,17 @@ def _head(run: RunFiles) -> list[str]:
 def _policy_section(run: RunFiles, name: str, max_rects: int) -> list[str]:
     from psched import report_plots
 
+    png = report_plots.png
     usage = usage_of(run, name)
-    png, note = report_plots.gantt(run, name, usage, max_rects=max_rects)
+    fig, note = report_plots.gantt(run, name, usage, max_rects=max_rects)
     out = [f"<h2>{html.escape(name)}</h2>",
-           _img(png, f"{name}: executed schedule", f"gantt-{name}"),
+           _img(png(fig), f"{name}: executed schedule", f"gantt-{name}"),
            f"<p class=note>{html.escape(note)}.</p>",
-           _img(report_plots.utilisation(run, name, usage), f"{name}: utilisation",
+           _img(png(report_plots.utilisation(run, name, usage)), f"{name}: utilisation",
                 f"util-{name}")]
     prices = mean_prices(run, name, usage)
     if prices is not None:
-        out.append(_img(report_plots.prices(run, name, usage, prices), f"{name}: prices",
+        out.append(_img(png(report_plots.prices(run, name, usage, prices)), f"{name}: prices",
                         f"prices-{name}"))
         out.append("<p class=note>Mean over the pool's servers of each server's price at the "
                    "usage executed in that slot"
@@ -115,12 +116,13 @@ def _policy_section(run: RunFiles, name: str, max_rects: int) -> list[str]:
 
 def render_report(run: RunFiles, *, max_rects: int = 40000) -> str:
     """The report's HTML text."""
-    from psched.report_plots import comparison
+    from psched.report_plots import comparison, jct_cdf, png
 
     source, cluster = _title(run)
     body = _head(run)
     body.append("<h2>Policies side by side</h2>")
-    body.append(_img(comparison(run), "policies side by side", "comparison"))
+    body.append(_img(png(comparison(run)), "policies side by side", "comparison"))
+    body.append(_img(png(jct_cdf(run)), "completion-time CDF", "jct-cdf"))
     for name in run.policies:
         body.extend(_policy_section(run, name, max_rects))
     title = html.escape(f"psched report: {os.path.basename(source)} on {cluster}")

@@ -18,9 +18,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from psched.model import RESOURCES
+from psched.model import RESOURCES, Cluster
+from psched.simulator import RunResult
 
-__all__ = ["PolicyFiles", "RunFiles", "Usage", "load_run", "mean_prices", "usage_of"]
+__all__ = ["PolicyFiles", "RunFiles", "Usage", "allocations_frame", "jobs_frame", "load_run",
+           "mean_prices", "run_in_memory", "usage_of"]
 
 ROLES: tuple[str, str] = ("worker", "ps")
 
@@ -81,6 +83,35 @@ def load_run(folder: str | Path) -> RunFiles:
                             dtype={"job_id": str, "server": str, "role": str})
         policies[name] = PolicyFiles(name=name, summary=entry, jobs=jobs, allocations=alloc)
     return RunFiles(folder=folder, summary=summary, cluster=cluster, policies=policies)
+
+
+def jobs_frame(result: RunResult) -> pd.DataFrame:
+    """``jobs.csv`` of a run as a table, with the dtypes :func:`load_run` reads."""
+    from psched.output import JOBS_COLUMNS, job_rows
+
+    frame = pd.DataFrame(job_rows(result), columns=list(JOBS_COLUMNS))
+    for col in JOBS_COLUMNS:
+        if col not in ("job_id", "utility_kind", "reason"):
+            frame[col] = pd.to_numeric(frame[col].replace("", np.nan))
+    return frame
+
+
+def allocations_frame(result: RunResult) -> pd.DataFrame:
+    """``allocations.csv`` of a run as a table (servers by id)."""
+    ids = [s.server_id for s in result.cluster.servers]
+    return pd.DataFrame([(t, j, ids[h], role, n) for t, j, h, role, n in result.allocations],
+                        columns=["slot", "job_id", "server", "role", "count"]).astype(
+        {"slot": int, "job_id": str, "server": str, "role": str, "count": int})
+
+
+def run_in_memory(summary: dict[str, Any], cluster: Cluster,
+                  results: dict[str, RunResult]) -> RunFiles:
+    """The :class:`RunFiles` an ``--out`` folder of these results would hold."""
+    policies = {name: PolicyFiles(name=name, summary=summary["policies"][name],
+                                  jobs=jobs_frame(res), allocations=allocations_frame(res))
+                for name, res in results.items()}
+    return RunFiles(folder=Path("."), summary=summary, cluster=cluster.to_dict(),
+                    policies=policies)
 
 
 @dataclass(frozen=True, kw_only=True)

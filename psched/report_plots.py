@@ -5,7 +5,10 @@ units and its legend outside the data.
   past ``max_rects`` containers, each server's load per time bucket (said in the note);
 * :func:`utilisation` -- share of each pool's capacity in use per resource over time;
 * :func:`prices` -- mean price per pool and resource over time (OASiS family);
-* :func:`comparison` -- utility (with the dual bound), completion times and rejections.
+* :func:`comparison` -- utility (with the dual bound), completion times and rejections;
+* :func:`jct_cdf` -- the completion-time CDF per policy.
+
+Each returns a matplotlib figure (:func:`png` turns it into bytes).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import numpy as np
 from psched.model import RESOURCES
 from psched.report_data import ROLES, RunFiles, Usage
 
-__all__ = ["comparison", "gantt", "prices", "utilisation"]
+__all__ = ["comparison", "gantt", "jct_cdf", "png", "prices", "run_title", "utilisation"]
 
 _DPI = 100
 
@@ -32,7 +35,8 @@ def _plt() -> Any:
     return plt
 
 
-def _png(fig: Any) -> bytes:
+def png(fig: Any) -> bytes:
+    """The figure as PNG bytes; the figure is closed."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight")
     _plt().close(fig)
@@ -70,8 +74,8 @@ def _rects(run: RunFiles, policy: str, row_of: np.ndarray) -> Any:
 
 
 def gantt(run: RunFiles, policy: str, usage: Usage, max_rects: int = 40000,
-          ) -> tuple[bytes, str]:
-    """The executed schedule of ``policy``; returns the PNG and a note on what it shows."""
+          ) -> tuple[Any, str]:
+    """The executed schedule of ``policy``; returns the figure and a note on what it shows."""
     plt = _plt()
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
@@ -123,7 +127,7 @@ def gantt(run: RunFiles, policy: str, usage: Usage, max_rects: int = 40000,
     ax.set_xlabel(_slot_label(run))
     ax.set_ylabel("server (workers above the line, PS below)")
     ax.set_title(f"{policy}: executed schedule")
-    return _png(fig), note
+    return fig, note
 
 
 def _pool_lines(ax: Any, x: np.ndarray, values: np.ndarray, resources: list[int]) -> None:
@@ -131,7 +135,7 @@ def _pool_lines(ax: Any, x: np.ndarray, values: np.ndarray, resources: list[int]
         ax.step(x, values[:, i], where="post", label=RESOURCES[i], linewidth=1.2)
 
 
-def utilisation(run: RunFiles, policy: str, usage: Usage) -> bytes:
+def utilisation(run: RunFiles, policy: str, usage: Usage) -> Any:
     """Share of each pool's capacity in use, per resource, over time."""
     plt = _plt()
     pools = np.array(run.server_pools)
@@ -152,10 +156,10 @@ def utilisation(run: RunFiles, policy: str, usage: Usage) -> bytes:
                                             if usage.bucket_slots > 1 else ""))
     axes[-1].set_xlim(0, run.horizon)
     fig.suptitle(f"{policy}: utilisation over time per pool and resource")
-    return _png(fig)
+    return fig
 
 
-def prices(run: RunFiles, policy: str, usage: Usage, mean: dict[str, np.ndarray]) -> bytes:
+def prices(run: RunFiles, policy: str, usage: Usage, mean: dict[str, np.ndarray]) -> Any:
     """Mean price over each pool's servers per resource over time (log scale)."""
     plt = _plt()
     pools = np.array(run.server_pools)
@@ -177,10 +181,10 @@ def prices(run: RunFiles, policy: str, usage: Usage, mean: dict[str, np.ndarray]
     axes[-1].set_xlabel(_slot_label(run))
     axes[-1].set_xlim(0, run.horizon)
     fig.suptitle(f"{policy}: resource prices over time, L (U/L)^(usage/capacity)")
-    return _png(fig)
+    return fig
 
 
-def comparison(run: RunFiles) -> bytes:
+def comparison(run: RunFiles) -> Any:
     """Utility with the dual bound, completion times (hours) and rejections, per policy."""
     plt = _plt()
     names = list(run.policies)
@@ -217,6 +221,38 @@ def comparison(run: RunFiles) -> bytes:
         ax.set_xlabel("policy")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.32), fontsize=8, ncol=2)
-    fig.suptitle("Policies side by side")
+    fig.suptitle(f"Policies side by side: {run_title(run)}")
     fig.tight_layout()
-    return _png(fig)
+    return fig
+
+
+def run_title(run: RunFiles) -> str:
+    """``<trace> on <cluster>``, short: what every figure of a run names."""
+    import os
+
+    p = run.summary["params"]
+    source = p.get("trace") or (f"scenario {p['scenario']}" if p.get("scenario") else "jobs")
+    return (f"{os.path.basename(str(source))} on {p.get('worker_servers', '?')} worker + "
+            f"{p.get('ps_servers', '?')} PS servers")
+
+
+def jct_cdf(run: RunFiles) -> Any:
+    """Completion-time CDF (hours) per policy, over all jobs (unfinished ones never arrive
+    at 1); the legend sits outside the axes."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8.0, 4.0))
+    hours = run.slot_seconds / 3600.0
+    for name, pf in run.policies.items():
+        d = np.sort(pf.jobs["duration"].dropna().to_numpy(dtype=float)) * hours
+        if d.size:
+            ax.step(d, np.arange(1, d.size + 1) / max(1, len(pf.jobs)), where="post",
+                    label=name)
+    ax.set_xlabel("completion time (hours from arrival)")
+    ax.set_ylabel("fraction of all jobs completed")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"Completion-time CDF: {run_title(run)}", fontsize=10)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no job completed", transform=ax.transAxes, ha="center")
+    return fig

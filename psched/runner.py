@@ -73,8 +73,16 @@ def parse_policies(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def prepare(req: SimulateRequest) -> tuple[list[JobSpec], Cluster, int, dict[str, Any]]:
-    """Jobs, cluster, horizon and the ``params`` record of a request."""
+def prepare(req: SimulateRequest, *, jobs: Sequence[JobSpec] | None = None,
+            cluster: Cluster | None = None,
+            ) -> tuple[list[JobSpec], Cluster, int, dict[str, Any]]:
+    """Jobs, cluster, horizon and the ``params`` record of a request.
+
+    ``jobs`` / ``cluster``: job specs / a cluster already in memory, in place of
+    ``req.trace`` / ``req.cluster`` (the API, :func:`psched.compare`).
+    """
+    if jobs is not None:
+        return _prepare_jobs(req, list(jobs), cluster)
     from psched.clusters import default_cluster_for_trace, load_cluster
     from psched.horizon import trace_horizon
 
@@ -83,8 +91,11 @@ def prepare(req: SimulateRequest) -> tuple[list[JobSpec], Cluster, int, dict[str
     params["scenario_opt"] = dict(req.scenario_opt)
     params.update(req.extra)
     slot_s = req.slot_seconds
-    cluster: Cluster | None = None
-    if req.cluster:
+    if cluster is not None:
+        slot_s = cluster.slot_seconds if slot_s is None else slot_s
+        cluster = Cluster(servers=cluster.servers, slot_seconds=slot_s)
+        params["cluster_source"] = "a Cluster given in memory"
+    elif req.cluster:
         cluster = load_cluster(req.cluster)
         if slot_s is None:
             slot_s = cluster.slot_seconds
@@ -124,6 +135,36 @@ def prepare(req: SimulateRequest) -> tuple[list[JobSpec], Cluster, int, dict[str
     return specs, cluster, horizon, params
 
 
+def _prepare_jobs(req: SimulateRequest, specs: list[JobSpec], cluster: Cluster | None,
+                  ) -> tuple[list[JobSpec], Cluster, int, dict[str, Any]]:
+    """:func:`prepare` for job specs in memory (arrivals already in slots)."""
+    from psched.clusters import default_cluster_for_trace, load_cluster
+    from psched.horizon import trace_horizon
+
+    params: dict[str, Any] = {k: v for k, v in asdict(req).items()
+                              if k not in ("extra", "progress", "scenario_opt", "overwrite")}
+    params.update(req.extra, trace=None, source="job specs given in memory")
+    if cluster is None and req.cluster:
+        cluster = load_cluster(req.cluster)
+        params["cluster_source"] = req.cluster
+    slot_s = req.slot_seconds or (cluster.slot_seconds if cluster else DEFAULT_SLOT_SECONDS)
+    if req.jobs is not None:
+        specs = specs[: req.jobs]
+    if not specs:
+        raise InputError("no jobs given", field="jobs")
+    if cluster is None:
+        cluster = default_cluster_for_trace(specs, slot_seconds=slot_s, load=req.load)
+        params["cluster_source"] = f"default for the jobs at load {req.load}"
+    else:
+        params.setdefault("cluster_source", "a Cluster given in memory")
+        cluster = Cluster(servers=cluster.servers, slot_seconds=slot_s)
+    horizon = req.slots or trace_horizon(specs, slot_s, req.max_window)
+    params.update(horizon=horizon, slot_seconds=slot_s, n_jobs=len(specs),
+                  worker_servers=sum(s.pool.value == "worker" for s in cluster.servers),
+                  ps_servers=sum(s.pool.value == "ps" for s in cluster.servers))
+    return specs, cluster, horizon, params
+
+
 def _load(path: str, fmt: str, **options: Any) -> list[JobSpec]:
     from psched.traces import load_any
 
@@ -156,13 +197,15 @@ class PschedWarning(UserWarning):
 
 def run_simulation(req: SimulateRequest, *, progress: Progress | None = None,
                    command: Sequence[str] | str | None = None,
+                   jobs: Sequence[JobSpec] | None = None, cluster: Cluster | None = None,
                    ) -> tuple[dict[str, Any], dict[str, RunResult]]:
     """Run every requested policy on the same jobs and cluster; write ``req.out`` if set.
 
     ``req.out`` is checked (:func:`psched.output.check_out`) before any work. Each pitfall
     of :func:`psched.summary.pitfalls` is also issued as a :class:`PschedWarning`.
     ``progress``: where to show progress (default: stderr if ``req.progress``); ``command``:
-    the command line recorded in the provenance (default ``sys.argv``).
+    the command line recorded in the provenance (default ``sys.argv``); ``jobs``,
+    ``cluster``: in memory, in place of the request's files (:func:`prepare`).
     """
     from psched.summary import build_summary, provenance
 
@@ -172,7 +215,7 @@ def run_simulation(req: SimulateRequest, *, progress: Progress | None = None,
         from psched.output import check_out
 
         check_out(req.out, overwrite=req.overwrite)
-    specs, cluster, horizon, params = prepare(req)
+    specs, cluster, horizon, params = prepare(req, jobs=jobs, cluster=cluster)
     history: Sequence[JobSpec] = (
         _load(req.history, "auto", slot_seconds=cluster.slot_seconds, seed=req.seed)
         if req.history else ())
