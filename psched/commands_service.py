@@ -82,7 +82,10 @@ def register(commands: Any, trace_actions: Any) -> None:
     lg.set_defaults(func=_cmd_logs)
     r = commands.add_parser("run", help="run a trace on Ray through the service (real training)")
     r.add_argument("trace", metavar="TRACE")
-    r.add_argument("--out", metavar="DIR", help="write the files of 'psched simulate --out'")
+    r.add_argument("--out", metavar="DIR", help="write the files of 'psched simulate --out' "
+                   "(a new or empty folder; checked before any work)")
+    r.add_argument("--overwrite", action="store_true",
+                   help="let --out replace an earlier psched output (only that)")
     r.add_argument("--address", help="Ray address of an existing cluster")
     r.add_argument("--profile", action="store_true",
                    help="measure tau of every job on this Ray first (else the trace's tau_s); "
@@ -355,10 +358,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import tempfile
 
     from psched.horizon import trace_horizon
-    from psched.output import write_run
+    from psched.output import check_out, write_run
     from psched.traces.native import load_trace
     from ray_cluster.service import run_trace
 
+    if args.out:
+        check_out(args.out, overwrite=args.overwrite)
     specs = load_trace(args.trace)
     if any(not s.workload for s in specs):
         bad = next(s for s in specs if not s.workload)
@@ -377,7 +382,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     params = {"trace": args.trace, "policy": config.policy, "slot_seconds": args.slot_seconds,
               "horizon": horizon, "executor": "ray"}
     if args.out:
-        write_run(args.out, params, cluster, {config.policy: result})
+        write_run(args.out, params, cluster, {config.policy: result},
+                  overwrite=args.overwrite)
         print(f"wrote {args.out}", file=sys.stderr)
     for rec in result.records.values():
         print(f"{rec.job.job_id}: {'admitted' if rec.admitted else 'rejected'} "

@@ -153,3 +153,20 @@ def test_interrupt_exits_130_and_writes_nothing(
     assert _run([*SMALL, "--out", str(out)]) == 130
     assert "interrupted" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ratio_out_is_checked_before_the_study_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import psched.ratio
+
+    def boom(*_a: object, **_k: object) -> None:
+        raise AssertionError("the study ran before --out was checked")
+
+    monkeypatch.setattr(psched.ratio, "ratio_study", boom)
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "mine.txt").write_text("my notes")
+    assert _run(["ratio", "--instances", "1", "--out", str(out)]) == 2
+    _one_line_naming(capsys.readouterr().err, str(out))
+    assert (out / "mine.txt").read_text() == "my notes"
