@@ -65,7 +65,7 @@ def register(commands: Any, trace_actions: Any) -> None:
     s.set_defaults(func=_cmd_serve)
     sb = commands.add_parser("submit", help="submit job spec files (TOML) to the service")
     common(sb)
-    sb.add_argument("jobs", nargs="+", metavar="JOB.toml")
+    sb.add_argument("jobs", nargs="+", metavar="JOB.toml", help="job spec file(s) to submit")
     sb.set_defaults(func=_cmd_submit)
     st = commands.add_parser("status", help="the service's jobs, with progress")
     common(st)
@@ -74,14 +74,15 @@ def register(commands: Any, trace_actions: Any) -> None:
     st.set_defaults(func=_cmd_status)
     c = commands.add_parser("cancel", help="cancel a job")
     common(c)
-    c.add_argument("job_id")
+    c.add_argument("job_id", help="id of the job to cancel")
     c.set_defaults(func=_cmd_cancel)
     lg = commands.add_parser("logs", help="a job's journal: decisions, progress, events")
     common(lg)
-    lg.add_argument("job_id")
+    lg.add_argument("job_id", help="id of the job whose log to print")
     lg.set_defaults(func=_cmd_logs)
     r = commands.add_parser("run", help="run a trace on Ray through the service (real training)")
-    r.add_argument("trace", metavar="TRACE")
+    r.add_argument("trace", metavar="TRACE",
+                   help="native trace whose jobs name a workload to train for real")
     r.add_argument("--out", metavar="DIR", help="write the files of 'psched simulate --out' "
                    "(a new or empty folder; checked before any work)")
     r.add_argument("--overwrite", action="store_true",

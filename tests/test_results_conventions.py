@@ -193,3 +193,22 @@ def test_trace_fetch_list_shows_addresses_and_checksums(
         assert source.name in text
         for part in source.parts:
             assert part.url in text and part.sha256 in text
+
+
+def test_every_argument_of_every_command_has_help_text() -> None:
+    import argparse
+
+    from psched.cli import build_parser
+
+    missing: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, prefix: list[str]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, [*prefix, name])
+            elif not action.help and action.dest != "help":
+                missing.append(" ".join([*prefix, *(action.option_strings or [action.dest])]))
+
+    walk(build_parser(), ["psched"])
+    assert missing == []
