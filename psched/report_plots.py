@@ -8,7 +8,9 @@ units and its legend outside the data.
 * :func:`comparison` -- utility (with the dual bound), completion times and rejections;
 * :func:`jct_cdf` -- the completion-time CDF per policy.
 
-Each returns a matplotlib figure (:func:`png` turns it into bytes).
+Each returns a :class:`matplotlib.figure.Figure` made outside pyplot, so no backend is
+chosen or changed (a notebook shows it with ``display(fig)``; :func:`png` turns it into
+bytes).
 """
 
 from __future__ import annotations
@@ -26,20 +28,17 @@ __all__ = ["comparison", "gantt", "jct_cdf", "png", "prices", "run_title", "util
 _DPI = 100
 
 
-def _plt() -> Any:
-    import matplotlib
+def _figure(**kw: Any) -> Any:
+    """A figure outside pyplot: no backend is chosen or changed (a notebook keeps its own)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(**kw)
 
 
 def png(fig: Any) -> bytes:
     """The figure as PNG bytes; the figure is closed."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight")
-    _plt().close(fig)
     return buf.getvalue()
 
 
@@ -76,7 +75,7 @@ def _rects(run: RunFiles, policy: str, row_of: np.ndarray) -> Any:
 def gantt(run: RunFiles, policy: str, usage: Usage, max_rects: int = 40000,
           ) -> tuple[Any, str]:
     """The executed schedule of ``policy``; returns the figure and a note on what it shows."""
-    plt = _plt()
+    import matplotlib
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
 
@@ -84,13 +83,14 @@ def gantt(run: RunFiles, policy: str, usage: Usage, max_rects: int = 40000,
     row_of = np.empty(len(order), dtype=int)
     row_of[order] = np.arange(len(order))
     n_rows = len(order)
-    fig, ax = plt.subplots(figsize=(11, min(9.0, 2.2 + 0.22 * n_rows)))
+    fig = _figure(figsize=(11, min(9.0, 2.2 + 0.22 * n_rows)))
+    ax = fig.subplots()
     rows = len(run.policies[policy].allocations)
     if rows <= max_rects:
         x, y, h, job, role = _rects(run, policy, row_of)
         verts = np.stack([np.column_stack([x, y]), np.column_stack([x + 1, y]),
                           np.column_stack([x + 1, y + h]), np.column_stack([x, y + h])], axis=1)
-        colours = plt.get_cmap("tab20")(job % 20)
+        colours = matplotlib.colormaps["tab20"](job % 20)
         hatched = rows <= 3000  # hatching thousands of boxes is slow and unreadable
         for r, hatch, alpha in ((0, None, 1.0), (1, "////" if hatched else None, 0.45)):
             sel = role == r
@@ -137,10 +137,10 @@ def _pool_lines(ax: Any, x: np.ndarray, values: np.ndarray, resources: list[int]
 
 def utilisation(run: RunFiles, policy: str, usage: Usage) -> Any:
     """Share of each pool's capacity in use, per resource, over time."""
-    plt = _plt()
     pools = np.array(run.server_pools)
     cap = run.capacity
-    fig, axes = plt.subplots(2, 1, figsize=(11, 5.0), sharex=True)
+    fig = _figure(figsize=(11, 5.0))
+    axes = fig.subplots(2, 1, sharex=True)
     for ax, pool in zip(axes, ROLES, strict=True):
         idx = np.flatnonzero(pools == pool)
         total = cap[idx].sum(axis=0)
@@ -161,9 +161,9 @@ def utilisation(run: RunFiles, policy: str, usage: Usage) -> Any:
 
 def prices(run: RunFiles, policy: str, usage: Usage, mean: dict[str, np.ndarray]) -> Any:
     """Mean price over each pool's servers per resource over time (log scale)."""
-    plt = _plt()
     pools = np.array(run.server_pools)
-    fig, axes = plt.subplots(2, 1, figsize=(11, 5.0), sharex=True)
+    fig = _figure(figsize=(11, 5.0))
+    axes = fig.subplots(2, 1, sharex=True)
     for ax, pool in zip(axes, ROLES, strict=True):
         total = run.capacity[pools == pool].sum(axis=0)
         p = mean.get(pool)
@@ -186,11 +186,11 @@ def prices(run: RunFiles, policy: str, usage: Usage, mean: dict[str, np.ndarray]
 
 def comparison(run: RunFiles) -> Any:
     """Utility with the dual bound, completion times (hours) and rejections, per policy."""
-    plt = _plt()
     names = list(run.policies)
     s = [run.policies[n].summary for n in names]
     x = np.arange(len(names))
-    fig, axes = plt.subplots(1, 3, figsize=(13.0, 4.8))
+    fig = _figure(figsize=(13.0, 4.8))
+    axes = fig.subplots(1, 3)
     ax = axes[0]
     ax.bar(x, [e["total_utility"] for e in s], color="tab:blue", label="utility earned")
     bound = [e.get("dual_bound") for e in s]
@@ -239,8 +239,8 @@ def run_title(run: RunFiles) -> str:
 def jct_cdf(run: RunFiles) -> Any:
     """Completion-time CDF (hours) per policy, over all jobs (unfinished ones never arrive
     at 1); the legend sits outside the axes."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8.0, 4.0))
+    fig = _figure(figsize=(8.0, 4.0))
+    ax = fig.subplots()
     hours = run.slot_seconds / 3600.0
     for name, pf in run.policies.items():
         d = np.sort(pf.jobs["duration"].dropna().to_numpy(dtype=float)) * hours

@@ -6,7 +6,6 @@ import json
 import math
 from pathlib import Path
 
-import matplotlib
 import pandas as pd
 import pytest
 
@@ -14,8 +13,6 @@ import psched
 from psched.cli import main
 from psched.output import JOBS_COLUMNS
 from psched.traces import load_any
-
-matplotlib.use("Agg")
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "traces" / "demo_sim.csv"
@@ -102,8 +99,11 @@ def test_compare_rejects_an_unknown_option() -> None:
 def _check_legible(fig: object) -> None:
     """Every axes with data has a title (or the figure one), both axis labels, and its
     legend, if any, outside the axes."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
     for ax in fig.axes:
         if ax.get_label() == "<colorbar>":
             continue
@@ -123,20 +123,15 @@ def _check_legible(fig: object) -> None:
                                   "schedule:oasis", "utilisation:srtf", "prices:oasis"])
 def test_plots_have_titles_axes_and_legends_outside_the_data(results: psched.Results,
                                                             plot: str) -> None:
-    import matplotlib.pyplot as plt
-
     if ":" in plot:
         kind, policy = plot.split(":")
         fig = getattr(results, f"plot_{kind}")(policy)
     else:
         fig = getattr(results, plot)()
-    try:
-        _check_legible(fig)
-        text = " ".join([fig._suptitle.get_text() if fig._suptitle else "",
-                         *(ax.get_title() for ax in fig.axes)])
-        assert text.strip()
-    finally:
-        plt.close(fig)
+    _check_legible(fig)
+    text = " ".join([fig._suptitle.get_text() if fig._suptitle else "",
+                     *(ax.get_title() for ax in fig.axes)])
+    assert text.strip()
 
 
 def test_prices_of_a_policy_without_prices_is_a_clear_error(results: psched.Results) -> None:
@@ -152,3 +147,13 @@ def test_save_writes_the_cli_files_under_the_same_rules(results: psched.Results,
     with pytest.raises(psched.errors.InputError, match="--overwrite"):
         results.save(out)
     results.save(out, overwrite=True)
+
+
+def test_plots_leave_the_matplotlib_backend_alone(results: psched.Results) -> None:
+    """A notebook's inline backend must survive: figures are made outside pyplot."""
+    import matplotlib
+
+    before = matplotlib.get_backend()
+    results.plot_comparison()
+    results.plot_schedule("oasis")
+    assert matplotlib.get_backend() == before
