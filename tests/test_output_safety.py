@@ -170,3 +170,14 @@ def test_ratio_out_is_checked_before_the_study_runs(
     assert _run(["ratio", "--instances", "1", "--out", str(out)]) == 2
     _one_line_naming(capsys.readouterr().err, str(out))
     assert (out / "mine.txt").read_text() == "my notes"
+
+
+def test_a_file_added_to_an_earlier_output_makes_it_no_longer_replaceable(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results"
+    assert _run([*SMALL, "--out", str(out)]) == 0
+    (out / "analysis.ipynb").write_text("{}")  # the user's work, beside psched's files
+    capsys.readouterr()
+    assert _run([*SMALL, "--out", str(out), "--overwrite"]) == 2
+    assert "not a psched output" in capsys.readouterr().err
+    assert (out / "analysis.ipynb").read_text() == "{}"
