@@ -1,7 +1,8 @@
 """The one scheduling loop: arrivals -> decisions -> apply plans -> advance -> record.
 
-The same :class:`SchedulerLoop` serves the trace-driven simulator and, later, the live
-service. Everything that differs between them is injected:
+The same :class:`SchedulerLoop` serves the trace-driven simulator and the live service
+(:mod:`ray_cluster.service`, its real-time driver). Everything that differs between them is
+injected:
 
 * :class:`ArrivalSource` -- a trace (:class:`TraceArrivals`) or a queue filled while the loop
   runs (:class:`QueueArrivals`);
@@ -10,6 +11,16 @@ service. Everything that differs between them is injected:
 
 The loop keeps all of its own state in :class:`LoopState`, plain data that a live service can
 save and restore. A policy keeps its own state.
+
+The API a live owner uses (between slots, under its own lock): :meth:`SchedulerLoop.admit`
+returns an :class:`Admission` per job (decision, payoff, committed schedule, latency);
+:meth:`~SchedulerLoop.book` holds a job for a later arrival slot; :meth:`~SchedulerLoop.replan`
+re-decides a job's remaining work; :meth:`~SchedulerLoop.release` and
+:meth:`~SchedulerLoop.drop`; :meth:`~SchedulerLoop.restore` rebuilds finished slots from a
+journal; ``before_slot``/``after_slot``/``on_decision`` hooks; and :meth:`~SchedulerLoop.step`
+split into :meth:`~SchedulerLoop.begin_slot`, the executor's ``apply`` and
+:meth:`~SchedulerLoop.end_slot`, so that a real-time driver runs the same slot with its own
+clock.
 """
 
 from __future__ import annotations
