@@ -141,6 +141,8 @@ def parse_jobspec_where(text: str, *, path: str = "<input>", default_id: str = "
                          line=int(m.group(1)) if m else None, field="toml") from None
     except RecursionError:
         raise InputError("not valid TOML: nested too deeply", path=path, field="toml") from None
+    except ValueError as err:  # an integer of more than 4300 digits
+        raise InputError(f"not valid TOML: {str(err)[:100]}", path=path, field="toml") from None
     where = Where(path=path, lines=spec_lines(text), names=_NAMES)
     unknown = sorted(set(data) - _TOP)
     if unknown:

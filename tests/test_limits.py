@@ -117,7 +117,8 @@ def test_default_cluster_of_absurd_size_is_refused_before_building(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _trace(tmp_path, "max_workers", str(limits.MAX_WORKERS))
     rows = list(csv.reader(path.open()))
-    rows[2][rows[0].index("worker_gpu")] = "1024"
+    for column, value in (("worker_gpu", "1024"), ("epochs", "1"), ("minibatches", "1")):
+        rows[2][rows[0].index(column)] = value  # a short job, but 8192 x 1024 GPUs wide
     with path.open("w", newline="") as fh:
         csv.writer(fh, lineterminator="\n").writerows(rows)
     assert main(["simulate", "--trace", str(path), "--policies", "fifo", "--no-plots"]) == 2
@@ -187,6 +188,7 @@ SPEC_CASES = [
     ("minibatches = 120", "minibatches = 1000000000000000000", "minibatches"),
     ("epochs = 1", "epochs = -5", "epochs"), ("partitions = 2", "partitions = 0", "partitions"),
     ("partitions = 2", "partitions = 99999999999999999999", "partitions"),
+    ("partitions = 2", "partitions = " + "9" * 5000, "toml"),  # beyond Python's int parsing
     ('id = "digits-a"', 'id = "../../../../tmp/escape"', "id"),
     ('id = "digits-a"', 'id = "a/b"', "id"), ('id = "digits-a"', 'id = ""', "id"),
     ('dataset = "digits"', 'dataset = "imagenet"', "hparams.dataset"),
@@ -211,6 +213,9 @@ def test_bad_job_spec_is_one_line_naming_file_line_and_field(old: str, new: str,
     with pytest.raises(InputError) as err:
         parse_jobspec(text, path="j.toml", default_id="j")
     assert err.value.field == field and err.value.path == "j.toml"
+    if field == "toml":  # Python's parser says no line
+        assert str(err.value).startswith("j.toml: toml: not valid TOML")
+        return
     assert err.value.line is not None
     first = "[[jobs]]" if field == "jobs" else new.splitlines()[0]
     if field.startswith("hparams."):
@@ -487,3 +492,41 @@ def test_extreme_trace_is_refused_before_allocating_under_2_gb(tmp_path: Path,
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"psched: error: {path}:{rows + 1}: ")
+
+
+# -- cluster files and psched run traces --------------------------------------------------------
+CLUSTER = 'slot_seconds = 3600\n[[servers]]\npool = "worker"\ngpu = 8\ncpu = 64\n' \
+          '[[servers]]\npool = "ps"\ncpu = 36\n'
+
+
+@pytest.mark.parametrize(("old", "new", "field", "line"), [
+    ("gpu = 8", "gpu = 1e300", "servers[0].gpu", 4),
+    ("gpu = 8", "count = " + "9" * 100, "servers[0].count", 4),
+    ("gpu = 8", "count = " + "9" * 5000, None, None),  # beyond Python's int parsing
+    ("slot_seconds = 3600", "slot_seconds = 1e-9", "slot_seconds", 1),
+    ('pool = "worker"', 'pool = "worker"\nid = "' + "w" * 300 + '"', "servers[0].id", 4),
+])
+def test_bad_cluster_file_is_one_line_naming_file_line_and_field(
+        tmp_path: Path, old: str, new: str, field: str, line: int) -> None:
+    from psched.clusters import load_cluster
+
+    path = tmp_path / "c.toml"
+    path.write_text(CLUSTER.replace(old, new))
+    with pytest.raises(InputError) as err:
+        load_cluster(path)
+    if field is None:
+        assert str(err.value).startswith(f"{path}: bad TOML: ") and "\n" not in str(err.value)
+    else:
+        _one_line(err.value, path=str(path), line=line, field=field)
+
+
+def test_psched_run_checks_every_jobs_hparams_before_ray_starts(tmp_path: Path) -> None:
+    from psched.commands_service import _check_trace_jobs
+
+    good = dataclasses.replace(_good(), tau_s=0.01)
+    args = SimpleNamespace(trace="run.csv", allow_import=False, slot_seconds=2.0)
+    _check_trace_jobs([good], args)
+    bad = dataclasses.replace(good, job_id="b", hparams='{"dataset": "imagenet"}')
+    with pytest.raises(InputError) as err:
+        _check_trace_jobs([good, bad], args)
+    assert str(err.value).startswith("run.csv: hparams.dataset: job 'b': expected one of")
