@@ -530,3 +530,52 @@ def test_psched_run_checks_every_jobs_hparams_before_ray_starts(tmp_path: Path) 
     with pytest.raises(InputError) as err:
         _check_trace_jobs([good, bad], args)
     assert str(err.value).startswith("run.csv: hparams.dataset: job 'b': expected one of")
+
+
+@pytest.mark.ray
+def test_a_ray_client_calling_the_service_directly_gets_one_line_errors(ray_session,
+                                                                        tmp_path: Path) -> None:
+    """Issue 17 #7 and #10 through the real actor: no ``<input>``, no folder outside --dir,
+    the service still up."""
+    import ray
+
+    from psched.model import Cluster, Pool, Server
+    from ray_cluster.service import (
+        SERVICE_NAME,
+        SERVICE_NAMESPACE,
+        ServiceConfig,
+        service_actor,
+    )
+
+    cap = Resources(cpu=2, memory_gb=8, bandwidth_gbps=10)
+    cluster = Cluster(servers=(Server(server_id="m/w", pool=Pool.WORKER, capacity=cap),
+                               Server(server_id="m/ps", pool=Pool.PS, capacity=cap)),
+                      slot_seconds=5.0)
+    head = ray_session.node_ids["head"]
+    cfg = ServiceConfig(slot_seconds=5.0, horizon=10, prices=(1.0, 0.1, 1.0, 0.1))
+    work = tmp_path / "svc"
+    actor = service_actor().options(name=SERVICE_NAME, namespace=SERVICE_NAMESPACE,
+                                    lifetime="detached").remote(
+        str(work), cfg.to_json(), cluster.to_dict(), {"0": head, "1": head})
+    where = {"path": "jobs/x.toml", "line": None, "lines": {"id": 2, "epochs": 4},
+             "names": {"job_id": "id"}}
+    try:
+        good = spec_to_json(_good())
+        cases = {
+            json.dumps({**json.loads(good), "job_id": "../../../../escape"}): "jobs/x.toml:2: id:",
+            json.dumps({**json.loads(good), "epochs": -5}): "jobs/x.toml:4: epochs:",
+            json.dumps({**json.loads(good), "max_workers": 0}): "jobs/x.toml: max_workers:",
+            json.dumps({**json.loads(good), "hparams": '{"bogus": 1}'}): "hparams.bogus",
+            "not json": "jobs/x.toml: job: not JSON",
+        }
+        for text, start in cases.items():
+            out = ray.get(actor.submit.remote(text, where=where))
+            assert start in out["error"] and "\n" not in out["error"], out
+        assert ray.get(actor.submit.remote(good, where=where))["decided"]
+        again = ray.get(actor.submit.remote(good, where=where))
+        assert again["error"].startswith("jobs/x.toml:2: id: ")  # resubmitted: file and line
+        assert ray.get(actor.ping.remote())
+    finally:
+        ray.get(actor.stop.remote())
+        ray.kill(actor, no_restart=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["svc"]
