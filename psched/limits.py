@@ -79,6 +79,7 @@ __all__ = [
     "MAX_WORK_WIDTH",
     "MIN_SLOT_SECONDS",
     "Where",
+    "check_arrival",
     "check_id",
     "check_run_size",
     "check_work",
@@ -212,7 +213,7 @@ class Where:
 def _small_str_map(value: Any, kind: type) -> bool:
     return (isinstance(value, Mapping) and len(value) <= 64
             and all(isinstance(k, str) and len(k) <= 64 and type(v) is kind
-                    and (kind is not str or len(v) <= 64) for k, v in value.items()))
+                    and (not isinstance(v, str) or len(v) <= 64) for k, v in value.items()))
 
 
 def check_id(value: Any, where: Where, spec_field: str = "job_id") -> str:
@@ -223,6 +224,13 @@ def check_id(value: Any, where: Where, spec_field: str = "job_id") -> str:
         raise where.error(spec_field, f"expected 1 to {MAX_ID_CHARS} letters, digits, '.', "
                           "'_' or '-', not starting with '.' or '-'", value)
     return value
+
+
+def check_arrival(value: Any, where: Where | None = None) -> int | None:
+    """An explicit arrival slot (None = on submission) in ``[0, MAX_HORIZON_SLOTS)``."""
+    if value is None:
+        return None
+    return _integer(value, where or Where(), "arrival", 0, MAX_HORIZON_SLOTS - 1)
 
 
 def _integer(value: Any, where: Where, spec_field: str, least: int, most: int) -> int:

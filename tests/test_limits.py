@@ -571,6 +571,9 @@ def test_a_ray_client_calling_the_service_directly_gets_one_line_errors(ray_sess
         for text, start in cases.items():
             out = ray.get(actor.submit.remote(text, where=where))
             assert start in out["error"] and "\n" not in out["error"], out
+        for arrival in (-1, 10**30, "3", 2.5):
+            out = ray.get(actor.submit.remote(good, arrival=arrival, where=where))
+            assert out["error"].startswith("jobs/x.toml: arrival: "), out
         assert ray.get(actor.submit.remote(good, where=where))["decided"]
         again = ray.get(actor.submit.remote(good, where=where))
         assert again["error"].startswith("jobs/x.toml:2: id: ")  # resubmitted: file and line
