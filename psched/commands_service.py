@@ -35,7 +35,7 @@ def register(commands: Any, trace_actions: Any) -> None:
     """Add ``serve``, ``submit``, ``status``, ``cancel``, ``logs`` and ``run``."""
     from psched.argtypes import (
         factor_arg,
-        nonneg_int,
+        processes_arg,
         slot_seconds_arg,
         slots_arg,
     )
@@ -60,7 +60,7 @@ def register(commands: Any, trace_actions: Any) -> None:
         p.add_argument("--allow-import", action="store_true",
                        help="allow user workloads given by import path")
         p.add_argument("--mode", default="async", help="training mode: async or sync")
-        p.add_argument("--warm-processes", type=nonneg_int, default=4,
+        p.add_argument("--warm-processes", type=processes_arg, default=4,
                        help="fresh Ray worker processes kept waiting per node, so actors a "
                             "boundary adds start at once (default 4; 0: none)")
 

@@ -164,6 +164,31 @@ def test_sweep_flags_are_bounded_too(flag: list[str],
     assert stop.value.code == 2 and capsys.readouterr().err.count("\n") == 1
 
 
+@pytest.mark.parametrize("argv", [
+    ["serve", "--warm-processes", "1000000"], ["serve", "--slot-seconds", "0"],
+    ["serve", "--horizon", "99999999999"], ["run", "t.csv", "--worker-cpus", "1e300"],
+    ["ratio", "--slots", "0"], ["ratio", "--seed", "-3"],
+    ["trace", "inspect", "t.csv", "--seed", "-1"], ["sweep", "--trace", "t", "--out", "o",
+                                                    "--num-cpus", "100000"],
+], ids=lambda a: " ".join(a)[:30])
+def test_every_commands_numeric_flags_are_bounded(argv: list[str],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("argv", "field"), [
+    (["ratio", "--servers", "3,99999999"], "servers"),
+    (["ratio", "--jobs", "100000", "--slots", "1000"], "jobs"),
+])
+def test_ratio_study_too_large_for_the_milp_is_refused(
+        argv: list[str], field: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f": {field}: " in err
+
+
 def test_mapped_public_trace_with_absurd_gpu_count_names_its_row(tmp_path: Path) -> None:
     path = tmp_path / "tiresias.csv"
     path.write_text("job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
