@@ -607,3 +607,28 @@ def test_a_ray_client_calling_the_service_directly_gets_one_line_errors(ray_sess
         ray.get(actor.stop.remote())
         ray.kill(actor, no_restart=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["svc"]
+
+
+@HYPO
+@given(data=st.data())
+def test_malformed_public_trace_rows_never_crash(tmp_path: Path, data: st.DataObject) -> None:
+    """Tiresias rows with random cells, mapped to jobs: specs within bounds or an InputError."""
+    from psched.traces import load_any
+
+    cols = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration",
+            "interval")
+    rows = [list(cols), ["0", "1", "0", "606", "vgg19", "164", "30"],
+            ["1", "8", "30", "133", "vgg11", "147", "23"]]
+    for _ in range(data.draw(st.integers(1, 3))):
+        rows[data.draw(st.integers(1, 2))][data.draw(st.integers(0, 6))] = data.draw(_CELLS)
+    path = tmp_path / "tiresias.csv"
+    with path.open("w", newline="") as fh:
+        csv.writer(fh, lineterminator="\n").writerows(rows)
+    slot = data.draw(st.sampled_from([0.001, 1.0, 3600.0]))
+    try:
+        specs = load_any(path, "tiresias", slot_seconds=slot)
+    except InputError as err:
+        assert "\n" not in str(err) and len(str(err)) < 600
+        return
+    for s in specs:
+        assert validate_spec(s, slot_seconds=slot) == s
