@@ -82,7 +82,10 @@ def register(commands: Any, trace_actions: Any) -> None:
     r.add_argument("--time-limit", type=positive_float, default=60.0,
                    help="MILP time limit per instance, seconds (default 60)")
     r.add_argument("--seed", type=seed_arg, default=0, help="seed of the study")
-    r.add_argument("--out", metavar="DIR", help="write ratio.csv, summary.json and figures")
+    r.add_argument("--out", metavar="DIR", help="write ratio.csv, summary.json and figures "
+                   "(a new or empty folder; checked before any work)")
+    r.add_argument("--overwrite", action="store_true",
+                   help="let --out replace an earlier psched output (only that)")
     r.set_defaults(func=_cmd_ratio)
 
 
@@ -105,7 +108,11 @@ def _line(cells: Sequence[str], widths: Sequence[int]) -> str:
 
 
 def _cmd_ratio(args: argparse.Namespace) -> int:
+    from psched.output import check_out
     from psched.ratio import RatioRow, ratio_study, summarise
+
+    if args.out:
+        check_out(args.out, overwrite=args.overwrite)
 
     servers, prios = parse_servers(args.servers), parse_priorities(args.priorities)
     size = args.jobs * args.slots * max(servers)
@@ -152,7 +159,7 @@ def _write(out: str, rows: Sequence[Any], summary: dict[str, Any],
     from psched.ratio import write_csv
     from psched.ratio_plots import save_all
 
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, overwrite=bool(params.get("overwrite"))) as tmp:
         write_csv(rows, tmp / "ratio.csv")
         params = {k: v for k, v in params.items() if k != "func"}
         with open(tmp / "summary.json", "w") as fh:

@@ -12,6 +12,7 @@ process and writes what really ran as ``psched simulate --out`` does. Ray is imp
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -70,7 +71,7 @@ def register(commands: Any, trace_actions: Any) -> None:
     s.set_defaults(func=_cmd_serve)
     sb = commands.add_parser("submit", help="submit job spec files (TOML) to the service")
     common(sb)
-    sb.add_argument("jobs", nargs="+", metavar="JOB.toml")
+    sb.add_argument("jobs", nargs="+", metavar="JOB.toml", help="job spec file(s) to submit")
     sb.set_defaults(func=_cmd_submit)
     st = commands.add_parser("status", help="the service's jobs, with progress")
     common(st)
@@ -79,15 +80,19 @@ def register(commands: Any, trace_actions: Any) -> None:
     st.set_defaults(func=_cmd_status)
     c = commands.add_parser("cancel", help="cancel a job")
     common(c)
-    c.add_argument("job_id")
+    c.add_argument("job_id", help="id of the job to cancel")
     c.set_defaults(func=_cmd_cancel)
     lg = commands.add_parser("logs", help="a job's journal: decisions, progress, events")
     common(lg)
-    lg.add_argument("job_id")
+    lg.add_argument("job_id", help="id of the job whose log to print")
     lg.set_defaults(func=_cmd_logs)
     r = commands.add_parser("run", help="run a trace on Ray through the service (real training)")
-    r.add_argument("trace", metavar="TRACE")
-    r.add_argument("--out", metavar="DIR", help="write the files of 'psched simulate --out'")
+    r.add_argument("trace", metavar="TRACE",
+                   help="native trace whose jobs name a workload to train for real")
+    r.add_argument("--out", metavar="DIR", help="write the files of 'psched simulate --out' "
+                   "(a new or empty folder; checked before any work)")
+    r.add_argument("--overwrite", action="store_true",
+                   help="let --out replace an earlier psched output (only that)")
     r.add_argument("--address", help="Ray address of an existing cluster")
     r.add_argument("--profile", action="store_true",
                    help="measure tau of every job on this Ray first (else the trace's tau_s); "
@@ -216,7 +221,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from ray_cluster.service import SERVICE_NAME, SERVICE_NAMESPACE, service_actor
+    from ray_cluster.service import (
+        SERVICE_NAME,
+        SERVICE_NAMESPACE,
+        service_actor,
+        watch_service,
+    )
 
     config = _config(args)
     if config.policy == "oasis":
@@ -240,13 +250,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
           f"{workdir / 'journal.db'}", flush=True)
     if not embedded:
         return 0
-    try:  # the embedded Ray lives as long as this process
-        while ray.get(actor.status.remote())["running"]:
-            time.sleep(2.0)
-    except KeyboardInterrupt:
-        pass
-    ray.get(actor.stop.remote())
-    ray.kill(actor)
+    # the embedded Ray lives as long as this process; actor restarts are ridden out
+    with contextlib.suppress(KeyboardInterrupt):
+        watch_service(actor)
+    with contextlib.suppress(ray.exceptions.RayError):  # gone already: nothing to stop
+        ray.get(actor.stop.remote(), timeout=60)
+        ray.kill(actor)
     ray.shutdown()
     return 0
 
@@ -404,10 +413,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import tempfile
 
     from psched.horizon import trace_horizon
-    from psched.output import write_run
+    from psched.output import check_out, write_run
     from psched.traces.native import load_trace
     from ray_cluster.service import run_trace
 
+    if args.out:
+        check_out(args.out, overwrite=args.overwrite)
     specs = load_trace(args.trace)
     if any(not s.workload for s in specs):
         bad = next(s for s in specs if not s.workload)
@@ -427,7 +438,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     params = {"trace": args.trace, "policy": config.policy, "slot_seconds": args.slot_seconds,
               "horizon": horizon, "executor": "ray"}
     if args.out:
-        write_run(args.out, params, cluster, {config.policy: result})
+        write_run(args.out, params, cluster, {config.policy: result},
+                  overwrite=args.overwrite)
         print(f"wrote {args.out}", file=sys.stderr)
     for rec in result.records.values():
         print(f"{rec.job.job_id}: {'admitted' if rec.admitted else 'rejected'} "

@@ -74,7 +74,8 @@ def register(commands: Any, trace_actions: Any) -> None:
     p.set_defaults(func=_cmd_inspect)
 
     p = trace_actions.add_parser("convert", help="convert a public trace to the native format")
-    p.add_argument("trace", nargs="+", metavar="FILE")
+    p.add_argument("trace", nargs="+", metavar="FILE",
+                   help="trace file (Alibaba: a folder or the two tables)")
     p.add_argument("--to", choices=("native",), default="native", help="output format")
     p.add_argument("--out", required=True, metavar="FILE", help="native trace to write")
     _add_mapping(p)
@@ -90,10 +91,12 @@ def register(commands: Any, trace_actions: Any) -> None:
     p.set_defaults(func=_cmd_fetch)
 
     p = commands.add_parser("sweep", help="policies x seeds x loads x cluster sizes on Ray")
-    p.add_argument("--trace", nargs="+", required=True, metavar="FILE")
+    p.add_argument("--trace", nargs="+", required=True, metavar="FILE",
+                   help="trace file(s) in any supported format")
     p.add_argument("--jobs", type=jobs_arg, help="keep the first N jobs")
     p.add_argument("--format", default="auto", help="trace format, or auto (default)")
-    p.add_argument("--slot-seconds", type=slot_seconds_arg, default=3600.0)
+    p.add_argument("--slot-seconds", type=slot_seconds_arg, default=3600.0,
+                   help="slot length in seconds (default 3600)")
     p.add_argument("--policies", type=_list(str), default=("fifo", "drf", "oasis"),
                    help="comma-separated policy names (default fifo,drf,oasis)")
     p.add_argument("--seeds", type=_list(seed_arg), default=(0,), help="e.g. 0,1,2")
@@ -101,7 +104,8 @@ def register(commands: Any, trace_actions: Any) -> None:
                    help="load factors: arrival times divided by these (e.g. 0.5,1,2)")
     p.add_argument("--cluster-scales", type=_list(factor_arg), default=(1.0,),
                    help="cluster sizes, times the default cluster of the trace (e.g. 0.5,1)")
-    p.add_argument("--max-window", type=slots_arg)
+    p.add_argument("--max-window", type=slots_arg,
+                   help="cap on a job's window in slots (default: the utility floor)")
     p.add_argument("--out", required=True, metavar="DIR", help="results folder (resumable)")
     p.add_argument("--address", help="an existing Ray cluster (default: embedded local Ray)")
     p.add_argument("--num-cpus", type=cpus_arg, help="CPUs of the embedded Ray")

@@ -526,9 +526,10 @@ def _param_problem(param: Param, value: Any) -> str:
 
 # --------------------------------------------------------------------------- registry
 def _torch_mlp() -> type:
-    from ray_cluster.torch_workload import TorchMLP  # lazy: torch is an optional extra
-
-    return TorchMLP
+    # lazy, by name: torch is an optional extra, and ray_cluster.torch_workload builds on
+    # this module (an import here would make the two import each other)
+    cls: type = importlib.import_module("ray_cluster.torch_workload").TorchMLP
+    return cls
 
 
 WORKLOADS: dict[str, Any] = {"softmax": SoftmaxRegression, "mlp": MLP, "torch-mlp": _torch_mlp}

@@ -1,15 +1,17 @@
 """The scheduler service's entry points: a detached Ray actor, or one whole trace.
 
-:func:`service_actor` wraps :class:`ray_cluster.service.SchedulerService` in a detached, named
-Ray actor (``psched serve``; Ray restarts it from its journal after a crash); :func:`run_trace`
-runs a whole trace through a fresh service (``psched run``). Both are re-exported by
-:mod:`ray_cluster.service`, the public import path, so they import the service class when
-called, not at import time (the two modules would otherwise import each other).
+:func:`service_actor` wraps :class:`ray_cluster.service.core.SchedulerService` in a detached,
+named Ray actor (``psched serve``): Ray restarts it after a crash (``max_restarts=-1``) with the
+same arguments, and the new service resumes from its journal. :func:`watch_service` is what
+the process that started it runs meanwhile: it polls the actor and rides out its restarts.
+:func:`run_trace` runs a whole trace through a fresh service (``psched run``).
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +22,15 @@ from psched.model import Cluster, JobSpec
 from psched.simulator import RunResult
 from ray_cluster.jobspec import submission_from_json
 from ray_cluster.journal import Journal
-from ray_cluster.service_config import ServiceConfig, cluster_from_dict
+from ray_cluster.service.config import (
+    SERVICE_NAME,
+    SERVICE_NAMESPACE,
+    ServiceConfig,
+    cluster_from_dict,
+)
+from ray_cluster.service.core import SchedulerService
 
-__all__ = ["run_trace", "service_actor"]
+__all__ = ["run_trace", "service_actor", "watch_service"]
 
 #: the service's logger: the actor raises it to INFO
 log = logging.getLogger("ray_cluster.service")
@@ -32,9 +40,6 @@ def service_actor() -> Any:
     """The Ray actor class wrapping :class:`SchedulerService` (imports Ray)."""
     import ray
 
-    from ray_cluster.service import SchedulerService
-
-    @ray.remote(num_cpus=0, max_concurrency=32, max_restarts=-1)
     class ServiceActor:
         """A detached, named service; Ray restarts it from its journal after a crash."""
 
@@ -45,10 +50,10 @@ def service_actor() -> Any:
             nodes = None if node_of is None else {int(k): v for k, v in node_of.items()}
             cl = cluster_from_dict(cluster) if cluster is not None else None
             if cl is None:
-                from ray_cluster.cluster_model import cluster_from_nodes
+                from ray_cluster.cluster_model import cluster_from_nodes, ray_nodes
 
                 cfg = ServiceConfig.from_json(config) if config else ServiceConfig()
-                cl, nodes = cluster_from_nodes(ray.nodes(), cfg.slot_seconds)
+                cl, nodes = cluster_from_nodes(ray_nodes(), cfg.slot_seconds)
             journal = Journal(Path(workdir) / "journal.db")
             meta_nodes = journal.meta().get("node_of")
             journal.close()
@@ -85,7 +90,55 @@ def service_actor() -> Any:
         def stop(self) -> None:
             self.svc.close()
 
-    return ServiceActor
+    options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 32, "max_restarts": -1}
+    return ray.remote(**options)(ServiceActor)
+
+
+def watch_service(actor: Any, *, poll_s: float = 2.0, give_up_s: float = 300.0,
+                  sleep: Callable[[float], None] = time.sleep) -> str:
+    """Poll the service actor until its loop stops; ride out its restarts.
+
+    While Ray restarts the actor (``ActorUnavailableError``, ``RayActorError``, a timeout)
+    the poll is retried with exponential back-off (0.1 s doubling to ``poll_s``); the
+    restarted actor resumes from its journal. Returns ``"stopped"`` when the service reports
+    that its loop no longer runs, ``"gone"`` when the named actor no longer exists (killed
+    for good, ``psched stop``) or stayed unreachable for ``give_up_s`` seconds.
+    """
+    import ray
+    from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
+
+    delay, down_since = 0.1, None
+    while True:
+        try:
+            state = ray.get(actor.status.remote(), timeout=60)
+        except (ActorUnavailableError, RayActorError, GetTimeoutError) as err:
+            now = time.monotonic()
+            down_since = now if down_since is None else down_since
+            if not _named_actor_exists() or now - down_since > give_up_s:
+                log.warning("the service actor is gone: %s", type(err).__name__)
+                return "gone"
+            log.warning("the service actor is unavailable (%s); retrying in %.1f s",
+                        type(err).__name__, delay)
+            sleep(delay)
+            delay = min(2 * delay, poll_s)
+            continue
+        if down_since is not None:
+            log.warning("the service actor is back after %.1f s",
+                        time.monotonic() - down_since)
+        delay, down_since = 0.1, None
+        if not state["running"]:
+            return "stopped"
+        sleep(poll_s)
+
+
+def _named_actor_exists() -> bool:
+    import ray
+
+    try:
+        ray.get_actor(SERVICE_NAME, namespace=SERVICE_NAMESPACE)
+    except ValueError:
+        return False
+    return True
 
 
 def run_trace(specs: list[JobSpec], workdir: str | Path, *, config: ServiceConfig,
@@ -96,8 +149,6 @@ def run_trace(specs: list[JobSpec], workdir: str | Path, *, config: ServiceConfi
     Returns what really ran (the loop's :class:`~psched.simulator.RunResult`), the same
     record :func:`psched.simulator.simulate` returns for a simulated run.
     """
-    from ray_cluster.service import SchedulerService
-
     svc = SchedulerService(workdir, config=config, cluster=cluster, node_of=node_of,
                            executor=executor)
     try:
