@@ -225,6 +225,8 @@ SPEC_CASES = [
     ("cpu = 1\nmemory_gb = 1\nbandwidth_gbps = 1\n\n[ps]",
      "cpu = 1e300\nmemory_gb = 1\nbandwidth_gbps = 1\n\n[ps]", "worker.cpu"),
     ("value = 10", "value = 1e300", "utility.value"),
+    ('kind = "sigmoid"\nvalue = 10\ndecay = 0.5\ntarget = 4',
+     "value = 10\ndeadline = 10000000000000000", "utility.deadline"),
     ('workload = "softmax"', 'workload = "softmax"\n[[jobs]]\nx = 1', "jobs"),
 ]
 
@@ -242,9 +244,9 @@ def test_bad_job_spec_is_one_line_naming_file_line_and_field(old: str, new: str,
         assert str(err.value).startswith("j.toml: toml: not valid TOML")
         return
     assert err.value.line is not None
-    first = "[[jobs]]" if field == "jobs" else new.splitlines()[0]
-    if field.startswith("hparams."):
-        first = new.splitlines()[-1]
+    key = field.rsplit(".", 1)[-1] + " ="
+    first = "[[jobs]]" if field == "jobs" else next(
+        (ln for ln in new.splitlines() if ln.startswith(key)), new.splitlines()[0])
     target = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith(first))
     assert err.value.line == target
     _one_line(err.value, path="j.toml", line=target, field=field)
