@@ -10,6 +10,7 @@ from collections.abc import Callable
 from psched import limits
 
 __all__ = [
+    "cpus_arg",
     "factor_arg",
     "jobs_arg",
     "key_value",
@@ -18,6 +19,7 @@ __all__ = [
     "nonneg_int",
     "positive_float",
     "positive_int",
+    "processes_arg",
     "seed_arg",
     "slot_seconds_arg",
     "slots_arg",
@@ -68,6 +70,10 @@ load_arg = _number(float, lambda v: 0 < v <= limits.MAX_LOAD,
                    f"a number in (0, {limits.MAX_LOAD:g}]")
 #: ``--price-estimate-factor``, ``--elastic``, ``--cluster-scales``: (0, 1e6].
 factor_arg = _number(float, lambda v: 0 < v <= 1e6, "a number in (0, 1e6]")
+#: ``--warm-processes``: processes per node, 0 .. 1024.
+processes_arg = _number(int, lambda v: 0 <= v <= 1024, "an integer in [0, 1024]")
+#: ``--num-cpus``: CPUs of an embedded Ray, 1 .. 4096.
+cpus_arg = _number(int, lambda v: 1 <= v <= 4096, "an integer in [1, 4096]")
 
 
 def key_value(text: str) -> tuple[str, str]:

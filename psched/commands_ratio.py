@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from psched.errors import InputError
+from psched.limits import MAX_DEFAULT_SERVERS, MAX_SERVER_SLOTS, shown
 
 __all__ = ["parse_priorities", "parse_servers", "register"]
 
@@ -27,9 +28,9 @@ def parse_servers(text: str) -> list[int]:
         except ValueError:
             raise InputError(f"expected integers >= 2 separated by commas, got {text!r}",
                              path="--servers", field="servers") from None
-        if n < 2:
-            raise InputError(f"a server count must be >= 2, got {n}", path="--servers",
-                             field="servers")
+        if not 2 <= n <= MAX_DEFAULT_SERVERS:
+            raise InputError(f"a server count must be in [2, {MAX_DEFAULT_SERVERS}], got "
+                             f"{shown(n)}", path="--servers", field="servers")
         out.append(n)
     return out
 
@@ -114,6 +115,10 @@ def _cmd_ratio(args: argparse.Namespace) -> int:
         check_out(args.out, overwrite=args.overwrite)
 
     servers, prios = parse_servers(args.servers), parse_priorities(args.priorities)
+    size = args.jobs * args.slots * max(servers)
+    if size > MAX_SERVER_SLOTS:  # the offline MILP has a variable per job, slot and server
+        raise InputError(f"jobs x slots x servers = {size:.3g} exceeds {MAX_SERVER_SLOTS:g} "
+                         "(the offline MILP's size)", path="--jobs", field="jobs")
     factors, policies = _factors(args.factors), _policies(args.policies)
     header: list[str] = []
     widths: list[int] = []

@@ -36,7 +36,7 @@ def register(commands: Any, trace_actions: Any) -> None:
     """Add ``serve``, ``submit``, ``status``, ``cancel``, ``logs`` and ``run``."""
     from psched.argtypes import (
         factor_arg,
-        nonneg_int,
+        processes_arg,
         slot_seconds_arg,
         slots_arg,
     )
@@ -61,7 +61,7 @@ def register(commands: Any, trace_actions: Any) -> None:
         p.add_argument("--allow-import", action="store_true",
                        help="allow user workloads given by import path")
         p.add_argument("--mode", default="async", help="training mode: async or sync")
-        p.add_argument("--warm-processes", type=nonneg_int, default=4,
+        p.add_argument("--warm-processes", type=processes_arg, default=4,
                        help="fresh Ray worker processes kept waiting per node, so actors a "
                             "boundary adds start at once (default 4; 0: none)")
 
@@ -394,6 +394,20 @@ def _profile_specs(specs: list[Any], args: argparse.Namespace, embedded: bool) -
     return out
 
 
+def _check_trace_jobs(specs: list[Any], args: argparse.Namespace) -> None:
+    """Every job of a ``psched run`` trace as the service will check it (workload, its
+    hyper-parameters, work at this slot length), before Ray starts."""
+    from ray_cluster.jobspec import check_submission
+
+    for spec in specs:
+        try:
+            check_submission(spec, allow_import=args.allow_import,
+                             slot_seconds=args.slot_seconds)
+        except InputError as err:
+            raise InputError(f"job {spec.job_id!r}: {err.problem}", path=args.trace,
+                             field=err.field) from None
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     import dataclasses
     import tempfile
@@ -410,6 +424,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         bad = next(s for s in specs if not s.workload)
         raise InputError(f"job {bad.job_id!r} names no workload (a real run trains every job)",
                          path=args.trace, field="workload")
+    _check_trace_jobs(specs, args)
     embedded = not (args.address or os.environ.get("RAY_ADDRESS"))
     init_ray(args.address, resources=_worker_resources(args, embedded))
     if args.profile:

@@ -9,11 +9,11 @@ import sys
 from typing import Any
 
 from psched.argtypes import (
+    cpus_arg,
     factor_arg,
     jobs_arg,
     load_arg,
     nonneg_float,
-    positive_int,
     seed_arg,
     slot_seconds_arg,
     slots_arg,
@@ -108,7 +108,7 @@ def register(commands: Any, trace_actions: Any) -> None:
                    help="cap on a job's window in slots (default: the utility floor)")
     p.add_argument("--out", required=True, metavar="DIR", help="results folder (resumable)")
     p.add_argument("--address", help="an existing Ray cluster (default: embedded local Ray)")
-    p.add_argument("--num-cpus", type=positive_int, help="CPUs of the embedded Ray")
+    p.add_argument("--num-cpus", type=cpus_arg, help="CPUs of the embedded Ray")
     p.add_argument("--serial", action="store_true", help="no Ray: cells one after another")
     p.add_argument("--no-check", action="store_true", help="skip the plan checker")
     p.set_defaults(func=_cmd_sweep)

@@ -14,8 +14,9 @@ holds per job and per slot decides each bound:
   ``T`` durations; OASiS's ledger keeps 5 float64 per server and slot, so
   ``T x servers <=`` :data:`MAX_SERVER_SLOTS` (2.5e7: 1 GB) is checked too;
 * a job's work ``W`` in worker-slots (:data:`MAX_WORK_SLOTS`, 10^7): OASiS's cost-to-go holds
-  one float64 per worker-slot (80 MB at the bound); ``W`` depends on the slot length, so it is
-  checked where that is known (:func:`check_work`);
+  one float64 per worker-slot (80 MB at the bound), and its min-plus step a ``(W + 1) x
+  (N + 1)`` array (``W N <=`` :data:`MAX_WORK_WIDTH`, 10^8: 800 MB); ``W`` depends on the slot
+  length, so it is checked where that is known (:func:`check_work`);
 * the workers ``N`` (:data:`MAX_WORKERS`, 8192 = twice 4096 GPUs, the largest jobs of public
   traces at the default elasticity of 2): placement arrays are ``N + 1`` wide per slot, and a
   trace's default cluster is at least ``N x gpu / 8`` servers;
@@ -75,8 +76,10 @@ __all__ = [
     "MAX_WORKER_SECONDS",
     "MAX_WORKLOAD_CHARS",
     "MAX_WORK_SLOTS",
+    "MAX_WORK_WIDTH",
     "MIN_SLOT_SECONDS",
     "Where",
+    "check_arrival",
     "check_id",
     "check_run_size",
     "check_work",
@@ -92,6 +95,9 @@ MAX_SUBMIT_JOBS = 10_000
 MAX_SERVER_SLOTS = 25_000_000
 #: Most worker-slots W of one job (8 bytes each in OASiS's cost-to-go: 80 MB).
 MAX_WORK_SLOTS = 10_000_000
+#: Most W x N of one job: OASiS's min-plus step holds a (W + 1) x (N + 1) float64 array at
+#: worst (800 MB here); its time is O(window x W x N).
+MAX_WORK_WIDTH = 100_000_000
 #: Most servers per pool of the default cluster sized for a trace.
 MAX_DEFAULT_SERVERS = 10_000
 #: Most workers N of one job.
@@ -207,7 +213,7 @@ class Where:
 def _small_str_map(value: Any, kind: type) -> bool:
     return (isinstance(value, Mapping) and len(value) <= 64
             and all(isinstance(k, str) and len(k) <= 64 and type(v) is kind
-                    and (kind is not str or len(v) <= 64) for k, v in value.items()))
+                    and (not isinstance(v, str) or len(v) <= 64) for k, v in value.items()))
 
 
 def check_id(value: Any, where: Where, spec_field: str = "job_id") -> str:
@@ -218,6 +224,13 @@ def check_id(value: Any, where: Where, spec_field: str = "job_id") -> str:
         raise where.error(spec_field, f"expected 1 to {MAX_ID_CHARS} letters, digits, '.', "
                           "'_' or '-', not starting with '.' or '-'", value)
     return value
+
+
+def check_arrival(value: Any, where: Where | None = None) -> int | None:
+    """An explicit arrival slot (None = on submission) in ``[0, MAX_HORIZON_SLOTS)``."""
+    if value is None:
+        return None
+    return _integer(value, where or Where(), "arrival", 0, MAX_HORIZON_SLOTS - 1)
 
 
 def _integer(value: Any, where: Where, spec_field: str, least: int, most: int) -> int:
@@ -412,6 +425,10 @@ def check_work(spec: JobSpec, slot_seconds: float, where: Where | None = None) -
         raise where.error("epochs", f"the job needs {total:.3g} worker-slots of "
                           f"{slot_seconds:g} s, more than {MAX_WORK_SLOTS:g}: use longer slots")
     work = spec.work(slot_seconds)
+    if work * spec.max_workers > MAX_WORK_WIDTH:
+        raise where.error("epochs", f"the job's work W = {work} worker-slots of "
+                          f"{slot_seconds:g} s times its N = {spec.max_workers} workers "
+                          f"exceeds {MAX_WORK_WIDTH:g}: use longer slots")
     fastest = -(-work // spec.max_workers)
     if fastest >= MAX_HORIZON_SLOTS:
         raise where.error("epochs", f"the job's fastest duration, {fastest} slots of "

@@ -141,7 +141,11 @@ def parse_jobspec_where(text: str, *, path: str = "<input>", default_id: str = "
                          line=int(m.group(1)) if m else None, field="toml") from None
     except RecursionError:
         raise InputError("not valid TOML: nested too deeply", path=path, field="toml") from None
-    where = Where(path=path, lines=spec_lines(text), names=_NAMES)
+    except ValueError as err:  # an integer of more than 4300 digits
+        raise InputError(f"not valid TOML: {str(err)[:100]}", path=path, field="toml") from None
+    deadline = isinstance(data.get("utility"), dict) and "deadline" in data["utility"]
+    where = Where(path=path, lines=spec_lines(text),
+                  names={**_NAMES, "utility.target": "utility.deadline"} if deadline else _NAMES)
     unknown = sorted(set(data) - _TOP)
     if unknown:
         raise where.error(unknown[0][:40], f"unknown field (known: {', '.join(sorted(_TOP))})")

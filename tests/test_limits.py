@@ -117,7 +117,8 @@ def test_default_cluster_of_absurd_size_is_refused_before_building(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _trace(tmp_path, "max_workers", str(limits.MAX_WORKERS))
     rows = list(csv.reader(path.open()))
-    rows[2][rows[0].index("worker_gpu")] = "1024"
+    for column, value in (("worker_gpu", "1024"), ("epochs", "1"), ("minibatches", "1")):
+        rows[2][rows[0].index(column)] = value  # a short job, but 8192 x 1024 GPUs wide
     with path.open("w", newline="") as fh:
         csv.writer(fh, lineterminator="\n").writerows(rows)
     assert main(["simulate", "--trace", str(path), "--policies", "fifo", "--no-plots"]) == 2
@@ -163,6 +164,31 @@ def test_sweep_flags_are_bounded_too(flag: list[str],
     assert stop.value.code == 2 and capsys.readouterr().err.count("\n") == 1
 
 
+@pytest.mark.parametrize("argv", [
+    ["serve", "--warm-processes", "1000000"], ["serve", "--slot-seconds", "0"],
+    ["serve", "--horizon", "99999999999"], ["run", "t.csv", "--worker-cpus", "1e300"],
+    ["ratio", "--slots", "0"], ["ratio", "--seed", "-3"],
+    ["trace", "inspect", "t.csv", "--seed", "-1"], ["sweep", "--trace", "t", "--out", "o",
+                                                    "--num-cpus", "100000"],
+], ids=lambda a: " ".join(a)[:30])
+def test_every_commands_numeric_flags_are_bounded(argv: list[str],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("argv", "field"), [
+    (["ratio", "--servers", "3,99999999"], "servers"),
+    (["ratio", "--jobs", "100000", "--slots", "1000"], "jobs"),
+])
+def test_ratio_study_too_large_for_the_milp_is_refused(
+        argv: list[str], field: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f": {field}: " in err
+
+
 def test_mapped_public_trace_with_absurd_gpu_count_names_its_row(tmp_path: Path) -> None:
     path = tmp_path / "tiresias.csv"
     path.write_text("job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
@@ -187,6 +213,7 @@ SPEC_CASES = [
     ("minibatches = 120", "minibatches = 1000000000000000000", "minibatches"),
     ("epochs = 1", "epochs = -5", "epochs"), ("partitions = 2", "partitions = 0", "partitions"),
     ("partitions = 2", "partitions = 99999999999999999999", "partitions"),
+    ("partitions = 2", "partitions = " + "9" * 5000, "toml"),  # beyond Python's int parsing
     ('id = "digits-a"', 'id = "../../../../tmp/escape"', "id"),
     ('id = "digits-a"', 'id = "a/b"', "id"), ('id = "digits-a"', 'id = ""', "id"),
     ('dataset = "digits"', 'dataset = "imagenet"', "hparams.dataset"),
@@ -198,6 +225,8 @@ SPEC_CASES = [
     ("cpu = 1\nmemory_gb = 1\nbandwidth_gbps = 1\n\n[ps]",
      "cpu = 1e300\nmemory_gb = 1\nbandwidth_gbps = 1\n\n[ps]", "worker.cpu"),
     ("value = 10", "value = 1e300", "utility.value"),
+    ('kind = "sigmoid"\nvalue = 10\ndecay = 0.5\ntarget = 4',
+     "value = 10\ndeadline = 10000000000000000", "utility.deadline"),
     ('workload = "softmax"', 'workload = "softmax"\n[[jobs]]\nx = 1', "jobs"),
 ]
 
@@ -211,10 +240,13 @@ def test_bad_job_spec_is_one_line_naming_file_line_and_field(old: str, new: str,
     with pytest.raises(InputError) as err:
         parse_jobspec(text, path="j.toml", default_id="j")
     assert err.value.field == field and err.value.path == "j.toml"
+    if field == "toml":  # Python's parser says no line
+        assert str(err.value).startswith("j.toml: toml: not valid TOML")
+        return
     assert err.value.line is not None
-    first = "[[jobs]]" if field == "jobs" else new.splitlines()[0]
-    if field.startswith("hparams."):
-        first = new.splitlines()[-1]
+    key = field.rsplit(".", 1)[-1] + " ="
+    first = "[[jobs]]" if field == "jobs" else next(
+        (ln for ln in new.splitlines() if ln.startswith(key)), new.splitlines()[0])
     target = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith(first))
     assert err.value.line == target
     _one_line(err.value, path="j.toml", line=target, field=field)
@@ -487,3 +519,118 @@ def test_extreme_trace_is_refused_before_allocating_under_2_gb(tmp_path: Path,
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"psched: error: {path}:{rows + 1}: ")
+
+
+# -- cluster files and psched run traces --------------------------------------------------------
+CLUSTER = 'slot_seconds = 3600\n[[servers]]\npool = "worker"\ngpu = 8\ncpu = 64\n' \
+          '[[servers]]\npool = "ps"\ncpu = 36\n'
+
+
+@pytest.mark.parametrize(("old", "new", "field", "line"), [
+    ("gpu = 8", "gpu = 1e300", "servers[0].gpu", 4),
+    ("gpu = 8", "count = " + "9" * 100, "servers[0].count", 4),
+    ("gpu = 8", "count = " + "9" * 5000, None, None),  # beyond Python's int parsing
+    ("slot_seconds = 3600", "slot_seconds = 1e-9", "slot_seconds", 1),
+    ('pool = "worker"', 'pool = "worker"\nid = "' + "w" * 300 + '"', "servers[0].id", 4),
+])
+def test_bad_cluster_file_is_one_line_naming_file_line_and_field(
+        tmp_path: Path, old: str, new: str, field: str, line: int) -> None:
+    from psched.clusters import load_cluster
+
+    path = tmp_path / "c.toml"
+    path.write_text(CLUSTER.replace(old, new))
+    with pytest.raises(InputError) as err:
+        load_cluster(path)
+    if field is None:
+        assert str(err.value).startswith(f"{path}: bad TOML: ") and "\n" not in str(err.value)
+    else:
+        _one_line(err.value, path=str(path), line=line, field=field)
+
+
+def test_psched_run_checks_every_jobs_hparams_before_ray_starts(tmp_path: Path) -> None:
+    from psched.commands_service import _check_trace_jobs
+
+    good = dataclasses.replace(_good(), tau_s=0.01)
+    args = SimpleNamespace(trace="run.csv", allow_import=False, slot_seconds=2.0)
+    _check_trace_jobs([good], args)
+    bad = dataclasses.replace(good, job_id="b", hparams='{"dataset": "imagenet"}')
+    with pytest.raises(InputError) as err:
+        _check_trace_jobs([good, bad], args)
+    assert str(err.value).startswith("run.csv: hparams.dataset: job 'b': expected one of")
+
+
+@pytest.mark.ray
+def test_a_ray_client_calling_the_service_directly_gets_one_line_errors(ray_session,
+                                                                        tmp_path: Path) -> None:
+    """Issue 17 #7 and #10 through the real actor: no ``<input>``, no folder outside --dir,
+    the service still up."""
+    import ray
+
+    from psched.model import Cluster, Pool, Server
+    from ray_cluster.service import (
+        SERVICE_NAME,
+        SERVICE_NAMESPACE,
+        ServiceConfig,
+        service_actor,
+    )
+
+    cap = Resources(cpu=2, memory_gb=8, bandwidth_gbps=10)
+    cluster = Cluster(servers=(Server(server_id="m/w", pool=Pool.WORKER, capacity=cap),
+                               Server(server_id="m/ps", pool=Pool.PS, capacity=cap)),
+                      slot_seconds=5.0)
+    head = ray_session.node_ids["head"]
+    cfg = ServiceConfig(slot_seconds=5.0, horizon=10, prices=(1.0, 0.1, 1.0, 0.1))
+    work = tmp_path / "svc"
+    actor = service_actor().options(name=SERVICE_NAME, namespace=SERVICE_NAMESPACE,
+                                    lifetime="detached").remote(
+        str(work), cfg.to_json(), cluster.to_dict(), {"0": head, "1": head})
+    where = {"path": "jobs/x.toml", "line": None, "lines": {"id": 2, "epochs": 4},
+             "names": {"job_id": "id"}}
+    try:
+        good = spec_to_json(_good())
+        cases = {
+            json.dumps({**json.loads(good), "job_id": "../../../../escape"}): "jobs/x.toml:2: id:",
+            json.dumps({**json.loads(good), "epochs": -5}): "jobs/x.toml:4: epochs:",
+            json.dumps({**json.loads(good), "max_workers": 0}): "jobs/x.toml: max_workers:",
+            json.dumps({**json.loads(good), "hparams": '{"bogus": 1}'}): "hparams.bogus",
+            "not json": "jobs/x.toml: job: not JSON",
+        }
+        for text, start in cases.items():
+            out = ray.get(actor.submit.remote(text, where=where))
+            assert start in out["error"] and "\n" not in out["error"], out
+        for arrival in (-1, 10**30, "3", 2.5):
+            out = ray.get(actor.submit.remote(good, arrival=arrival, where=where))
+            assert out["error"].startswith("jobs/x.toml: arrival: "), out
+        assert ray.get(actor.submit.remote(good, where=where))["decided"]
+        again = ray.get(actor.submit.remote(good, where=where))
+        assert again["error"].startswith("jobs/x.toml:2: id: ")  # resubmitted: file and line
+        assert ray.get(actor.ping.remote())
+    finally:
+        ray.get(actor.stop.remote())
+        ray.kill(actor, no_restart=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["svc"]
+
+
+@HYPO
+@given(data=st.data())
+def test_malformed_public_trace_rows_never_crash(tmp_path: Path, data: st.DataObject) -> None:
+    """Tiresias rows with random cells, mapped to jobs: specs within bounds or an InputError."""
+    from psched.traces import load_any
+
+    cols = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration",
+            "interval")
+    rows = [list(cols), ["0", "1", "0", "606", "vgg19", "164", "30"],
+            ["1", "8", "30", "133", "vgg11", "147", "23"]]
+    for _ in range(data.draw(st.integers(1, 3))):
+        rows[data.draw(st.integers(1, 2))][data.draw(st.integers(0, 6))] = data.draw(_CELLS)
+    path = tmp_path / "tiresias.csv"
+    with path.open("w", newline="") as fh:
+        csv.writer(fh, lineterminator="\n").writerows(rows)
+    slot = data.draw(st.sampled_from([0.001, 1.0, 3600.0]))
+    try:
+        specs = load_any(path, "tiresias", slot_seconds=slot)
+    except InputError as err:
+        assert "\n" not in str(err) and len(str(err)) < 600
+        return
+    for s in specs:
+        assert validate_spec(s, slot_seconds=slot) == s

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from psched.errors import InputError
-from psched.limits import MAX_JOBS, Where, validate_spec
+from psched.limits import MAX_JOBS, Where, shown, validate_spec
 from psched.model import JobSpec, Resources, ceil_eps
 from psched.utility import Utility
 
@@ -200,7 +200,7 @@ def map_rows(rows: Sequence[TraceRow], opts: MappingOptions) -> tuple[list[JobSp
     first: dict[str, TraceRow] = {}
     for row in rows:
         if row.job_id in first:
-            raise InputError(f"duplicate job id {row.job_id!r} (first on line "
+            raise InputError(f"duplicate job id {shown(row.job_id)} (first on line "
                              f"{first[row.job_id].line})", path=row.path, line=row.line,
                              field="job_id")
         first[row.job_id] = row
@@ -267,7 +267,7 @@ def _map_one(row: TraceRow, i: int, draws: dict[str, np.ndarray], opts: MappingO
     slot = opts.slot_seconds
     model = row.model.lower() or sorted(ITERATION_SECONDS)[int(draws["model"][i])]
     if model not in MODEL_CATALOG:
-        raise bad("model_name", f"unknown model {row.model!r} (known: "
+        raise bad("model_name", f"unknown model {shown(row.model)} (known: "
                   f"{', '.join(sorted(MODEL_CATALOG))})")
     n0 = row.workers
     worker_s = row.duration_s * n0

@@ -127,7 +127,7 @@ def parse_trace_text(text: str, *, path: str = "<input>") -> list[JobSpec]:
             raise InputError(f"more than {MAX_JOBS} jobs in one trace", path=path, line=line)
         spec = _parse_row(dict(zip(header, row, strict=True)), path, line)
         if spec.job_id in first_line:
-            raise InputError(f"duplicate job_id {spec.job_id!r} (first on line "
+            raise InputError(f"duplicate job_id {shown(spec.job_id)} (first on line "
                              f"{first_line[spec.job_id]})", path=path, line=line,
                              field="job_id")
         first_line[spec.job_id] = line
@@ -210,10 +210,10 @@ def _check_header(columns: Sequence[str], path: str, line: int) -> list[str]:
     seen: set[str] = set()
     for col in columns:
         if col not in known:
-            raise InputError(f"unknown column {col!r} (known: {', '.join(NATIVE_COLUMNS)})",
+            raise InputError(f"unknown column {shown(col)} (known: {', '.join(NATIVE_COLUMNS)})",
                              path=path, line=line, field=repr(col)[1:-1] or "<empty>")
         if col in seen:
-            raise InputError(f"column {col!r} appears twice", path=path, line=line, field=col)
+            raise InputError(f"column {shown(col)} appears twice", path=path, line=line, field=col)
         seen.add(col)
     missing = [c for c in REQUIRED_COLUMNS if c not in seen]
     if missing:
@@ -251,7 +251,9 @@ def _parse_row(row: dict[str, str], path: str, line: int) -> JobSpec:
     def number(field: str) -> float:
         raw = row.get(field, "0").strip()
         try:
-            return float(raw) if len(raw) <= _MAX_NUMBER_CHARS else math.nan
+            if len(raw) > _MAX_NUMBER_CHARS:
+                raise ValueError(raw)
+            return float(raw)
         except ValueError:
             raise bad(field, "must be a number") from None
 

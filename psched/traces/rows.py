@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from psched.errors import InputError
+from psched.limits import shown
 
 __all__ = [
     "MAX_COUNT",
@@ -80,7 +81,7 @@ class Fields:
 
     def bad(self, field: str, problem: str) -> InputError:
         """The error for ``field`` of this row."""
-        return InputError(f"{problem}, got {self.cells.get(field, '')!r}", path=self.path,
+        return InputError(f"{problem}, got {shown(self.cells.get(field, ''))}", path=self.path,
                           line=self.line, field=field)
 
     def text(self, field: str, *, required: bool = True) -> str:
@@ -199,7 +200,7 @@ def _check_header(columns: list[str], required: Sequence[str], path: str,
     seen: set[str] = set()
     for col in columns:
         if col in seen:
-            raise InputError(f"column {col!r} appears twice", path=path, line=line,
+            raise InputError(f"column {shown(col)} appears twice", path=path, line=line,
                              field=repr(col)[1:-1])
         seen.add(col)
     missing = [c for c in required if c not in seen]

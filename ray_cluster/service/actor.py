@@ -17,7 +17,7 @@ from typing import Any
 
 from psched.errors import InputError
 from psched.executor import Executor
-from psched.limits import Where
+from psched.limits import Where, check_arrival
 from psched.model import Cluster, JobSpec
 from psched.simulator import RunResult
 from ray_cluster.jobspec import submission_from_json
@@ -71,7 +71,7 @@ def service_actor() -> Any:
             try:
                 spec = submission_from_json(spec_json, where=source,
                                             allow_import=self.svc.config.allow_import)
-                return self.svc.submit(spec, arrival=arrival)
+                return self.svc.submit(spec, arrival=check_arrival(arrival, source))
             except InputError as err:
                 return {"error": str(source.locate(err))}
 
