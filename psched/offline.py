@@ -176,7 +176,8 @@ def _server_limits(dem: np.ndarray, cap: np.ndarray, n_max: int) -> np.ndarray:
     for h in range(cap.shape[0]):
         fits = [(cap[h, r] + 1e-9) / dem[r] for r in range(dem.size) if dem[r] > 0]
         out.append(math.floor(min(fits)) if fits else n_max)
-    return np.minimum(np.array(out), n_max).astype(float)
+    limits: np.ndarray = np.minimum(np.array(out), n_max).astype(float)
+    return limits
 
 
 def _variables(jobs: Sequence[Job], cap_w: np.ndarray, cap_p: np.ndarray, horizon: int,
@@ -269,9 +270,9 @@ def _capacity_rows(rows: Rows, jobs: Sequence[Job], cols: list[_JobCols], cap_w:
                         ent = terms.setdefault((pool, t, srv, int(r)), ([], []))
                         ent[0].append(base + j * n_srv + srv)
                         ent[1].append(float(dem[r]))
-    for (pool, _t, srv, r), (cs, vs) in terms.items():
+    for (pool, _t, srv, res), (cs, vs) in terms.items():
         if len(cs) > 1:  # a single term is already bounded by its variable's upper bound
-            rows.add(cs, vs, -np.inf, float((cap_w if pool == 0 else cap_p)[srv, r]))
+            rows.add(cs, vs, -np.inf, float((cap_w if pool == 0 else cap_p)[srv, res]))
 
 
 def _symmetry_rows(rows: Rows, cols: list[_JobCols], cap_w: np.ndarray, cap_p: np.ndarray,
