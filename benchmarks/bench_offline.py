@@ -91,6 +91,8 @@ def growth(args: argparse.Namespace) -> None:
     # (10 jobs cannot fill 12 servers for 20 slots); 20 jobs x T = 20 on 6 and 12 servers
     cells = ([(12, j, 10) for j in (5, 10, 15, 20)] + [(6, 10, t) for t in (10, 15, 20)]
              + [(6, 20, 20), (12, 20, 20)])
+    if args.cells == "big":
+        cells = cells[-2:]
     out = []
     for n, jobs, slots in cells:
         for i in range(args.instances):
@@ -152,10 +154,11 @@ PATHS: dict[str, dict[str, object]] = {
 }
 
 
-def _policies_on(specs: list, cluster: object, slots: int) -> tuple[float, list]:  # type: ignore[type-arg]
-    """Best utility over every registered policy and that policy's executed schedule."""
+def _policies_on(specs: list, cluster: object, slots: int,  # type: ignore[type-arg]
+                 names: list[str]) -> tuple[float, list]:  # type: ignore[type-arg]
+    """Best utility over the policies and that policy's executed schedule."""
     best, sched = -1.0, []
-    for name in available_policies():
+    for name in names:
         res = simulate(specs, cluster, make_policy(name), slots)  # type: ignore[arg-type]
         got = sum(r.utility for r in res.records.values())
         if got > best:
@@ -165,6 +168,7 @@ def _policies_on(specs: list, cluster: object, slots: int) -> tuple[float, list]
 
 def solvers(args: argparse.Namespace) -> None:
     paths = args.paths.split(",")
+    policies = available_policies() if args.policies == "all" else args.policies.split(",")
     out = []
     for prio in PRIORITIES:
         for n in (3, 6, 9, 12):
@@ -173,7 +177,7 @@ def solvers(args: argparse.Namespace) -> None:
                 specs, cluster = fig5_instance(n, seed=s, priority=prio)
                 js = [j for j in (resolve_job(x, cluster.slot_seconds, 10) for x in specs)
                       if j.window > 0]
-                best, sched = _policies_on(specs, cluster, 10)
+                best, sched = _policies_on(specs, cluster, 10, policies)
                 known = best - window_tail(js, 10)
                 row: dict[str, object] = {"servers": n, "priority": prio[0], "seed": s,
                                           "best_policy": best}
@@ -257,6 +261,10 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=300.0)
     ap.add_argument("--old", action="store_true", help="growth: also the previous path")
     ap.add_argument("--paths", default=",".join(PATHS), help="solvers: paths to compare")
+    ap.add_argument("--policies", default="all",
+                    help="solvers: policies whose best schedule is the incumbent (default all)")
+    ap.add_argument("--cells", choices=("all", "big"), default="all",
+                    help="growth: every cell, or only 20 jobs x T = 20")
     ap.add_argument("--jobs", type=int, default=400, help="bound: jobs")
     ap.add_argument("--slots", type=int, default=300, help="bound: horizon T")
     args = ap.parse_args()
