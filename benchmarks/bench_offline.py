@@ -16,8 +16,9 @@ same model is the baseline measured in the same run. Writes ``results/ratio_grow
 one run, interleaved instance by instance: ``old`` (the previous module, frozen in
 ``old_offline.py``: its model, scipy.optimize.milp, HiGHS 1.12), ``scipy`` (the new model on
 scipy's HiGHS 1.12, presolve on, no warm start, no guard), ``highspy`` (HiGHS 1.16, guarded, cold),
-``warm`` (guarded, started from the best policy's schedule), and each strengthening of
-:class:`psched.offline.Formulation` alone on top of ``highspy``. CPU seconds
+``warm`` (guarded, started from the best policy's schedule), and each change of
+:class:`psched.offline.Formulation` alone against ``highspy`` (``per-server``: no aggregation
+of identical servers; ``cumulative``, ``symmetry``: the two strengthenings). CPU seconds
 (``time.process_time``) and wall seconds; an answer below the best one found for the instance
 by more than the relative gap (1e-7, doubled) is counted wrong. Writes ``results/solvers_fig5.csv``.
 
@@ -151,6 +152,7 @@ PATHS: dict[str, dict[str, object]] = {
     "cumulative": {"warm": False, "guard": True,
                    "formulation": Formulation(cumulative_work=True)},
     "symmetry": {"warm": False, "guard": True, "formulation": Formulation(symmetry=True)},
+    "per-server": {"warm": False, "guard": True, "formulation": Formulation(aggregate=False)},
 }
 
 
