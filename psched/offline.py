@@ -1,4 +1,9 @@
-"""The exact offline optimum of problem (1)-(13) as a MILP (HiGHS), and its LP relaxation bound.
+"""The exact offline optimum of problem (1)-(13) as a MILP, and its LP relaxation bound.
+
+Solved with HiGHS >= 1.16 through :mod:`psched.milp`, which holds every answer against the
+feasible values known for the instance (``known``; an executed schedule given as ``incumbent``
+is also the warm start): an optimum or a bound below one is re-solved without presolve and
+otherwise reported ``"suspect"``.
 
 The work model is the one of ``oasis.md`` section 7, the same as OASiS's, so the two compare
 soundly. For every job ``i`` (arrival ``a``, work ``W`` worker-slots, at most ``N`` workers) and
@@ -10,12 +15,13 @@ variable               meaning
 =====================  ==================================================================
 ``x_i`` in {0, 1}      admitted (and completed)
 ``c_it`` in {0, 1}     job ``i`` completes in slot ``t``; ``sum_t c_it = x_i``
+``d_it`` in [0, 1]     alive: ``d_it = sum_{t' >= t} c_it'`` (one row per slot)
 ``y_iht`` in Z>=0      workers of ``i`` on worker server ``h`` in slot ``t``
 ``z_ikt`` in Z>=0      PS of ``i`` on PS server ``k`` in slot ``t``
 =====================  ==================================================================
 
     max  sum_i sum_t f_i(t - a + 1) c_it
-    sum_h y_iht <= N_i sum_{t' >= t} c_it'          workers only up to the completion slot
+    sum_h y_iht <= N_i d_it                         workers only up to the completion slot
     sum_t sum_h y_iht >= W_i x_i                    work covered by the completion slot
     sum_k z_ikt <= sum_h y_iht                      PS <= workers
     sum_k z_ikt >= (b_i/B_i) sum_h y_iht - delta_i  PS >= ceil(b/B workers)  (see below)
@@ -38,9 +44,15 @@ window earns at most ``f(window + 1)`` (``f`` is non-increasing, and the window 
 ``f`` fell below 1e-6 of its maximum), so the horizon optimum is at most the window optimum plus
 :func:`window_tail` -- the term OASiS's dual certificate adds for the same reason.
 
-Complexity: ``sum_i |window_i| (H + K + 1)`` integer variables and as many constraints plus
-``T (H + K) R`` capacity rows; branch and bound is exponential in the worst case (Fig. 5
-instances, 10 jobs x 10 slots x 12 servers, solve in well under a second to a few seconds).
+Servers. A pool of identical servers is one server of the summed capacity where that is exact
+(:mod:`psched.aggregate`: the Fig. 5 worker pool); the decoded schedule is placed back by first
+fit. :class:`Formulation` switches this and two optional strengthenings (each measured alone
+in ``BENCHMARKS.md``).
+
+Complexity: ``sum_i |window_i| (H + K + 2)`` variables and as many constraints plus
+``T (H + K) R`` capacity rows (``H = 1`` when aggregated); branch and bound is exponential in
+the worst case (Fig. 5 instances, 10 jobs x 10 slots x 12 servers: a fraction of a second to a
+few seconds, ``BENCHMARKS.md``).
 
 References: Y. Bao, Y. Peng, C. Wu, Z. Li, "Online Job Scheduling in Distributed Machine
 Learning Clusters", IEEE INFOCOM 2018, problem (1)-(13).
