@@ -218,13 +218,13 @@ def _new_highs() -> object:
     import highspy
 
     if _BANNER_SHOWN:
-        return highspy.Highs()
+        return highspy.Highs()  # type: ignore[no-untyped-call]
     sys.stdout.flush()
     saved = os.dup(1)
     try:
         with open(os.devnull, "w") as null:
             os.dup2(null.fileno(), 1)
-            h = highspy.Highs()
+            h = highspy.Highs()  # type: ignore[no-untyped-call]
     finally:
         os.dup2(saved, 1)
         os.close(saved)

@@ -1,4 +1,9 @@
-"""The exact offline optimum of problem (1)-(13) as a MILP (HiGHS), and its LP relaxation bound.
+"""The exact offline optimum of problem (1)-(13) as a MILP, and its LP relaxation bound.
+
+Solved with HiGHS >= 1.16 through :mod:`psched.milp`, which holds every answer against the
+feasible values known for the instance (``known``; an executed schedule given as ``incumbent``
+is also the warm start): an optimum or a bound below one is re-solved without presolve and
+otherwise reported ``"suspect"``.
 
 The work model is the one of ``oasis.md`` section 7, the same as OASiS's, so the two compare
 soundly. For every job ``i`` (arrival ``a``, work ``W`` worker-slots, at most ``N`` workers) and
@@ -10,12 +15,13 @@ variable               meaning
 =====================  ==================================================================
 ``x_i`` in {0, 1}      admitted (and completed)
 ``c_it`` in {0, 1}     job ``i`` completes in slot ``t``; ``sum_t c_it = x_i``
+``d_it`` in [0, 1]     alive: ``d_it = sum_{t' >= t} c_it'`` (one row per slot)
 ``y_iht`` in Z>=0      workers of ``i`` on worker server ``h`` in slot ``t``
 ``z_ikt`` in Z>=0      PS of ``i`` on PS server ``k`` in slot ``t``
 =====================  ==================================================================
 
     max  sum_i sum_t f_i(t - a + 1) c_it
-    sum_h y_iht <= N_i sum_{t' >= t} c_it'          workers only up to the completion slot
+    sum_h y_iht <= N_i d_it                         workers only up to the completion slot
     sum_t sum_h y_iht >= W_i x_i                    work covered by the completion slot
     sum_k z_ikt <= sum_h y_iht                      PS <= workers
     sum_k z_ikt >= (b_i/B_i) sum_h y_iht - delta_i  PS >= ceil(b/B workers)  (see below)
@@ -39,9 +45,15 @@ where ``f`` fell below 1e-6 of its maximum or at the horizon, ``oasis.md`` secti
 horizon optimum is at most the window optimum plus :func:`window_tail` -- the term OASiS's dual
 certificate adds for the same reason. It is 0 when every window reaches the horizon.
 
-Complexity: ``sum_i |window_i| (H + K + 1)`` integer variables and as many constraints plus
-``T (H + K) R`` capacity rows; branch and bound is exponential in the worst case (Fig. 5
-instances, 10 jobs x 10 slots x 12 servers, solve in well under a second to a few seconds).
+Servers. A pool of identical servers is one server of the summed capacity where that is exact
+(:mod:`psched.aggregate`: the Fig. 5 worker pool); the decoded schedule is placed back by first
+fit. :class:`Formulation` switches this and two optional strengthenings (each measured alone
+in ``BENCHMARKS.md``).
+
+Complexity: ``sum_i |window_i| (H + K + 2)`` variables and as many constraints plus
+``T (H + K) R`` capacity rows (``H = 1`` when aggregated); branch and bound is exponential in
+the worst case (Fig. 5 instances, 10 jobs x 10 slots x 12 servers: a fraction of a second to a
+few seconds, ``BENCHMARKS.md``).
 
 References: Y. Bao, Y. Peng, C. Wu, Z. Li, "Online Job Scheduling in Distributed Machine
 Learning Clusters", IEEE INFOCOM 2018, problem (1)-(13).
@@ -57,6 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from psched.aggregate import exact_aggregate, pack
 from psched.checker import check_plan
 from psched.milp import Problem, Rows, Solution, Solver, solve
 from psched.model import Alloc, Cluster, Job, JobSpec, Pool, ceil_eps, resolve_job
@@ -150,8 +163,8 @@ class _JobCols:
 class _Model:
     problem: Problem  #: minimise -utility
     cols: list[_JobCols]  #: per job, in the order of ``jobs``
-    n_h: int  #: worker servers (or 1, pooled)
-    n_k: int  #: PS servers (or 1, pooled)
+    n_h: int  #: worker servers (or 1, pooled or aggregated)
+    n_k: int  #: PS servers (or 1, pooled or aggregated)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,6 +178,9 @@ class Formulation:
     #: identical servers of a pool ordered by load in every slot (placement within a slot is
     #: free, so one of every permutation class stays)
     symmetry: bool = False
+    #: a pool of identical servers is one server of the summed capacity where that is exact
+    #: (:func:`psched.aggregate.exact_aggregate`); schedules are placed back by first fit
+    aggregate: bool = True
 
 
 #: What :func:`solve_offline` and :func:`lp_bound` use unless told otherwise.
@@ -177,7 +193,8 @@ def _server_limits(dem: np.ndarray, cap: np.ndarray, n_max: int) -> np.ndarray:
     for h in range(cap.shape[0]):
         fits = [(cap[h, r] + 1e-9) / dem[r] for r in range(dem.size) if dem[r] > 0]
         out.append(math.floor(min(fits)) if fits else n_max)
-    return np.minimum(np.array(out), n_max).astype(float)
+    limits: np.ndarray = np.minimum(np.array(out), n_max).astype(float)
+    return limits
 
 
 def _variables(jobs: Sequence[Job], cap_w: np.ndarray, cap_p: np.ndarray, horizon: int,
@@ -270,9 +287,9 @@ def _capacity_rows(rows: Rows, jobs: Sequence[Job], cols: list[_JobCols], cap_w:
                         ent = terms.setdefault((pool, t, srv, int(r)), ([], []))
                         ent[0].append(base + j * n_srv + srv)
                         ent[1].append(float(dem[r]))
-    for (pool, _t, srv, r), (cs, vs) in terms.items():
+    for (pool, _t, srv, res), (cs, vs) in terms.items():
         if len(cs) > 1:  # a single term is already bounded by its variable's upper bound
-            rows.add(cs, vs, -np.inf, float((cap_w if pool == 0 else cap_p)[srv, r]))
+            rows.add(cs, vs, -np.inf, float((cap_w if pool == 0 else cap_p)[srv, res]))
 
 
 def _symmetry_rows(rows: Rows, cols: list[_JobCols], cap_w: np.ndarray, cap_p: np.ndarray,
@@ -330,12 +347,37 @@ def _pool_caps(cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     return cap[wi], cap[ki], wi, ki
 
 
+def _model_caps(jobs: Sequence[Job], cluster: Cluster, form: Formulation
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Capacity rows the model uses per pool: the servers', or one summed row where
+    aggregation is exact (``form.aggregate``)."""
+    cap_w, cap_p, wi, ki = _pool_caps(cluster)
+    if form.aggregate:
+        if exact_aggregate(cap_w, [j.spec.worker_demand.as_array() for j in jobs]):
+            cap_w = cap_w.sum(axis=0, keepdims=True)
+        if exact_aggregate(cap_p, [j.spec.ps_demand.as_array() for j in jobs]):
+            cap_p = cap_p.sum(axis=0, keepdims=True)
+    return cap_w, cap_p, wi, ki
+
+
+def _place(per_job: dict[str, np.ndarray], jobs: dict[str, Job], cap: np.ndarray,
+           idx: np.ndarray, ps: bool) -> dict[str, dict[int, int]]:
+    """Counts per job (one entry per modelled server) onto the pool's real servers."""
+    if idx.size == next(iter(per_job.values())).size:
+        return {j: {int(idx[h]): int(n) for h, n in enumerate(v)} for j, v in per_job.items()}
+    demand = {j: (jobs[j].spec.ps_demand if ps else jobs[j].spec.worker_demand).as_array()
+              for j in per_job}
+    placed = pack(cap[0], idx.size, {j: (demand[j], int(v.sum())) for j, v in per_job.items()})
+    return {str(j): {int(idx[h]): int(n) for h, n in enumerate(v)} for j, v in placed.items()}
+
+
 def _decode(model: _Model, xv: np.ndarray, jobs: Sequence[Job], cluster: Cluster,
             wi: np.ndarray, ki: np.ndarray) -> tuple[dict[str, dict[int, Alloc]],
                                                      dict[str, int], dict[str, float]]:
-    """Schedule of a MILP solution, cut at each job's completion, checked slot by slot."""
-    n_h, n_k = wi.size, ki.size
-    sched: dict[str, dict[int, Alloc]] = {}
+    """Schedule of a MILP solution, cut at each job's completion, placed on the servers (first
+    fit where a pool was aggregated) and checked slot by slot."""
+    n_h, n_k = model.n_h, model.n_k
+    counts: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}  # slot -> job -> (y, z)
     done: dict[str, int] = {}
     util: dict[str, float] = {}
     for job, jc in zip(jobs, model.cols, strict=True):
@@ -347,18 +389,24 @@ def _decode(model: _Model, xv: np.ndarray, jobs: Sequence[Job], cluster: Cluster
             z = np.rint(xv[jc.z0 + j * n_k: jc.z0 + (j + 1) * n_k]).astype(int)
             if y.sum() == 0:
                 continue
-            plan[t] = Alloc.of({int(wi[h]): int(n) for h, n in enumerate(y)},
-                               {int(ki[k]): int(n) for k, n in enumerate(z)})
+            plan[t] = (y, z)
             total += int(y.sum())
             if total >= job.work:
                 done[job.job_id] = t
         if job.job_id in done:
-            sched[job.job_id] = plan
+            for t, yz in plan.items():
+                counts.setdefault(t, {})[job.job_id] = yz
             util[job.job_id] = job.utility_at(done[job.job_id] - job.arrival + 1)
     by_id = {j.job_id: j for j in jobs}
-    for t in sorted({t for p in sched.values() for t in p}):
-        plan_t = {jid: p[t] for jid, p in sched.items() if t in p}
+    cap = cluster.capacity
+    sched: dict[str, dict[int, Alloc]] = {j: {} for j in done}
+    for t in sorted(counts):
+        ys = _place({jid: yz[0] for jid, yz in counts[t].items()}, by_id, cap[wi], wi, ps=False)
+        zs = _place({jid: yz[1] for jid, yz in counts[t].items()}, by_id, cap[ki], ki, ps=True)
+        plan_t = {jid: Alloc.of(ys[jid], zs[jid]) for jid in counts[t]}
         check_plan(t, plan_t, cluster, {jid: by_id[jid] for jid in plan_t})
+        for jid, a in plan_t.items():
+            sched[jid][t] = a
     return sched, done, util
 
 
@@ -394,8 +442,10 @@ def schedule_vector(model: _Model, jobs: Sequence[Job], cluster: Cluster,
     wi, ki = cluster.indices(Pool.WORKER), cluster.indices(Pool.PS)
     pos = {"worker": np.zeros(len(cluster.servers), dtype=np.int64),
            "ps": np.zeros(len(cluster.servers), dtype=np.int64)}
-    pos["worker"][wi] = np.arange(wi.size)
-    pos["ps"][ki] = np.arange(ki.size)
+    if model.n_h == wi.size:  # else aggregated: every server is column 0
+        pos["worker"][wi] = np.arange(wi.size)
+    if model.n_k == ki.size:
+        pos["ps"][ki] = np.arange(ki.size)
     per_job: dict[str, dict[tuple[int, str, int], int]] = {}
     for t, jid, srv, role, n in allocations:
         key = (int(t), role, int(srv))
@@ -465,8 +515,9 @@ def solve_offline(jobs: Sequence[Job], cluster: Cluster, horizon: int, *,
     """
     if window not in _WINDOWS:
         raise ValueError(f"window must be one of {_WINDOWS}, got {window!r}")
-    cap_w, cap_p, wi, ki = _pool_caps(cluster)
-    model = _build(jobs, cap_w, cap_p, horizon, window, formulation or DEFAULT_FORMULATION)
+    form = formulation or DEFAULT_FORMULATION
+    cap_w, cap_p, wi, ki = _model_caps(jobs, cluster, form)
+    model = _build(jobs, cap_w, cap_p, horizon, window, form)
     start = None if incumbent is None else schedule_vector(model, jobs, cluster, incumbent)
     if start is not None and not model.problem.feasible(start):
         log.warning("offline: the incumbent schedule is not a point of the model (violation "
@@ -509,10 +560,11 @@ def lp_bound(jobs: Sequence[Job], cluster: Cluster, horizon: int, *, window: str
     """
     if window not in _WINDOWS:
         raise ValueError(f"window must be one of {_WINDOWS}, got {window!r}")
-    cap_w, cap_p, _, _ = _pool_caps(cluster)
+    form = formulation or DEFAULT_FORMULATION
+    cap_w, cap_p, _, _ = _model_caps(jobs, cluster, form)
     if pooled:
         cap_w, cap_p = cap_w.sum(axis=0, keepdims=True), cap_p.sum(axis=0, keepdims=True)
-    model = _build(jobs, cap_w, cap_p, horizon, window, formulation or DEFAULT_FORMULATION)
+    model = _build(jobs, cap_w, cap_p, horizon, window, form)
     sol = solve(model.problem.relaxed(), presolve=presolve, known=-known, solver=solver)
     if sol.status not in ("optimal", "suspect"):
         raise RuntimeError(f"offline LP failed: {sol.status}")

@@ -281,7 +281,8 @@ def compare_jobs(specs: Sequence[JobSpec], cluster: Cluster, horizon: int,
     res = simulate(specs, cluster, make_policy("oasis"), horizon)
     jobs = [j for j in (resolve_job(s, cluster.slot_seconds, horizon) for s in specs)
             if j.window > 0]
-    opt = solve_offline(jobs, cluster, horizon, time_limit=time_limit)
+    opt = solve_offline(jobs, cluster, horizon, time_limit=time_limit,
+                        known=_total(res) - window_tail(jobs, horizon), incumbent=res.allocations)
     out = []
     for rec in res.records.values():
         j, jid = rec.job, rec.job.job_id

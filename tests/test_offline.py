@@ -28,7 +28,7 @@ from psched.model import (
 from psched.offline import (
     Formulation,
     _build,
-    _pool_caps,
+    _model_caps,
     lp_bound,
     offline_optimum,
     pooled_bound,
@@ -203,8 +203,9 @@ def test_guard_makes_the_old_solver_exact_on_presolve_traps(seed: int) -> None:
 
 
 @pytest.mark.parametrize("form", [Formulation(cumulative_work=True), Formulation(symmetry=True),
-                                  Formulation(cumulative_work=True, symmetry=True)],
-                         ids=["cumulative", "symmetry", "both"])
+                                  Formulation(cumulative_work=True, symmetry=True),
+                                  Formulation(aggregate=False)],
+                         ids=["cumulative", "symmetry", "both", "per-server"])
 @pytest.mark.parametrize("seed", [0, 3, 5, 8, 25, 43])
 def test_strengthened_formulations_keep_the_optimum(form: Formulation, seed: int) -> None:
     jobs, cluster, horizon = (tiny_instance if seed % 2 else trap_instance)(seed)
@@ -298,8 +299,9 @@ def test_every_policy_schedule_is_a_point_of_the_model_worth_its_utility(seed: i
     specs, cluster, horizon = small_fig5(seed)
     jobs = [j for j in (resolve_job(s, cluster.slot_seconds, horizon) for s in specs)
             if j.window > 0]
-    cap_w, cap_p, _, _ = _pool_caps(cluster)
-    for form in (Formulation(), Formulation(cumulative_work=True)):
+    for form in (Formulation(), Formulation(cumulative_work=True),
+                 Formulation(aggregate=False)):
+        cap_w, cap_p, _, _ = _model_caps(jobs, cluster, form)
         model = _build(jobs, cap_w, cap_p, horizon, "job", form)
         for name in available_policies():
             res = simulate(specs, cluster, make_policy(name), horizon)

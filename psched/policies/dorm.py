@@ -73,7 +73,8 @@ def _fair_floor(dom: np.ndarray, upper: np.ndarray, theta: float) -> np.ndarray:
     J = dom.size
     with np.errstate(divide="ignore"):
         floor = np.where(dom > 0, np.ceil(theta / (J * dom) - 1e-9), 1.0)
-    return np.minimum(np.maximum(1.0, floor), upper)
+    out: np.ndarray = np.minimum(np.maximum(1.0, floor), upper)
+    return out
 
 
 def _job_rows(rows: Rows, lower: np.ndarray, upper: np.ndarray, ratio: np.ndarray) -> None:

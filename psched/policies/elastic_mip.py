@@ -179,8 +179,9 @@ def _folded_costs(epoch: Epoch, k: _Cols) -> np.ndarray:
     point, and a tighter LP (a fraction of a large count no longer buys all of ``W_j``)."""
     gain = np.minimum(epoch.interval_slots * k.speed, epoch.remaining[k.job])
     changed = k.n != epoch.current[k.job]
-    return (-epoch.weight[k.job] * gain / epoch.remaining[k.job]
-            + epoch.penalty[k.job] * changed)
+    costs: np.ndarray = (-epoch.weight[k.job] * gain / epoch.remaining[k.job]
+                         + epoch.penalty[k.job] * changed)
+    return costs
 
 
 def _problem(epoch: Epoch, k: _Cols) -> Problem:
