@@ -246,8 +246,8 @@ def trace_summary(cells: dict[tuple[str, str, str], Cell], scenario: str, policy
     u = np.array([c.utility for c in ok])
     done = np.array([c.completed for c in ok])
     part = "" if len(ok) == len(seeds) else f" [{len(ok)}/{len(seeds)} seeds]"
-    if len(seeds) == 1:
-        return f"{_fmt(u[0])} ({done[0]}/{ok[0].jobs})", float(u[0])
+    if len(ok) == 1:
+        return f"{_fmt(u[0])} ({done[0]}/{ok[0].jobs}){part}", float(u[0])
     return (f"{_fmt(u.mean())} ± {_fmt(u.std())} ({done.mean():.0f}/{ok[0].jobs}){part}",
             float(u.mean()))
 
