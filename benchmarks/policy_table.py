@@ -246,10 +246,10 @@ def trace_summary(cells: dict[tuple[str, str, str], Cell], scenario: str, policy
     u = np.array([c.utility for c in ok])
     done = np.array([c.completed for c in ok])
     part = "" if len(ok) == len(seeds) else f" [{len(ok)}/{len(seeds)} seeds]"
-    if len(seeds) == 1:
-        return f"{_fmt(u[0])} ({done[0]}/{ok[0].jobs})", float(u[0])
-    return (f"{_fmt(u.mean())} ± {_fmt(u.std())} ({done.mean():.0f}/{ok[0].jobs}){part}",
-            float(u.mean()))
+    if len(ok) == 1:
+        return f"{_fmt(u[0])} ({done[0]}){part}", float(u[0])
+    sd = f"{u.std():,.0f}" if abs(u.mean()) >= 100 else _fmt(float(u.std()))
+    return f"{_fmt(u.mean())} ± {sd} ({done.mean():.0f}){part}", float(u.mean())
 
 
 def ratio_summary(cells: dict[tuple[str, str, str], Cell], policy: str,
@@ -283,8 +283,14 @@ def render(cells: dict[tuple[str, str, str], Cell], policies: Sequence[str],
             else:
                 sd = [0] if sc.startswith("ef-") else list(range(seeds))
                 grid[p][sc] = trace_summary(cells, sc, p, sd)
-    head = [("fig5: OPT/policy median / p90 / max" if sc == "fig5" else
-             f"{sc} ({seeds} seeds)" if sc.startswith("oasis-") else sc) for sc in scenarios]
+    def jobs(sc: str) -> str:
+        n = {c.jobs for k, c in cells.items() if k[0] == sc}
+        return "/".join(str(x) for x in sorted(n)) or "?"
+
+    head = [(f"fig5: OPT / policy, median / p90 / max ({len(keys)} instances)" if sc == "fig5"
+             else f"{sc}: mean ± sd (completed of {jobs(sc)}), {seeds} seeds"
+             if sc.startswith("oasis-") else f"{sc}: utility (completed of {jobs(sc)})")
+            for sc in scenarios]
     lines = ["| policy | " + " | ".join(head) + " |",
              "|---|" + "---:|" * len(scenarios)]
     best = {sc: max((grid[p][sc][1] for p in policies if not math.isnan(grid[p][sc][1])),

@@ -88,3 +88,37 @@ def test_a_flat_job_on_an_idle_long_horizon_completes_as_early_as_possible() -> 
     fast, lit = solve_fast(inp, floor=0.0), solve_literal(inp, floor=0.0)
     assert fast.counts is not None and np.array_equal(fast.counts, lit.counts)
     assert fast.completion == 2  # ceil(7 / 3) - 1: every completion ties in utility
+
+
+class HighWaterLedger(Ledger):
+    """Prices from a high-water mark of the usage, as a revisable-plan policy might."""
+
+    def __init__(self, *args: object, **kw: object) -> None:
+        super().__init__(*args, **kw)  # type: ignore[arg-type]
+        self.high = tuple(np.zeros_like(u) for u in self.usage)
+
+    def price_usage(self) -> tuple[np.ndarray, ...]:
+        return self.high
+
+
+class OverridingLedger(Ledger):
+    """Overrides scaled_prices itself (an older way to change the price source)."""
+
+    def scaled_prices(self, pool: int, t0: int, t1: int) -> np.ndarray:
+        return 2.0 * super().scaled_prices(pool, t0, t1)
+
+
+def test_subclasses_choose_what_prices_follow_and_runs_respect_it() -> None:
+    cluster = make_cluster([(4, 16, 16, 10)] * 2, [(8, 8, 10)])
+    job = make_job(work=3, window=12, max_workers=2)
+    high = HighWaterLedger(cluster, 12, fixed_params(10.0, 1.0, 10.0, 1.0))
+    high.high[0][4:9, 0, 0] = 3.0  # priced as busy, though nothing is committed
+    inp = high.inputs(job)
+    assert inp.runs is not None and inp.runs.tolist() == [0, 4, 9]
+    assert np.array_equal(inp.workers.price, high.scaled_prices(0, 0, 12))
+    assert inp.workers.price[5, 0, 0] > inp.workers.price[0, 0, 0]
+    assert np.array_equal(inp.workers.resid[5], high.capacity[0])  # capacity is all free
+    over = OverridingLedger(cluster, 12, fixed_params(10.0, 1.0, 10.0, 1.0))
+    inp2 = over.inputs(job)
+    assert inp2.runs is None
+    assert np.array_equal(inp2.ps.price, over.scaled_prices(1, 0, 12))

@@ -12,6 +12,9 @@ untouched future. :meth:`Ledger.inputs` prices one slot per run and copies it al
 (bit-identical to pricing every slot), and records the runs in :attr:`JobInputs.runs` so that
 the placement tables and slot costs are computed once per run too
 (:func:`psched.oasis.schedule.placement_tables`). Finding the runs reads the usage once.
+A subclass that prices from other usage overrides :meth:`Ledger.price_usage` (runs then
+follow both arrays); one that overrides :meth:`Ledger.scaled_prices` instead is priced slot
+by slot through it, with no runs.
 """
 
 from __future__ import annotations
@@ -111,9 +114,17 @@ class Ledger:
         """log of the cost unit (the largest U)."""
         return self.params.log_scale
 
+    def price_usage(self) -> tuple[np.ndarray, ...]:
+        """The usage arrays, one per pool, that prices follow: the committed usage.
+
+        A subclass that prices from other usage (a high-water mark, say) overrides this one
+        method; :meth:`scaled_prices`, :meth:`runs` and :meth:`inputs` all read it.
+        """
+        return self.usage
+
     def scaled_prices(self, pool: int, t0: int, t1: int) -> np.ndarray:
         """Prices of slots ``t0..t1-1`` in cost units, (t1 - t0, H, R)."""
-        return self._price_of(pool, self.usage[pool][t0:t1])
+        return self._price_of(pool, self.price_usage()[pool][t0:t1])
 
     def _price_of(self, pool: int, usage: np.ndarray) -> np.ndarray:
         """Prices in cost units of the usage rows ``usage`` (..., H, R) of ``pool``."""
@@ -122,18 +133,26 @@ class Ledger:
         return np.asarray(np.exp(lp - self.log_scale))
 
     def runs(self, t0: int, t1: int) -> np.ndarray:
-        """First slot (relative to ``t0``) of every run of identical usage rows in both
-        pools over slots ``t0..t1-1``. O((t1 - t0) (H + K) R) comparisons."""
+        """First slot (relative to ``t0``) of every run of identical rows -- of the usage
+        and of the usage prices follow, in both pools -- over slots ``t0..t1-1``.
+        O((t1 - t0) (H + K) R) comparisons."""
         n = t1 - t0
         if n <= 0:
             return np.zeros(0, dtype=np.intp)
         changed = np.ones(n, dtype=bool)
         if n > 1:
             changed[1:] = False
-            for u in self.usage:
+            arrays = list(self.usage)
+            arrays += [u for u in self.price_usage() if not any(u is a for a in arrays)]
+            for u in arrays:
                 rows = u[t0:t1].reshape(n, -1)
                 changed[1:] |= (rows[1:] != rows[:-1]).any(axis=1)
         return np.flatnonzero(changed)
+
+    def _per_run(self) -> bool:
+        """Price once per run of identical slots, unless a subclass overrides
+        :meth:`scaled_prices` itself (then every slot is priced through it)."""
+        return type(self).scaled_prices is Ledger.scaled_prices
 
     def inputs(self, job: Job, relaxed: bool = False, start: int | None = None) -> JobInputs:
         """The priced inputs of ``job`` over its window at the current prices.
@@ -146,24 +165,27 @@ class Ledger:
         t0 = job.arrival if start is None else max(job.arrival, start)
         t1 = max(t0, job.last_slot + 1)
         spec = job.spec
-        starts = self.runs(t0, t1)
+        per_run = self._per_run()
+        starts = self.runs(t0, t1) if per_run else np.arange(t1 - t0)
         row_of = np.repeat(np.arange(starts.size), np.diff(np.append(starts, t1 - t0)))
+        src = self.price_usage()
         pools = []
         for p, dem in enumerate((spec.worker_demand, spec.ps_demand)):
             d = dem.as_array()
             cap = self.capacity[p]
-            used = self.usage[p][t0 + starts]  # one usage row per run
             resid = (np.broadcast_to(cap, (t1 - t0, *cap.shape)) if relaxed
-                     else (cap - used)[row_of])
+                     else (cap - self.usage[p][t0 + starts])[row_of])
+            price = (self._price_of(p, src[p][t0 + starts])[row_of] if per_run
+                     else self.scaled_prices(p, t0, t1))
             pools.append(PoolInputs(
-                servers=self.servers[p], price=self._price_of(p, used)[row_of], resid=resid,
+                servers=self.servers[p], price=price, resid=resid,
                 demand=d, norm=normalise(d, self.cbar[p])))
         log_f = log_utility(job, np.arange(t0 - job.arrival + 1, t1 - job.arrival + 1))
         util = np.exp(log_f - self.log_scale)
         n = np.arange(job.max_workers + 1)
         ps_needed = np.array([job.ps_needed(int(k)) for k in n], dtype=int)
         return JobInputs(job=job, start=t0, util=util, workers=pools[0], ps=pools[1],
-                         ps_needed=ps_needed, runs=starts)
+                         ps_needed=ps_needed, runs=starts if per_run else None)
 
     def commit(self, job: Job, schedule: Mapping[int, Alloc]) -> None:
         """Add a job's committed schedule (slot -> allocation) to the usage."""
