@@ -180,7 +180,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if not is_psched_output(args.dir) or not Path(args.dir, "cluster.json").is_file():
         raise InputError("not a folder written by 'psched simulate --out'", path=args.dir,
                          field="DIR")
-    print(write_report(args.dir))
+    try:
+        print(write_report(args.dir))
+    except (KeyError, ValueError) as err:  # a file edited or truncated since psched wrote it
+        raise InputError(f"cannot read the output files: {err!r}", path=args.dir,
+                         field="DIR") from None
     return 0
 
 

@@ -107,7 +107,7 @@ def check_out(dest: str | os.PathLike[str], *, overwrite: bool = False,
     Cheap (one probe folder created and removed); call it before any work. ``flag`` names the
     option in the message.
     """
-    p = Path(dest)
+    p = Path(dest).absolute()
     hint = "choose a new or empty folder"
     if p.exists() or p.is_symlink():
         if not p.is_dir():
@@ -144,7 +144,7 @@ def atomic_dir(dest: str | os.PathLike[str], *,  # type: ignore[no-untyped-def]
     The rules of :func:`check_out` hold (checked again before anything is created); the
     folder gets a :data:`MANIFEST`. An earlier output is replaced only with ``overwrite``.
     """
-    dest = Path(dest)
+    dest = Path(dest).absolute()  # "." has no name to put a temporary folder beside
     check_out(dest, overwrite=overwrite)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))

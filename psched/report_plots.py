@@ -90,7 +90,9 @@ def gantt(run: RunFiles, policy: str, usage: Usage, max_rects: int = 40000,
         x, y, h, job, role = _rects(run, policy, row_of)
         verts = np.stack([np.column_stack([x, y]), np.column_stack([x + 1, y]),
                           np.column_stack([x + 1, y + h]), np.column_stack([x, y + h])], axis=1)
-        colours = matplotlib.colormaps["tab20"](job % 20)
+        palette = np.vstack([matplotlib.colormaps["tab10"](np.arange(10)),
+                             matplotlib.colormaps["Dark2"](np.arange(8))])  # no pale hues
+        colours = palette[job % len(palette)]
         hatched = rows <= 3000  # hatching thousands of boxes is slow and unreadable
         for r, hatch, alpha in ((0, None, 1.0), (1, "////" if hatched else None, 0.45)):
             sel = role == r
@@ -99,7 +101,7 @@ def gantt(run: RunFiles, policy: str, usage: Usage, max_rects: int = 40000,
                                                  edgecolors="none", hatch=hatch, alpha=alpha,
                                                  rasterized=True))
         note = (f"all {rows} container placements drawn; height = share of the server's "
-                "capacity (dominant resource), colour = job (20 colours, repeated)")
+                "capacity (dominant resource), colour = job (18 colours, repeated)")
         handles = [Patch(facecolor="tab:blue", label="worker containers (colour = job)"),
                    Patch(facecolor="tab:blue", alpha=0.45, hatch="////" if hatched else None,
                          label="parameter servers (pale" + (", hatched)" if hatched else ")"))]

@@ -181,3 +181,31 @@ def test_a_file_added_to_an_earlier_output_makes_it_no_longer_replaceable(
     assert _run([*SMALL, "--out", str(out), "--overwrite"]) == 2
     assert "not a psched output" in capsys.readouterr().err
     assert (out / "analysis.ipynb").read_text() == "{}"
+
+
+def test_a_real_sigint_during_the_simulation_exits_130_and_writes_nothing(
+        tmp_path: Path) -> None:
+    """Ctrl-C as a terminal sends it: once the first progress line shows the run is going."""
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "results"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "psched", "simulate", "--scenario", "oasis-paper", "--jobs",
+         "600", "--slots", "300", "--policies", "all", "--out", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cwd=Path(__file__).resolve().parents[1])
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # a progress line, printed after 5 s of work
+        assert first.startswith("psched: ") and "slots" in first, first
+        proc.send_signal(signal.SIGINT)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=120) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "interrupted; nothing written" in rest and "Traceback" not in rest
+    assert list(tmp_path.iterdir()) == []

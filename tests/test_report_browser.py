@@ -114,3 +114,15 @@ def test_a_large_schedule_is_aggregated_and_the_page_says_so(out: Path, tmp_path
     text = (copy / REPORT_NAME).read_text()
     assert text.count("too many to draw one by one") == len(POLICIES)
     assert "jobs are not distinguished" in text
+
+
+def test_psched_report_on_a_damaged_output_is_one_line(
+        out: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    (copy / "fifo" / "jobs.csv").write_text("job_id\nj0\n")  # columns missing
+    assert main(["report", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(copy) in err and "Traceback" not in err

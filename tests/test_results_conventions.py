@@ -100,8 +100,9 @@ def test_policies_that_coincide_on_a_one_server_cluster_are_warned_about(
 def test_a_trace_squashed_into_slot_0_by_a_long_slot_is_warned_about() -> None:
     req = SimulateRequest(trace=str(EF10), jobs=40, policies="fifo", slot_seconds=1e7,
                           progress=False)
-    with pytest.warns(PschedWarning, match="arrive in slot 0"):
+    with pytest.warns(PschedWarning) as caught:
         summary, _ = run_simulation(req)
+    assert any("arrive in slot 0" in str(w.message) for w in caught)
     assert any("slot 0" in w for w in summary["warnings"])
 
 
