@@ -36,6 +36,7 @@ import numpy as np
 from psched.model import EPS, Alloc, Job, ceil_eps
 from psched.placement import Pools, deal, next_with_room, room
 from psched.policies.base import View, register_policy
+from psched.policies.counts import _none_fits, _ps_for
 from psched.policies.replan import ReplanPolicy
 
 __all__ = ["SHARE_DECIMALS", "SHARE_MODES", "DrfPolicy", "share_key", "share_keys"]
@@ -92,8 +93,12 @@ def share_keys(workers: np.ndarray, ps: np.ndarray, worker_share: np.ndarray,
 class _Filling:
     """One event's filling: free capacity per pool, counts and placements, cursors."""
 
-    def __init__(self, capacity: np.ndarray, pools: Pools, w: np.ndarray, s: np.ndarray) -> None:
+    def __init__(self, capacity: np.ndarray, pools: Pools, w: np.ndarray, s: np.ndarray,
+                 used: list[tuple[list[tuple[int, float]], list[tuple[int, float]]]]) -> None:
         self.w, self.s = w, s  #: demand matrices, jobs x resources
+        self.used = used  #: per job, the (resource, amount) pairs a worker and a PS demand
+        self._top_w: list[float] | None = None  # most free per resource; None = stale
+        self._top_p: list[float] | None = None
         self.free_w = capacity[pools.worker].copy()  #: free capacity of the worker servers
         self.free_p = capacity[pools.ps].copy()  #: free capacity of the PS servers
         self.cur_w = self.cur_p = 0  #: round-robin cursors (positions in each pool)
@@ -104,6 +109,9 @@ class _Filling:
 
     def one(self, i: int, ps_after: int) -> bool:
         """Give job ``i`` one worker (and a PS if it then needs ``ps_after > p``); fits?"""
+        if self._none_fits_w(i) or (ps_after > self.p[i] and self._none_fits_p(i)):
+            return False  # the answer next_with_room would give, without scanning servers
+        self._top_w = self._top_p = None
         h = next_with_room(self.free_w, self.w[i], self.cur_w)
         if h is None:
             return False
@@ -126,6 +134,9 @@ class _Filling:
         """Give job ``i`` up to ``len(ps_after)`` workers one by one, stopping at the first
         that does not fit; after ``m`` of them it needs ``ps_after[m - 1]`` PS. Returns how
         many it got. Dealt in closed form: only this job places, each pool has its cursor."""
+        if self._none_fits_w(i):
+            return 0
+        self._top_w = self._top_p = None
         w_room = room(self.free_w, self.w[i], ps_after.size)
         fit = min(ps_after.size, int(w_room.sum()))
         extra = ps_after[:fit] - self.p[i]
@@ -147,6 +158,19 @@ class _Filling:
             self.p[i] = int(ps_after[fit - 1])
         self.n[i] += fit
         return fit
+
+
+    def _none_fits_w(self, i: int) -> bool:
+        if self._top_w is None:
+            self._top_w = (self.free_w.max(axis=0).tolist() if self.free_w.shape[0]
+                           else [-1.0] * self.free_w.shape[1])
+        return self.free_w.shape[0] == 0 or _none_fits(self._top_w, self.used[i][0])
+
+    def _none_fits_p(self, i: int) -> bool:
+        if self._top_p is None:
+            self._top_p = (self.free_p.max(axis=0).tolist() if self.free_p.shape[0]
+                           else [-1.0] * self.free_p.shape[1])
+        return self.free_p.shape[0] == 0 or _none_fits(self._top_p, self.used[i][1])
 
 
 @register_policy("drf")
@@ -183,17 +207,20 @@ class DrfPolicy(ReplanPolicy):
         w, s = self._arrays(jobs)
         ws, ss = _unit_shares(self.capacity, self.pools.worker, self.pools.ps, w, s, self.shares)
         ws_l, ss_l = ws.tolist(), ss.tolist()
-        cap = [0 if j.ps_needed(1) > 1 else min(j.max_workers, max(1, ceil_eps(st.remaining)))
-               for j, st in zip(jobs, statuses, strict=True)]
-        fill = _Filling(self.capacity, self.pools, w, s)
+        used = [self.facts.used(j) for j in jobs]
+        ratio = [self.facts.of(j)[2] for j in jobs]
+        cap = [0 if _ps_for(r, 1) > 1 else min(j.max_workers, max(1, ceil_eps(st.remaining)))
+               for j, st, r in zip(jobs, statuses, ratio, strict=True)]
+        fill = _Filling(self.capacity, self.pools, w, s, used)
         heap = [(0.0, i) for i in range(len(jobs)) if cap[i] > 0]
         while heap:
             _, i = heapq.heappop(heap)
             n_i, job = fill.n[i], jobs[i]
-            nxt = share_key(n_i + 1, job.ps_needed(n_i + 1), ws_l[i], ss_l[i])
+            ps_next = _ps_for(ratio[i], n_i + 1)
+            nxt = share_key(n_i + 1, ps_next, ws_l[i], ss_l[i])
             if n_i + 1 >= cap[i] or (heap and (nxt, i) > heap[0]):
                 # the usual case: one worker, then another job is due
-                if fill.one(i, job.ps_needed(n_i + 1)):
+                if fill.one(i, ps_next):
                     self._placed += 1
                     if n_i + 1 < cap[i]:
                         heapq.heappush(heap, (nxt, i))

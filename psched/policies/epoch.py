@@ -253,7 +253,8 @@ class EpochPolicy(ReplanPolicy):
         first = chosen if chosen.ndim == 1 else chosen[:, 0]
         counts = dict(zip(epoch.ids, (int(c) for c in first), strict=True))
         order = sorted(epoch.ids, key=lambda j: (j not in self.current, 0))
-        return realise(Builder(self.capacity, self.pools), jobs, counts, self.current, order)
+        build = Builder(self.capacity, self.pools, self.facts)
+        return realise(build, jobs, counts, self.current, order)
 
     def report(self) -> dict[str, Any]:
         return {f"{self.name}_objective_sum": float(sum(self.objectives))}
