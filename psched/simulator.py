@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from psched.checker import check_plan, plan_usage
+from psched.checker import PlanChecker
 from psched.executor import Executor, SimulatedExecutor
 from psched.model import RESOURCES, Cluster, Decision, Job, JobSpec, Pool, SlotPlan, resolve_job
 from psched.policies.base import JobStatus, Policy, RunContext, View
@@ -256,6 +256,7 @@ class SchedulerLoop:
         self.check = check
         self.state = state or LoopState(usage=np.zeros((2, len(RESOURCES))))
         self._pool_rows = _pool_rows(cluster)
+        self._checker = PlanChecker()  # check and usage, recomputed only where plans changed
         self._clusters: list[tuple[int, Cluster]] = [(0, cluster)]  # (from slot, cluster)
         ctx = RunContext(
             cluster=cluster,
@@ -315,7 +316,7 @@ class SchedulerLoop:
             st.decision_ms.append(sum(arrival_ms) + plan_ms)
         active_jobs = {j: records[j].job for j in st.active}
         if self.check:
-            check_plan(t, plan, self.cluster, active_jobs)
+            self._checker.check(t, plan, self.cluster, active_jobs)
         report = self.executor.apply(t, plan, active_jobs)
         self.record(t, plan, active_jobs)
         self._advance(t, report.progress)
@@ -364,7 +365,7 @@ class SchedulerLoop:
             if rec.first_slot is None and alloc.n_workers > 0:
                 rec.first_slot = t
         if plan:
-            usage = plan_usage(plan, self.cluster, jobs)
+            usage = self._checker.usage(plan, self.cluster, jobs)
             assert st.usage is not None
             np.add.at(st.usage, self._pool_rows, usage)
 
