@@ -55,16 +55,30 @@ def _impl(impl: str, name: str, opts: dict) -> tuple:
     return simulate, make_policy(name, **opts)
 
 
-def _counting(policy: object, active: list[int]) -> None:
-    """Record len(view.active) at every event the policy plans (aligned with decision_ms)."""
-    plan = policy.plan  # type: ignore[attr-defined]
+def _counting(policy: object, active: list[int], cpu_ms: list[float]) -> None:
+    """Record, at every event the policy plans (aligned with ``decision_ms``), the active jobs
+    and the decision's CPU time (its arrivals' ``on_arrival`` plus ``plan``, thread CPU ms:
+    unlike the loop's wall-clock figure it does not count other processes' load)."""
+    plan, arrive = policy.plan, policy.on_arrival  # type: ignore[attr-defined]
+    pending = [0.0]
+
+    def counted_arrival(job: object, view: object) -> object:
+        c0 = time.thread_time()
+        out = arrive(job, view)
+        pending[0] += time.thread_time() - c0
+        return out
 
     def counted(view: object) -> object:
+        c0 = time.thread_time()
+        out = plan(view)
         if view.event:  # type: ignore[attr-defined]
             active.append(len(view.active))  # type: ignore[attr-defined]
-        return plan(view)
+            cpu_ms.append((pending[0] + time.thread_time() - c0) * 1e3)
+        pending[0] = 0.0
+        return out
 
     policy.plan = counted  # type: ignore[attr-defined]
+    policy.on_arrival = counted_arrival  # type: ignore[attr-defined]
 
 
 def one(trace: str, n_jobs: int, policy: str, slot_seconds: float, check: bool,
@@ -84,8 +98,9 @@ def one(trace: str, n_jobs: int, policy: str, slot_seconds: float, check: bool,
     name, opts = VARIANTS.get(policy, (policy, {}))
     simulate, pol = _impl(impl, name, opts)
     active: list[int] = []
+    cpu_ms: list[float] = []
     if not getattr(pol, "commits_on_arrival", False):
-        _counting(pol, active)
+        _counting(pol, active, cpu_ms)
     c1 = time.process_time()
     result = simulate(specs, cluster, pol, horizon, check=check)
     c2 = time.process_time()
@@ -93,9 +108,9 @@ def one(trace: str, n_jobs: int, policy: str, slot_seconds: float, check: bool,
     from psched.metrics import summarize
 
     s = summarize(result)
-    dec = np.asarray(result.decision_ms)
-    act = np.asarray(active[: dec.size]) if active else np.zeros(0, dtype=int)
-    at_busy = dec[: act.size][act >= busy] if act.size else np.zeros(0)
+    act = np.asarray(active) if active else np.zeros(0, dtype=int)
+    cpu = np.asarray(cpu_ms)
+    at_busy = cpu[act >= busy] if act.size else np.zeros(0)
     return {"jobs": len(specs), "policy": policy, "impl": impl, "load_s": t1 - t0,
             "sim_s": t2 - t1, "sim_cpu_s": c2 - c1,
             "wall_s": t2 - t0, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -105,7 +120,9 @@ def one(trace: str, n_jobs: int, policy: str, slot_seconds: float, check: bool,
             "dec_p99": s["decision_ms_p99"], "events": s["decision_events"],
             "max_active": int(act.max()) if act.size else None,
             "busy_events": int(at_busy.size),
-            "busy_p99": float(np.percentile(at_busy, 99)) if at_busy.size else None}
+            "busy_p99": float(np.percentile(at_busy, 99)) if at_busy.size else None,
+            "cpu_p50": float(np.percentile(cpu, 50)) if cpu.size else None,
+            "cpu_p99": float(np.percentile(cpu, 99)) if cpu.size else None}
 
 
 def cell(args: argparse.Namespace, n: int, policy: str, impl: str = "after") -> dict | None:
@@ -203,20 +220,22 @@ def _fmt(x: float | None, spec: str = ".1f") -> str:
 def _before_after(args: argparse.Namespace, sizes: list[int]) -> None:
     """One row per (jobs, policy, implementation): CPU and wall time, memory, decisions."""
     impls = ("before", "after") if args.impl == "both" else (args.impl,)
-    print("| jobs | policy | impl | T | workers | sim CPU s | wall s | peak MB | dec p50 / p99 ms "
-          f"| max active | p99 ms at >= {args.active} active (events) | completed | utility |")
-    print("|---:|---|---|---:|---:|---:|---:|---:|---|---:|---|---:|---:|")
+    print("| jobs | policy | impl | T | workers | sim CPU s | wall s | peak MB | decision wall ms "
+          "p50 / p99 | decision CPU ms p50 / p99 | max active | CPU ms p99 at >= "
+          f"{args.active} active (events) | completed | utility |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|---:|")
     for n in sizes:
         for policy in args.policies.split(","):
             for impl in impls:
                 r = cell(args, n, policy, impl)
                 if r is None:
                     print(f"| {n} | {policy} | {impl} | | | | > {args.timeout:.0f} (timeout) "
-                          "| | | | | | |", flush=True)
+                          "| | | | | | | |", flush=True)
                     continue
                 print(f"| {r['jobs']} | {policy} | {impl} | {r['horizon']} | {r['workers']} | "
                       f"{r['sim_cpu_s']:.1f} | {r['wall_s']:.1f} | {r['peak_mb']:.0f} | "
                       f"{_fmt(r['dec_p50'], '.2f')} / {_fmt(r['dec_p99'], '.2f')} | "
+                      f"{_fmt(r['cpu_p50'], '.2f')} / {_fmt(r['cpu_p99'], '.2f')} | "
                       f"{_fmt(r['max_active'], 'd')} | {_fmt(r['busy_p99'], '.2f')} "
                       f"({r['busy_events']}) | {r['completed']} | {r['utility']:.1f} |",
                       flush=True)
