@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -82,7 +83,8 @@ def _counting(policy: object, active: list[int], cpu_ms: list[float]) -> None:
 
 
 def one(trace: str, n_jobs: int, policy: str, slot_seconds: float, check: bool,
-        impl: str = "after", load: float = 0.8, busy: int = 1000) -> dict:
+        impl: str = "after", load: float = 0.8, busy: int = 1000,
+        workers: int | None = None) -> dict:
     """Run one cell in this process; return its figures."""
     import numpy as np
 
@@ -93,6 +95,17 @@ def one(trace: str, n_jobs: int, policy: str, slot_seconds: float, check: bool,
     t0 = time.perf_counter()
     specs = load_any(trace, slot_seconds=slot_seconds)[:n_jobs]
     cluster = default_cluster_for_trace(specs, slot_seconds=slot_seconds, load=load)
+    if workers is not None:  # the default servers, ``workers`` of each pool
+        from psched.model import Cluster, Pool
+
+        w = [s for s in cluster.servers if s.pool is Pool.WORKER][:1] * workers
+        p = [s for s in cluster.servers if s.pool is Pool.PS][:1] * workers
+        from dataclasses import replace
+
+        cluster = Cluster(servers=tuple(
+            [replace(s, server_id=f"w{i:03d}") for i, s in enumerate(w)]
+            + [replace(s, server_id=f"p{i:03d}") for i, s in enumerate(p)]),
+            slot_seconds=slot_seconds)
     horizon = trace_horizon(specs, slot_seconds)
     t1 = time.perf_counter()
     name, opts = VARIANTS.get(policy, (policy, {}))
@@ -129,14 +142,20 @@ def cell(args: argparse.Namespace, n: int, policy: str, impl: str = "after") -> 
     cmd = [sys.executable, __file__, "--one", "--trace", args.trace, "--jobs", str(n),
            "--policies", policy, "--slot-seconds", str(args.slot_seconds), "--impl", impl,
            "--load", str(args.load), "--active", str(args.active)]
+    if args.workers:
+        cmd += ["--workers", str(args.workers)]
     if args.no_check:
         cmd.append("--no-check")
+    if args.cpu_limit:
+        cmd += ["--cpu-limit", str(args.cpu_limit)]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
                              check=True)
     except subprocess.TimeoutExpired:
         return None
     except subprocess.CalledProcessError as err:
+        if args.cpu_limit and err.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+            return None  # ran past its CPU-time cap
         print(err.stderr[-2000:], file=sys.stderr)
         raise
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -154,6 +173,10 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=0.8, help="load of the default cluster")
     ap.add_argument("--active", type=int, default=1000,
                     help="p99 decision time over events with at least this many active jobs")
+    ap.add_argument("--cpu-limit", type=int, metavar="S",
+                    help="cap each cell at S seconds of CPU time (RLIMIT_CPU); reported as "
+                         "a timeout")
+    ap.add_argument("--workers", type=int, help="this many default worker (and PS) servers")
     ap.add_argument("--philly", type=int, metavar="N",
                     help="use the synthetic philly trace of N jobs (seed 0) as --trace")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
@@ -165,8 +188,11 @@ def main() -> None:
     if args.philly:
         args.trace = _philly_trace(args.philly)
     if args.one:
+        if args.cpu_limit:
+            resource.setrlimit(resource.RLIMIT_CPU, (args.cpu_limit, args.cpu_limit + 5))
         print(json.dumps(one(args.trace, sizes[0], args.policies, args.slot_seconds,
-                             not args.no_check, args.impl, args.load, args.active)))
+                             not args.no_check, args.impl, args.load, args.active,
+                             args.workers)))
         return
     if args.impl != "after" or args.philly:
         _before_after(args, sizes)
@@ -229,8 +255,10 @@ def _before_after(args: argparse.Namespace, sizes: list[int]) -> None:
             for impl in impls:
                 r = cell(args, n, policy, impl)
                 if r is None:
-                    print(f"| {n} | {policy} | {impl} | | | | > {args.timeout:.0f} (timeout) "
-                          "| | | | | | | |", flush=True)
+                    cap = (f"> {args.cpu_limit} CPU s (capped)" if args.cpu_limit
+                           else f"> {args.timeout:.0f} wall s (timeout)")
+                    print(f"| {n} | {policy} | {impl} | | | {cap} | | | | | | | |",
+                          flush=True)
                     continue
                 print(f"| {r['jobs']} | {policy} | {impl} | {r['horizon']} | {r['workers']} | "
                       f"{r['sim_cpu_s']:.1f} | {r['wall_s']:.1f} | {r['peak_mb']:.0f} | "

@@ -73,10 +73,14 @@ class RrhPolicy(FifoPolicy):
         self._cols = JobColumns(len(RESOURCES))  #: admitted, not known to be finished
         self._jobs: dict[str, Job] = {}
         self._rejected = 0
+        # the ranking of one slot's arrivals: (t, rows, shares, k, density), rank order; the
+        # admitted jobs' profiles do not change between the arrivals of a slot
+        self._slot: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def reset(self) -> None:
         super().reset()
         self._cols, self._jobs, self._rejected = JobColumns(len(RESOURCES)), {}, 0
+        self._slot = None
 
     def _use(self, job: Job, n: int) -> np.ndarray:
         """Shares of every resource (both pools' totals) that ``n`` workers and their PS take."""
@@ -123,7 +127,9 @@ class RrhPolicy(FifoPolicy):
             return decision
         t = view.t
         u_new, k_new, dens_new = self._profile(job, job.work, t)
-        rows, u, k, dens = self._ranked(t)
+        if self._slot is None or self._slot[0] != t:
+            self._slot = (t, *self._ranked(t))
+        _, rows, u, k, dens = self._slot
         # resource-time of the jobs ranked before each one, accumulated in rank order
         before = np.cumsum(u * k[:, None], axis=0)
         excl = np.vstack([np.zeros((1, u_new.size)), before[:-1]]) if rows.size else before
@@ -143,11 +149,15 @@ class RrhPolicy(FifoPolicy):
         if gain - loss <= self.threshold:
             self._rejected += 1
             return Decision(admitted=False, reason=REJECT_RISK, payoff=gain - loss)
-        self._cols.add(job, request=self.request(job), left=float(job.work))
+        row = self._cols.add(job, request=self.request(job), left=float(job.work))
         self._jobs[job.job_id] = job
+        at = int(np.searchsorted(-dens, -dens_new, side="right"))  # after ties: latest row
+        self._slot = (t, np.insert(rows, at, row), np.insert(u, at, u_new, axis=0),
+                      np.insert(k, at, float(k_new)), np.insert(dens, at, dens_new))
         return Decision(admitted=True, payoff=gain - loss)
 
     def replan(self, view: View) -> dict[str, Alloc]:
+        self._slot = None
         c = self._cols
         for j in [j for j in c.row if j not in view.active]:
             c.drop(j)
@@ -165,6 +175,7 @@ class RrhPolicy(FifoPolicy):
         return build.allocs()
 
     def plan(self, view: View) -> dict[str, Alloc]:
+        self._slot = None
         out = super().plan(view)
         c = self._cols
         for j, a in out.items():
