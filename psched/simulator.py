@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from psched.checker import check_plan, plan_usage
+from psched.checker import PlanChecker
 from psched.executor import Executor, SimulatedExecutor, SlotReport
 from psched.model import (
     RESOURCES,
@@ -326,6 +326,7 @@ class SchedulerLoop:
         #: and arrivals decided when a slot begins)
         self.on_decision: list[Callable[[Admission], None]] = []
         self._pool_rows = _pool_rows(cluster)
+        self._checker = PlanChecker()  # check and usage, recomputed only where plans changed
         self._clusters: list[tuple[int, Cluster]] = [(0, cluster)]  # (from slot, cluster)
         ctx = RunContext(
             cluster=cluster,
@@ -396,7 +397,7 @@ class SchedulerLoop:
         st.event_ms.clear()
         active_jobs = {j: records[j].job for j in st.active}
         if self.check:
-            check_plan(t, plan, self.cluster, active_jobs)
+            self._checker.check(t, plan, self.cluster, active_jobs)
         return plan, active_jobs
 
     def end_slot(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job],
@@ -594,7 +595,7 @@ class SchedulerLoop:
             if rec.first_slot is None and alloc.n_workers > 0:
                 rec.first_slot = t
         if plan:
-            usage = plan_usage(plan, self.cluster, jobs)
+            usage = self._checker.usage(plan, self.cluster, jobs)
             assert st.usage is not None
             np.add.at(st.usage, self._pool_rows, usage)
 
