@@ -634,3 +634,19 @@ def test_malformed_public_trace_rows_never_crash(tmp_path: Path, data: st.DataOb
         return
     for s in specs:
         assert validate_spec(s, slot_seconds=slot) == s
+
+
+CLUSTER04 = ROOT.parent / "shared" / "traces" / "elasticflow" / "augmented" / "cluster04.csv"
+
+
+@pytest.mark.skipif(not CLUSTER04.exists(), reason="needs ../shared/traces")
+@pytest.mark.parametrize("slot_seconds", [3600.0, 60.0])
+def test_the_bounds_admit_the_largest_public_trace_even_at_one_minute_slots(
+        slot_seconds: float) -> None:
+    """ElasticFlow cluster04 (15,802 jobs; up to 585,000 worker-slots at 60 s): nothing refused."""
+    from psched.traces import load_any
+
+    specs = load_any(CLUSTER04, slot_seconds=slot_seconds)
+    assert len(specs) == 15_802
+    for s in specs:
+        limits.check_work(s, slot_seconds)
