@@ -146,6 +146,7 @@ class JobRecord:
     done: float = 0.0  #: work done, worker-slots
     first_slot: int | None = None  #: first slot with workers
     completion: int | None = None  #: slot in which the last work was done
+    promised: int | None = None  #: completion slot promised on admission, if the policy promises
 
     @property
     def duration(self) -> int | None:
@@ -345,6 +346,7 @@ class SchedulerLoop:
             decision: Decision = self.policy.on_arrival(job, view)
             times.append((time.perf_counter() - t0) * 1e3)
             rec.admitted, rec.payoff = decision.admitted, decision.payoff
+            rec.promised = decision.promised if decision.admitted else None
             if decision.admitted:
                 st.active.append(spec.job_id)
                 admitted.append(spec.job_id)
