@@ -86,6 +86,7 @@ class OasisRpPolicy:
         promise_rtol: float = 0.3,
         floor_factor: float = 1.0,
         repack_gap: float = 0.05,
+        repack_second: str = "all",
         repack_limit: int = 64,
         pull_limit: int = 64,
         certificate: bool = True,
@@ -115,6 +116,9 @@ class OasisRpPolicy:
         if not 0.0 < repack_gap <= 1.0:
             raise ValueError(f"repack_gap must be in (0, 1], got {repack_gap!r}")
         self.repack_gap = float(repack_gap)
+        if repack_second not in ("all", "clash", "off"):
+            raise ValueError(f"repack_second must be all, clash or off, got {repack_second!r}")
+        self.repack_second = repack_second
         self.pull_limit = int(pull_limit)
         self.certificate = bool(certificate)
         self.params: PriceParams | None = None
@@ -264,10 +268,20 @@ class OasisRpPolicy:
             moved = self._refit(cands, saved, t, keep_old=True)
             if moved is not None:
                 found = first
+            elif self.repack_second == "off":
+                book.add(job, first.schedule, sign=-1)
+                self._unfit(cands)
             else:
                 book.add(job, first.schedule, sign=-1)
                 self._unfit(cands)
-                moved = self._refit(cands, saved, t, keep_old=False)
+                clash = cands
+                if self.repack_second == "clash":
+                    clash = _clashing(cands, saved, first.schedule)
+                    for j in cands:
+                        if j not in clash:
+                            book.add(self._jobs[j], saved[j])
+                            self._plans[j] = saved[j]
+                moved = self._refit(clash, saved, t, keep_old=False)
                 if moved is not None:
                     found = search(book, job, start=t, work=job.work, deadline=job.last_slot)
                 if not found.schedule:
@@ -444,3 +458,11 @@ class OasisRpPolicy:
         if self.ledger is None:
             raise RuntimeError("OasisRpPolicy.start was not called")
         return self.ledger
+
+
+def _clashing(cands: list[str], saved: dict[str, dict[int, Alloc]],
+              schedule: dict[int, Alloc]) -> list[str]:
+    """The jobs of ``cands`` whose saved plan shares a (slot, server) with ``schedule``."""
+    used = {(t, h) for t, a in schedule.items() for h, _ in (*a.workers, *a.ps)}
+    return [j for j in cands
+            if any((t, h) in used for t, a in saved[j].items() for h, _ in (*a.workers, *a.ps))]
