@@ -102,14 +102,14 @@ def main() -> None:
         pstats.Stats(prof).sort_stats("tottime").print_stats(20)
         return
     print("| jobs | policy | T slots | worker servers | load+map s | simulate s | wall s | "
-          "vs FIFO | peak MB | admitted | completed |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "vs FIFO | peak MB | admitted | completed | utility |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in sizes:
         fifo = None
         for policy in args.policies.split(","):
             r = cell(args, n, policy)
             if r is None:
-                print(f"| {n} | {policy} | | | | | > {args.timeout:.0f} (timed out) | | | | |",
+                print(f"| {n} | {policy} | | | | | > {args.timeout:.0f} (timed out) | | | | | |",
                       flush=True)
                 continue
             if policy == "fifo":
@@ -117,7 +117,8 @@ def main() -> None:
             ratio = f"{r['wall_s'] / fifo:.1f}" if fifo else "-"
             print(f"| {r['jobs']} | {policy} | {r['horizon']} | {r['workers']} | "
                   f"{r['load_s']:.1f} | {r['sim_s']:.1f} | {r['wall_s']:.1f} | {ratio} | "
-                  f"{r['peak_mb']:.0f} | {r['admitted']} | {r['completed']} |", flush=True)
+                  f"{r['peak_mb']:.0f} | {r['admitted']} | {r['completed']} | "
+                  f"{r['utility']:.0f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--scenario-opt", type=key_value, action="append", default=[],
                    metavar="K=V", help="scenario option (repeatable)")
     s.add_argument("--max-window", type=positive_int,
-                   help="cap on a job's window in slots (default: max(10 x fastest, 50))")
+                   help="cap on a job's window in slots, for experiments (default: none; a "
+                        "window ends where the utility falls below 1e-6 of its maximum or at "
+                        "the horizon)")
     s.add_argument("--price-estimate-factor", type=positive_float, default=1.0,
                    help="OASiS: scale the price upper bound U by this factor (default 1)")
     s.add_argument("--history", metavar="FILE",

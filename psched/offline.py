@@ -34,9 +34,10 @@ recomputed from the decoded schedule (with the simulator's completion rule: the 
 cumulative workers reach ``W``).
 
 Windows. ``window="job"`` is the schedule set OASiS searches; a schedule finishing after its
-window earns at most ``f(window + 1)`` (``f`` is non-increasing, and the window ends where
-``f`` fell below 1e-6 of its maximum), so the horizon optimum is at most the window optimum plus
-:func:`window_tail` -- the term OASiS's dual certificate adds for the same reason.
+window earns at most ``f(window + 1)`` (``f`` is non-increasing; by default the window ends
+where ``f`` fell below 1e-6 of its maximum or at the horizon, ``oasis.md`` section 7), so the
+horizon optimum is at most the window optimum plus :func:`window_tail` -- the term OASiS's dual
+certificate adds for the same reason. It is 0 when every window reaches the horizon.
 
 Complexity: ``sum_i |window_i| (H + K + 1)`` integer variables and as many constraints plus
 ``T (H + K) R`` capacity rows; branch and bound is exponential in the worst case (Fig. 5

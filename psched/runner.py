@@ -44,7 +44,7 @@ class SimulateRequest:
     seed: int = 0  #: seed of the scenario and of every policy
     load: float = 0.8  #: target load of the default cluster for a trace
     scenario_opt: tuple[tuple[str, str], ...] = ()  #: scenario options
-    max_window: int | None = None  #: cap on a job's window, slots
+    max_window: int | None = None  #: explicit cap on a job's window, slots (None: no cap)
     price_estimate_factor: float = 1.0  #: OASiS: U scaled by this factor
     history: str | None = None  #: OASiS: history trace for U and L
     out: str | None = None  #: output folder

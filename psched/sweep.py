@@ -56,7 +56,7 @@ class SweepSpec:
     seeds: tuple[int, ...] = (0,)  #: seeds (mapping draws and policies)
     loads: tuple[float, ...] = (1.0,)  #: load factors: arrival offsets divided by these
     scales: tuple[float, ...] = (1.0,)  #: cluster sizes, times the default cluster
-    max_window: int | None = None  #: cap on a job's window, slots
+    max_window: int | None = None  #: explicit cap on a job's window, slots (None: no cap)
     check: bool = True  #: run the independent plan checker
 
     def digest(self) -> str:

@@ -43,7 +43,9 @@ class ServiceConfig:
     runtime: Mapping[str, Any] = dataclasses.field(default_factory=dict)  #: RuntimeConfig
     allow_import: bool = False  #: user workloads by import path
     replan: bool = True  #: re-decide jobs behind plan (policies committing on arrival)
-    max_window: int | None = None  #: cap on a job's window (slots)
+    #: explicit cap on a job's window (slots), for experiments; None (the default): a window
+    #: ends at the utility floor (1e-6 of the maximum) or the horizon (oasis.md section 7)
+    max_window: int | None = None
     warm_processes: int = 4  #: fresh Ray processes kept waiting per node (RayExecutor)
 
     def to_json(self) -> dict[str, Any]:
