@@ -25,7 +25,7 @@ from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.schedule import Best, PlacementTables, placement_tables, schedule_allocs
 from psched.oasis.schedule import slot_costs as _slot_costs
-from psched.prices import PriceParams, log_prices
+from psched.prices import PriceParams
 
 __all__ = ["Found", "PlanLedger", "latest_same_utility", "raise_floor", "search", "work_of"]
 
@@ -48,11 +48,9 @@ class PlanLedger(Ledger):
                 np.concatenate([h, np.zeros((self.horizon, u.shape[1] - h.shape[1], h.shape[2]))],
                                axis=1) for h, u in zip(old, self.usage, strict=True))
 
-    def scaled_prices(self, pool: int, t0: int, t1: int) -> np.ndarray:
-        src = self.usage if self.high is None else self.high
-        lp = log_prices(src[pool][t0:t1], self.capacity[pool],
-                        self.params.log_u[pool], self.params.log_l[pool])
-        return np.asarray(np.exp(lp - self.log_scale))
+    def price_usage(self) -> tuple[np.ndarray, ...]:
+        """Prices follow the current plans (re-pricing on) or their high-water mark."""
+        return self.usage if self.high is None else self.high
 
     def _entries(self, schedule: Mapping[int, Alloc], role: str
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
