@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -18,12 +19,13 @@ from strategies import Instance, instances
 from test_oasis_certificate import T, offline_optimum, tiny_instance
 from test_policy_properties import check_schedule
 
-from psched.model import Cluster, Job, JobSpec, Pool, Resources, Server
+from psched.executor import SlotReport
+from psched.model import Cluster, Job, JobSpec, Pool, Resources, Server, SlotPlan
 from psched.output import write_run
 from psched.policies import make_policy
 from psched.policies.oasis_rp import OasisRpPolicy
 from psched.promises import broken_promises, broken_promises_in, completions_from_rows
-from psched.simulator import simulate
+from psched.simulator import SchedulerLoop, TraceArrivals, simulate
 from psched.utility import Utility
 
 LEVERS = ("repack", "latest_promise", "pull", "reprice")
@@ -193,3 +195,36 @@ def test_promised_utility_never_exceeds_what_completed() -> None:
         r.job.utility_at(r.promised - r.job.arrival + 1) for r in res.records.values()
         if r.promised is not None))
     assert res.report["promised_utility"] <= got
+
+
+class _LosesOneSlot:
+    """A simulated executor on which one job makes no progress in one slot (a slow node)."""
+
+    def __init__(self, job_id: str, slot: int) -> None:
+        self.job_id, self.slot = job_id, slot
+
+    def apply(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job]) -> SlotReport:
+        return SlotReport(slot=t, progress={
+            j: float(a.n_workers) for j, a in plan.items()
+            if a.n_workers and not (j == self.job_id and t == self.slot)})
+
+    def release(self, job_id: str) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_job_that_runs_behind_is_replanned_within_its_promise() -> None:
+    """Reality behind the plan (no progress in one slot): the job is re-planned from what it
+    measured and still completes by its promise, which had the slack."""
+    cluster, specs = _blocking_pair()
+    loop = SchedulerLoop(cluster=cluster, policy=make_policy("oasis-rp"), horizon=8,
+                         arrivals=TraceArrivals(specs), executor=_LosesOneSlot("flat", 0),
+                         known_jobs=specs)
+    res = loop.run()
+    flat = res.records["flat"]
+    assert res.report["replanned_behind"] >= 1
+    assert res.report["promise_at_risk"] == 0
+    assert flat.completion is not None and flat.completion <= flat.promised
+    assert res.records["urgent"].completion == 1
