@@ -228,3 +228,18 @@ def test_a_job_that_runs_behind_is_replanned_within_its_promise() -> None:
     assert res.report["promise_at_risk"] == 0
     assert flat.completion is not None and flat.completion <= flat.promised
     assert res.records["urgent"].completion == 1
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(instance=instances())
+def test_with_every_lever_off_it_is_oasis(instance: Instance) -> None:
+    """No re-pack, no pull-forward: the same admissions and schedules as ``oasis``, and each
+    promise is the committed completion."""
+    cluster, specs, horizon = instance
+    base = simulate(specs, cluster, make_policy("oasis"), horizon)
+    off = simulate(specs, cluster, make_policy(
+        "oasis-rp", **{k: False for k in LEVERS}), horizon)
+    assert off.allocations == base.allocations
+    assert [(r.admitted, r.promised) for r in off.records.values()] == [
+        (r.admitted, r.promised) for r in base.records.values()]
