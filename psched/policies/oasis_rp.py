@@ -71,7 +71,10 @@ class OasisRpPolicy:
     """OASiS with promises and revisable plans (levers: repack, latest_promise, pull, reprice)."""
 
     name = "oasis-rp"
-    commits_on_arrival = True
+    #: plans change after admission, so the loop and the service treat it as re-planning:
+    #: ``plan`` says what runs in each slot (a revised plan is a resize at the next boundary),
+    #: and decision time is per event slot (arrivals plus the boundary's revisions)
+    commits_on_arrival = False
 
     def __init__(
         self,
