@@ -12,20 +12,32 @@ as a whole unless every job involved has a new plan within its promise.
 
 Levers (constructor options, each can be switched on its own):
 
-repack : (a) when an arriving job would be rejected, take out the future plans of admitted
-    jobs that use slots of its window (at most ``repack_limit``, most slack first), re-plan
-    each, tightest promise first, as the *cheapest* schedule that meets its promise (the
-    exact search with a constant utility: prices steer them to idle slots), then search the
-    newcomer again. Kept only if the newcomer is admitted and the planned utility of all jobs
-    involved rises (with ``pull`` on, after pulling the moved jobs forward again).
-latest_promise : (b) promise the latest slot with the same utility as the planned completion
-    (a job whose utility is flat is promised the end of its window), while the plan still
-    aims early. This is the slack that re-packing uses.
-pull : (c) at a slot boundary after any revision, and after a re-pack, re-plan jobs to finish
-    earlier where capacity allows (the exact search with the job's own utility within its
-    planned completion; kept only when it completes strictly earlier).
+repack : (a) when an arriving job finds no schedule, or only one whose utility is below
+    ``1 - repack_gap`` of its best (``repack_gap=0.05``), take out the future plans of the
+    admitted jobs that use slots of its window (at most ``repack_limit``, most slack first).
+    First order: the newcomer takes its best schedule, then each job, tightest promise first,
+    keeps its old plan if it still fits, else gets its best schedule within its promise.
+    If some job finds none (``repack_second="all"``, default): every job is re-planned as its
+    *cheapest* schedule that meets its promise (the exact search with a constant utility:
+    prices steer it to idle slots), then the newcomer searches again (``"clash"``: only the
+    jobs whose plan shares a slot and server with the newcomer's best move; ``"off"``: no
+    second order). ``repack_searches`` caps the searches of one re-pack (default: none).
+    Kept only if the newcomer is admitted and the planned utility of all jobs involved rises
+    (with ``pull`` on, after pulling the moved jobs forward again); otherwise undone.
+latest_promise : (b) promise the latest slot of the window whose utility is at least
+    ``1 - promise_rtol`` of the planned completion's (``promise_rtol=0.3``; 0 = the same
+    utility: a job whose utility is flat is promised the end of its window), while the plan
+    still aims early. This is the slack that re-packing uses.
+pull : (c) after a re-pack, and at a slot boundary after reality departed from a plan,
+    re-plan jobs to finish earlier where capacity allows (the exact search with the job's own
+    utility before its planned completion; kept only when it completes strictly earlier);
+    at most ``pull_limit`` jobs per boundary.
 reprice : (e) prices follow the current plans (they fall when plans move away); off, they
     follow the high-water mark of planned usage (they never fall, as in OASiS).
+plan_late, fill : experimental, off by default (measured, did not pay): plan a job as its
+    cheapest schedule within its promise, and re-plan every job at each boundary to use
+    idle capacity now.
+floor_factor : multiplies the price floor L (>= 1; prices then charge sooner). Default 1.
 
 Deferred admission (d) is not offered: the loop admits a job only when it arrives.
 
@@ -90,6 +102,7 @@ class OasisRpPolicy:
         floor_factor: float = 1.0,
         repack_gap: float = 0.05,
         repack_second: str = "all",
+        repack_searches: int | None = None,
         repack_limit: int = 64,
         pull_limit: int = 64,
         certificate: bool = True,
@@ -122,6 +135,10 @@ class OasisRpPolicy:
         if repack_second not in ("all", "clash", "off"):
             raise ValueError(f"repack_second must be all, clash or off, got {repack_second!r}")
         self.repack_second = repack_second
+        if repack_searches is not None and repack_searches < 1:
+            raise ValueError(f"repack_searches must be >= 1, got {repack_searches!r}")
+        self.repack_searches = repack_searches
+        self._budget: int | None = None
         self.pull_limit = int(pull_limit)
         self.certificate = bool(certificate)
         self.params: PriceParams | None = None
@@ -257,6 +274,7 @@ class OasisRpPolicy:
         cands.sort(key=lambda j: (-(self._promise[j] - max(self._plans[j])), j))
         cands = cands[: self.repack_limit]
         saved = {j: self._plans[j] for j in cands}
+        self._budget = self.repack_searches
         for j in cands:
             book.add(self._jobs[j], saved[j], sign=-1)
             del self._plans[j]
@@ -335,6 +353,10 @@ class OasisRpPolicy:
                 book.add(jj, saved[j])
                 self._plans[j] = saved[j]
                 continue
+            if self._budget is not None:
+                if self._budget <= 0:
+                    return None
+                self._budget -= 1
             got = search(book, jj, start=t, work=work_of(saved[j]), deadline=self._promise[j],
                          flat=not keep_old, floor=-math.inf)
             if not got.schedule:
