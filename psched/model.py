@@ -320,3 +320,5 @@ class Decision:
     payoff: float | None = None  #: utility minus priced cost, for pricing policies
     schedule: Mapping[int, Alloc] | None = field(default=None, repr=False)
     """The committed future schedule by slot, for policies that commit on arrival."""
+    promised: int | None = None
+    """The completion slot promised on admission (OASiS-family policies), else None."""

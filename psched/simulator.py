@@ -173,6 +173,7 @@ class JobRecord:
     done: float = 0.0  #: work done, worker-slots
     first_slot: int | None = None  #: first slot with workers
     completion: int | None = None  #: slot in which the last work was done
+    promised: int | None = None  #: completion slot promised on admission, if the policy promises
 
     @property
     def duration(self) -> int | None:
@@ -486,6 +487,7 @@ class SchedulerLoop:
         else:
             st.event_ms.append(ms)
         rec.admitted, rec.payoff = decision.admitted, decision.payoff
+        rec.promised = decision.promised if decision.admitted else None
         if decision.admitted:
             st.active.append(spec.job_id)
             st.arrived.append(spec.job_id)

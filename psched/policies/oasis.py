@@ -138,7 +138,7 @@ class OasisPolicy:
         assert done is not None
         self._committed_utility += job.utility_at(inp.start + done - job.arrival + 1)
         return Decision(admitted=True, payoff=unscale(best.payoff, ledger.log_scale),
-                        schedule=dict(schedule))
+                        schedule=dict(schedule), promised=max(schedule))
 
     def on_cluster_change(self, cluster: Cluster) -> None:
         """Servers joined (``cluster`` extends the old one): they are priced from zero usage
