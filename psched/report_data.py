@@ -74,7 +74,7 @@ class RunFiles:
             done = pd.to_numeric(files.jobs.get("completion"), errors="coerce")
             if done is not None and done.notna().any():
                 last = max(last, int(done.max()))
-        return last + 1
+        return max(last + 1, 1)
 
     @property
     def slot_seconds(self) -> float:
