@@ -226,6 +226,47 @@ def _pool_rows(cluster: Cluster) -> np.ndarray:
     return np.array([0 if s.pool == Pool.WORKER else 1 for s in cluster.servers])
 
 
+class _ActiveStatuses:
+    """The ``View.active`` mapping, kept between slots: a job's :class:`JobStatus` is rebuilt
+    only when the loop touched its record (it ran or made progress) or it is new; finished
+    jobs leave. Each slot then costs O(jobs touched) plus a C-level copy and key comparison of
+    the active list, instead of one object per active job. Any mismatch with the loop's
+    state (a restored state, jobs dropped or re-admitted) rebuilds it from the records."""
+
+    def __init__(self) -> None:
+        self._state: LoopState | None = None
+        self._by_job: dict[str, JobStatus] = {}  # in the order of ``state.active``
+        self._touched: set[str] = set()
+
+    def touch(self, *job_sets: Iterable[str]) -> None:
+        """Jobs whose records the slot changed."""
+        for jobs in job_sets:
+            self._touched.update(jobs)
+
+    def of(self, st: LoopState) -> dict[str, JobStatus]:
+        """A fresh dict of every active job's status, in arrival order."""
+        records, cache = st.records, self._by_job
+        if self._state is not st:
+            self._state, cache = st, {}
+        else:
+            for j in self._touched:
+                if j in cache:
+                    cache[j] = _status(records[j])
+            for j in st.completed_last:
+                cache.pop(j, None)
+            for j in st.active[len(cache):]:
+                cache[j] = _status(records[j])
+        self._touched = set()
+        if list(cache) != st.active:
+            cache = {j: _status(records[j]) for j in st.active}
+        self._by_job = cache
+        return dict(cache)
+
+
+def _status(rec: JobRecord) -> JobStatus:
+    return JobStatus(job=rec.job, done=rec.done, first_slot=rec.first_slot)
+
+
 class SchedulerLoop:
     """Runs a policy slot by slot over an executor. ``step`` runs one slot."""
 
@@ -257,6 +298,7 @@ class SchedulerLoop:
         self.state = state or LoopState(usage=np.zeros((2, len(RESOURCES))))
         self._pool_rows = _pool_rows(cluster)
         self._checker = PlanChecker()  # check and usage, recomputed only where plans changed
+        self._statuses = _ActiveStatuses()  # the View's JobStatus objects, kept between slots
         self._clusters: list[tuple[int, Cluster]] = [(0, cluster)]  # (from slot, cluster)
         ctx = RunContext(
             cluster=cluster,
@@ -299,11 +341,7 @@ class SchedulerLoop:
             t=t,
             cluster=self.cluster,
             horizon=self.horizon,
-            active={
-                j: JobStatus(job=records[j].job, done=records[j].done,
-                             first_slot=records[j].first_slot)
-                for j in st.active
-            },
+            active=self._statuses.of(st),
             arrived=tuple(arrived),
             completed=tuple(st.completed_last),
         )
@@ -320,6 +358,7 @@ class SchedulerLoop:
         report = self.executor.apply(t, plan, active_jobs)
         self.record(t, plan, active_jobs)
         self._advance(t, report.progress)
+        self._statuses.touch(plan, report.progress)
         st.t += 1
         st.slots_run += 1
 
