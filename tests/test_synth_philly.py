@@ -96,3 +96,4 @@ def test_simulate_scenario_philly_uses_the_trace_horizon_rule() -> None:
     assert horizon == report.default_slots
     assert cluster == philly_cluster(seed=4)
     assert params["scenario_report"]["n_jobs"] == 200
+    assert len(specs) == 200
