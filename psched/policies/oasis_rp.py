@@ -280,7 +280,7 @@ class OasisRpPolicy:
             del self._plans[j]
         first = search(book, job, start=t, work=job.work, deadline=job.last_slot)
         found = Found(payoff=0.0, schedule={})
-        moved: list[str] = []
+        moved: list[str] | None = []
         if first.schedule:  # else: no room even with every candidate gone
             # the newcomer's best first, then the candidates around it (old plan if it still
             # fits, else their best within the promise); failing that, the candidates first
@@ -510,6 +510,6 @@ class _Plans(dict[str, dict[int, Alloc]]):
         super().__delitem__(key)
         self.left.pop(key, None)
 
-    def pop(self, key: str, *default: Any) -> Any:  # type: ignore[override]
+    def pop(self, key: str, *default: Any) -> Any:
         self.left.pop(key, None)
         return super().pop(key, *default)
