@@ -332,6 +332,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     stop = _StopSignals() if embedded else None  # before Ray starts: no window without them
     address = init_ray(args.address, resources=_worker_resources(args, embedded),
                        token_dir=workdir)
+    if stop is not None:
+        stop.install()  # again: Ray's core worker installs its own SIGTERM handler
     _write(workdir / "address", address + "\n")
     if embedded:
         _write(workdir / SERVE_PID_FILE, _process_line(os.getpid()))
@@ -351,12 +353,16 @@ def _cmd_serve(args: argparse.Namespace) -> int:
           f"{workdir / 'journal.db'}; stop it with 'psched stop --dir {args.dir}'", flush=True)
     if stop is None:
         return 0
-    try:  # the embedded Ray lives as long as this process
-        while not stop.event.wait(2.0):
-            if not ray.get(actor.status.remote())["running"]:
+    while not stop.event.wait(2.0):  # the embedded Ray lives as long as this process
+        try:
+            if not ray.get(actor.status.remote(), timeout=60)["running"]:
                 break
-    except ray.exceptions.RayError as err:  # the actor is gone (psched stop on a dead serve)
-        log.warning("service actor: %s", type(err).__name__)
+        except ray.exceptions.RayError as err:  # restarting (Ray restarts it from the journal)
+            log.warning("service actor: %s; waiting for it", type(err).__name__)
+            try:
+                actor = ray.get_actor(SERVICE_NAME, namespace=SERVICE_NAMESPACE)
+            except ValueError:  # gone for good
+                break
     _shutdown(actor, workdir)
     print(f"psched service stopped ({stop.name or 'its loop ended'}); journal flushed",
           file=sys.stderr, flush=True)
@@ -372,11 +378,15 @@ class _StopSignals:
     because a shell starting ``serve &`` from a script makes it ignore SIGINT."""
 
     def __init__(self) -> None:
-        import signal
         import threading
 
         self.event = threading.Event()
         self.name = ""
+        self.install()
+
+    def install(self) -> None:
+        import signal
+
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._handle)
 
@@ -398,9 +408,9 @@ def _shutdown(actor: Any, workdir: Path) -> None:
     with _suppress_ray_errors():
         ray.kill(actor, no_restart=True)
     ray.shutdown()
-    reap_orphans(workdir, grace_s=10.0)
     for name in (SERVE_PID_FILE, "address"):
         (workdir / name).unlink(missing_ok=True)
+    reap_orphans(workdir, grace_s=10.0)
 
 
 def _suppress_ray_errors() -> Any:

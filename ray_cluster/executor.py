@@ -326,13 +326,7 @@ class RayExecutor:
         self.warm.fill_later(self._nodes())
         for rt in running.values():
             rt.begin(deadline)
-        owner = {}
-        while True:
-            owner = {ref: rt for rt in running.values() for ref in rt.pending()}
-            if not owner:
-                break
-            ready, _ = ray.wait(list(owner), num_returns=1)
-            owner[ready[0]].handle(ready[0])
+        self._train(running)
         progress: dict[str, float] = {}
         for job_id, rt in running.items():
             rt.end()
@@ -343,6 +337,24 @@ class RayExecutor:
                               "slot_s": time.time() - start,
                               "jobs": {j: (a.n_workers, a.n_ps) for j, a in plan.items()}})
         return SlotReport(slot=t, progress=progress, failed=failed)
+
+    @staticmethod
+    def _train(running: Mapping[str, JobRuntime]) -> None:
+        """Dispatch every job's finished tasks until none is pending or backed off."""
+        while True:
+            owner = {ref: rt for rt in running.values() for ref in rt.pending()}
+            due = [u for rt in running.values() if (u := rt.deferred_until) is not None]
+            if not owner and not due:
+                return
+            timeout = max(0.0, min(due) - time.time()) if due else None
+            if owner:
+                ready, _ = ray.wait(list(owner), num_returns=1, timeout=timeout)
+                if ready:
+                    owner[ready[0]].handle(ready[0])
+            else:
+                time.sleep(timeout or 0.0)  # back-offs only: nothing else to wait for
+            for rt in running.values():
+                rt.poll()
 
     def _prepare(self, t: int, jobs: Mapping[str, Job]) -> None:
         """Start, in the background, the actors slot ``t``'s known plan will add."""

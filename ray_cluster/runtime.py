@@ -18,7 +18,9 @@ are checkpoints taken, so all shards are at one global version.
 Failures: a dead worker is replaced on its server and training goes on (its in-flight step is
 lost); a dead shard rolls the whole job back to the last committed checkpoint -- a checkpoint is
 taken when the job starts, at every interval and at every slot end, so at most the steps since
-the last one are lost.
+the last one are lost. Such infrastructure failures are retried (with a back-off when they
+repeat) and never held against the job; errors raised by the workload's own code are strikes,
+at most one per slot, and :data:`MAX_STRIKES` of them fail the job.
 
 The data it works with -- :class:`RuntimeConfig`, :class:`TrainingJob` and its sample budget,
 :class:`ProgressPoint`, the :class:`Placer` protocol, :func:`worker_slots` -- lives in
@@ -69,9 +71,46 @@ log = logging.getLogger(__name__)
 
 #: How long a liveness probe waits for an actor before calling it dead, seconds.
 PING_TIMEOUT_S = 30.0
-#: Segments in a row in which live workers raised and nothing was applied before a job is
-#: declared failed (a bug in the workload, bad hyper-parameters: retrying cannot help).
+#: Strikes before a job is declared failed (a bug in the workload, bad hyper-parameters:
+#: retrying cannot help). A strike is a segment in which live workers raised errors of the
+#: workload and nothing was applied; after one, the job backs off until its next slot, so
+#: the strikes fall in ``MAX_STRIKES`` different slots. Infrastructure failures
+#: (:func:`infrastructure_failure`) are never strikes.
 MAX_STRIKES = 3
+#: Back-off after the second segment in a row lost to infrastructure failures (the first is
+#: retried at once, after recovery), seconds; it doubles with each further such segment
+#: without progress, up to :data:`INFRA_BACKOFF_MAX_S`.
+INFRA_BACKOFF_S = 0.25
+INFRA_BACKOFF_MAX_S = 8.0
+#: Errors of the machinery rather than of the workload: a lost actor, node, object or
+#: worker process. Retried with back-off, never counted as strikes.
+INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
+    ray.exceptions.RayActorError,  # ActorDiedError, ActorUnavailableError
+    ray.exceptions.ObjectLostError,  # OwnerDiedError, ObjectReconstructionFailedError, ...
+    ray.exceptions.NodeDiedError,
+    ray.exceptions.WorkerCrashedError,
+    ray.exceptions.LocalRayletDiedError,
+    ray.exceptions.RaySystemError,
+    ray.exceptions.ActorUnschedulableError,
+    ray.exceptions.GetTimeoutError,
+    ray.exceptions.OutOfMemoryError,
+)
+
+
+def infrastructure_failure(err: BaseException) -> bool:
+    """Whether ``err`` (a task's error, or any error in its cause chain) is a failure of the
+    infrastructure (:data:`INFRASTRUCTURE_ERRORS`) rather than of the workload's code."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [err]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, INFRASTRUCTURE_ERRORS):
+            return True
+        todo += [getattr(e, "cause", None), e.__cause__, e.__context__]
+    return False
 
 
 @dataclass
@@ -162,15 +201,33 @@ class JobRuntime:
         self._generation = 0  # bumps on every new batch stream, keeps seeds distinct
         self._spares: dict[str, list[tuple[int | None, Any]]] = {"worker": [], "ps": []}
         self.fatal: str | None = None  #: why training cannot go on (see :data:`MAX_STRIKES`)
-        self._strikes = 0  # segments in a row with errors of live workers and no progress
-        self._errors: list[str] = []  # errors of live workers in the current segment
+        self._strikes = 0  # strikes since the job last made progress (see MAX_STRIKES)
+        self._errors: list[str] = []  # errors of the workload in the current segment
+        self._infra = 0  # infrastructure failures in the current segment
+        self._infra_row = 0  # segments in a row lost to the infrastructure, no progress
+        self._resume_at = 0.0  # no new segment before this wall time (back-off)
         self._seg_batches = 0  # mini-batches applied when the segment began
+        self.backoffs: list[tuple[str, float]] = []  #: (why, seconds) of every back-off
 
     # -- queries -------------------------------------------------------------------------
     @property
     def done(self) -> bool:
         """The sample budget is trained."""
         return self.batches >= self.job.budget
+
+    @property
+    def deferred_until(self) -> float | None:
+        """Wall time at which a backed-off job launches its next segment within this slot
+        (the owner calls :meth:`poll` then), or None."""
+        if self._pending or self.fatal or self._resume_at <= 0:
+            return None
+        return self._resume_at if self._resume_at < self._deadline else None
+
+    def poll(self) -> None:
+        """Launch the next segment if a back-off has ended."""
+        if self.deferred_until is not None and time.time() >= self._resume_at:
+            self._resume_at = 0.0
+            self._launch()
 
     @property
     def running(self) -> bool:
@@ -431,6 +488,7 @@ class JobRuntime:
         ``until_batches`` mini-batches applied in all, whichever comes first (async workers in
         flight may overshoot a count by at most one mini-batch each)."""
         self._deadline = deadline
+        self._resume_at = 0.0  # a strike's back-off lasts until the next slot
         budget = self.job.budget
         self._stop_at = budget if until_batches is None else min(budget, until_batches)
         self._launch()
@@ -438,9 +496,10 @@ class JobRuntime:
     def _launch(self) -> None:
         now = time.time()
         if (self.fatal or not self.workers or self.batches >= self._stop_at
-                or now >= self._deadline):
+                or now >= self._deadline or now < self._resume_at):
             return
-        self._seg_batches, self._errors = self.batches, []
+        self._resume_at = 0.0
+        self._seg_batches, self._errors, self._infra = self.batches, [], 0
         every = self.config.checkpoint_every_s
         if every is not None and now >= self._last_ckpt + every:
             self.checkpoint()
@@ -462,8 +521,10 @@ class JobRuntime:
         except RayError as err:
             log.info("%s: worker %d failed: %s", self.job.job_id, i, type(err).__name__)
             worker_alive = _alive(self.workers[i])
-            if worker_alive:  # the task raised: an error of the workload, not a lost actor
+            if worker_alive and not infrastructure_failure(err):  # the workload's own error
                 self._errors.append(str(err).strip().splitlines()[-1][:300])
+            else:
+                self._infra += 1
             if (self.config.mode == "async" and not worker_alive
                     and all(_alive(s) for s in self.shards)):
                 self._replace_worker(i)  # async: the others go on; restart this one now
@@ -476,20 +537,41 @@ class JobRuntime:
             self._settle()
         except RayError:
             self._failed.append(-1)
+            self._infra += 1
             self._recover()
         self._strike()
         self._launch()
 
     def _strike(self) -> None:
-        """End of a segment: count it against the job if live workers raised and nothing was
-        applied; :data:`MAX_STRIKES` in a row make the job :attr:`fatal`."""
-        if self._errors and self.batches <= self._seg_batches:
+        """End of a segment. Progress clears the record. Otherwise errors of the workload are
+        a strike (:data:`MAX_STRIKES` make the job :attr:`fatal`; before that the job backs
+        off until its next slot), and infrastructure failures alone are never a strike: the
+        first such segment is retried at once, later ones in a row after a back-off doubling
+        from :data:`INFRA_BACKOFF_S`."""
+        if self.batches > self._seg_batches:
+            self._strikes = self._infra_row = 0
+            return
+        now = time.time()
+        if self._errors:
             self._strikes += 1
             if self._strikes >= MAX_STRIKES:
                 self.fatal = self._errors[-1]
-                self._mark(f"failed for good after {self._strikes} segments: {self.fatal}")
-        else:
-            self._strikes = 0
+                self._mark(f"failed for good after {self._strikes} strikes: {self.fatal}")
+                return
+            self._back_off(f"strike {self._strikes}: {self._errors[-1]}",
+                           max(0.0, self._deadline - now))
+            self._resume_at = self._deadline  # retried in the job's next slot
+        elif self._infra:
+            self._infra_row += 1
+            if self._infra_row == 1:
+                return  # recovered (actor replaced, shards rolled back): retry at once
+            wait = min(INFRA_BACKOFF_S * 2 ** (self._infra_row - 2), INFRA_BACKOFF_MAX_S)
+            self._back_off(f"infrastructure failure ({self._infra_row} in a row)", wait)
+            self._resume_at = now + wait
+
+    def _back_off(self, why: str, seconds: float) -> None:
+        self.backoffs.append((why, seconds))
+        self._mark(f"back-off {seconds:.2f} s after {why}")
 
     def _settle(self) -> None:
         """Every task of the segment (or sync step) has returned."""
@@ -532,9 +614,18 @@ class JobRuntime:
     def run_until(self, deadline: float, until_batches: int | None = None) -> None:
         """One job alone: :meth:`begin`, then wait on :meth:`pending` until nothing is left."""
         self.begin(deadline, until_batches)
-        while self._pending:
-            ready, _ = ray.wait(self.pending(), num_returns=1)
-            self.handle(ready[0])
+        while True:
+            until = self.deferred_until
+            if not self._pending and until is None:
+                return
+            timeout = None if until is None else max(0.0, until - time.time())
+            if self._pending:
+                ready, _ = ray.wait(self.pending(), num_returns=1, timeout=timeout)
+                if ready:
+                    self.handle(ready[0])
+            else:
+                time.sleep(timeout or 0.0)  # a back-off: nothing else to wait for
+            self.poll()
 
     def end(self) -> ProgressPoint:
         """Slot end: checkpoint, evaluate, record a progress point."""

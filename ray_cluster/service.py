@@ -45,7 +45,7 @@ from psched.errors import InputError
 from psched.executor import FATAL, Executor, SlotReport
 from psched.model import RESOURCES, Cluster, Job, JobSpec, SlotPlan
 from psched.simulator import LoopState, QueueArrivals, RunResult, SchedulerLoop, WallClock
-from ray_cluster.journal import DecisionRow, Journal
+from ray_cluster.journal import DecisionRow, Journal, check_journal
 from ray_cluster.recovery import RecordingPolicy, refresh_nodes, regrow, replan, replay
 from ray_cluster.service_config import (
     CANCELLED,
@@ -115,6 +115,7 @@ class SchedulerService:
                  cluster: Cluster | None = None, node_of: dict[int, str] | None = None,
                  executor: Executor | None = None) -> None:
         self.workdir = Path(workdir)
+        check_journal(self.workdir)  # unreadable, or empty while checkpoints exist: one line
         self.journal = Journal(self.workdir / "journal.db")
         meta = self.journal.meta()
         self.restored = "config" in meta
