@@ -366,7 +366,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     _shutdown(actor, workdir)
     print(f"psched service stopped ({stop.name or 'its loop ended'}); journal flushed",
           file=sys.stderr, flush=True)
-    return 130 if stop.name == "SIGINT" else 0
+    sys.stdout.flush()
+    logging.shutdown()
+    # everything is stopped and written: leave without waiting for threads Ray left behind
+    os._exit(130 if stop.name == "SIGINT" else 0)
 
 
 #: Files ``serve`` keeps in ``--dir`` while it holds an embedded Ray.
@@ -495,20 +498,31 @@ def reap_orphans(workdir: str | Path, *, grace_s: float = 5.0) -> int:
     return len(procs)
 
 
+def _wait_gone(proc: Any, timeout_s: float) -> bool:
+    """Wait until ``proc`` has exited (a zombie its parent has not reaped yet counts)."""
+    import psutil
+
+    end = time.time() + timeout_s
+    while time.time() < end:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.Error:
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def _cmd_stop(args: argparse.Namespace) -> int:
     """Stop ``serve``: by SIGTERM to its process (it stops the service, flushes the journal,
     stops its embedded Ray); a service on an existing cluster through Ray; then orphans."""
-    import psutil
-
     workdir = Path(args.dir)
     serve = _listed(workdir / SERVE_PID_FILE)
     if serve:
         serve[0].terminate()
-        try:
-            serve[0].wait(timeout=args.timeout)
-        except psutil.TimeoutExpired:
+        if not _wait_gone(serve[0], args.timeout):
             raise InputError(f"serve (pid {serve[0].pid}) did not stop within "
-                             f"{args.timeout:g} s", field="--timeout") from None
+                             f"{args.timeout:g} s", field="--timeout")
         print(f"stopped the service of {workdir} (pid {serve[0].pid})")
     elif args.address or os.environ.get("RAY_ADDRESS") or (workdir / "address").exists():
         import ray
