@@ -39,8 +39,6 @@ from ray_cluster.service import (  # noqa: E402
 
 SLOT_S = 1.5
 TAU_S = 0.004  # declared seconds per mini-batch of the tiny jobs (their plans' work)
-I17A = ("needs the service-actor restart / node-loss fixes of branch i17a (issue #17): "
-        "passes once both branches are merged")
 
 JOB_TOML = """\
 id = "{id}"
@@ -179,7 +177,6 @@ def test_a_burst_of_200_submissions_survives_two_writer_kills(ray_session, tmp_p
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-@pytest.mark.xfail(strict=False, reason=I17A)
 def test_a_node_lost_mid_slot_moves_its_jobs_and_every_job_completes(ray_session, tmp_path):
     """A second node (``ray.cluster_utils.Cluster``) carries the worker server; its
     processes are killed while a slot trains there."""
@@ -345,3 +342,17 @@ def test_a_journal_that_cannot_be_trusted_stops_serve_in_one_line(tmp_path, dama
     assert moved is not None and "moved aside" in moved
     assert not db.exists() and not (work / "ckpt").exists()
     assert check_journal(work) is None
+
+
+def test_checkpoint_every_reaches_the_service_config_and_each_jobs_runtime(tmp_path):
+    from psched.cli import build_parser
+    from psched.commands_service import _config
+    from ray_cluster.runtime_types import RuntimeConfig
+
+    args = build_parser().parse_args(["serve", "--policy", "fifo", "--checkpoint-every", "7.5"])
+    cfg = _config(args)
+    assert cfg.runtime["checkpoint_every_s"] == 7.5
+    assert ServiceConfig.from_json(cfg.to_json()).runtime == cfg.runtime  # journaled as is
+    assert RuntimeConfig(**dict(cfg.runtime)).checkpoint_every_s == 7.5
+    bad = faults.psched("serve", "--dir", str(tmp_path), "--checkpoint-every", "0")
+    assert bad.returncode == 2 and "--checkpoint-every" in bad.stderr
