@@ -10,8 +10,8 @@ duplicated, admitted / completed, training progress lost, time to resume, strike
 
 Time to resume: runtime rows, from the kill until the job has applied a new mini-batch; service
 rows, from the kill until the next slot starts (or, for the burst, until the service answers
-again). Progress lost: runtime rows, mini-batches rolled back (and their seconds); service
-rows, an upper bound: the seconds since the last journaled slot end at the kill.
+again). Progress lost (an upper bound, the most over the row's faults): the seconds from the
+last committed checkpoint (runtime rows) or journaled slot end (service rows) to the fault.
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ def service_actor_kill(work: Path, cluster, head: str, raylet_pid: int):
                  if "error" not in ray.get(actor.submit.remote(spec_to_json(s)))]
         while faults.slots_journaled(db) < 2:
             time.sleep(0.1)
+        time.sleep(SLOT_S / 2)  # mid-slot
         at = time.time()
         lost = at - _last_slot_end(db)
         faults.kill_service_actor_process(raylet_pid)
@@ -191,6 +192,7 @@ def driver_kill(work: Path, *_: object):
         faults.psched("submit", "--dir", str(work), *files)
         while faults.slots_journaled(db) < 2:
             time.sleep(0.1)
+        time.sleep(SLOT_S / 2)  # mid-slot
         at = time.time()
         lost = at - _last_slot_end(db)
         os.kill(proc.pid, signal.SIGKILL)
@@ -245,12 +247,7 @@ SCENARIOS: dict[str, Callable[..., object]] = {
 def _fmt(o) -> str:
     res = [r for r in o.resume_s if not math.isnan(r)]
     resume = ", ".join(f"{r:.2f}" for r in res) if res else "–"
-    if o.lost_batches:
-        lost = f"{o.lost_batches} mini-batches = {o.lost_s:.2f} s"
-    elif o.lost_s:
-        lost = f"≤ {o.lost_s:.2f} s"
-    else:
-        lost = "0"
+    lost = f"≤ {o.lost_s:.2f} s" if o.lost_s else "0"
     interval = f"{o.interval_s:g} s" if o.interval_s else "–"
     return (f"| {o.fault} | {o.accepted} | {o.lost} | {o.duplicated} | {o.completed}/"
             f"{o.admitted} | {lost} | {interval} | {resume} | {o.strikes} | {o.notes} |")

@@ -189,7 +189,7 @@ def use_token(path: Path) -> None:
     os.environ["RAY_AUTH_TOKEN_PATH"] = str(path.resolve())
     os.environ.pop("RAY_AUTH_TOKEN", None)
     if "ray._raylet" in sys.modules:  # Ray read its configuration already: read it again
-        from ray._raylet import AuthenticationTokenLoader, Config
+        from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
 
         Config.initialize("")
         AuthenticationTokenLoader.instance().reset_cache()
@@ -449,7 +449,7 @@ def _listed(path: Path) -> list[Any]:
     reused by another process is never touched)."""
     import psutil
 
-    out = []
+    out: list[Any] = []
     if not path.exists():
         return out
     for line in path.read_text().split("\n"):
