@@ -121,6 +121,10 @@ def init_ray(address: str | None, *, num_cpus: int | None = None,
     127.0.0.1 to the host's first interface). ``resources``: custom resources of the
     embedded node (for instance ``psched_worker_cpu``, see :mod:`ray_cluster.cluster_model`).
     """
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        import ray
+
+        return str(ray.get_runtime_context().gcs_address)  # connected already: as it is
     address = address or os.environ.get("RAY_ADDRESS")
     embedded = not address
     if embedded:
