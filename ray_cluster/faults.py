@@ -32,7 +32,6 @@ from ray_cluster.workloads import get_workload
 
 __all__ = [
     "FaultOutcome",
-    "agent_port",
     "journal_outcome",
     "kill_service_actor_process",
     "shard_kills",
@@ -320,22 +319,6 @@ def start_serve(workdir: Path, *args: str, timeout_s: float = 180.0) -> subproce
             break
         time.sleep(0.5)
     return proc
-
-
-def agent_port(workdir: Path) -> int:
-    """The HTTP port of the job agent of the Ray that ``serve`` runs in ``workdir`` (asked
-    of Ray by a client holding the token, as any psched client connects)."""
-    code = ("import sys\nfrom pathlib import Path\n"
-            "from psched.commands_service import init_ray, use_token\n"
-            f"d = Path({str(workdir)!r})\nuse_token(d / 'auth_token')\n"
-            "init_ray((d / 'address').read_text().strip())\nimport ray, time\n"
-            "for _ in range(120):\n"
-            "    port = ray.nodes()[0]['DashboardAgentListenPort']\n"
-            "    if port > 0:\n        break\n    time.sleep(0.5)\n"
-            "print(port)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, env=operator_env(), check=True)
-    return int(out.stdout.strip().splitlines()[-1])
 
 
 def cli_status(workdir: Path) -> dict[str, Any]:
