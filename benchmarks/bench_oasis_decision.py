@@ -9,7 +9,10 @@ Times are CPU time of the process (``time.process_time``), so that other load on
 machine does not inflate them; wall-clock times of the fast search are printed too.
 
     python benchmarks/bench_oasis_decision.py [--jobs 400] [--slots 300] [--seed 0]
-        [--literal-every 10] [--sizes 100,200,300,400]
+        [--literal-every 10] [--sizes 100,200,300,400] [--old-cap]
+
+``--old-cap`` also times the same jobs with every window capped at the old
+``max(10 x fastest, 50)`` slots (before ``oasis.md`` section 7 was revised), in the same run.
 """
 
 from __future__ import annotations
@@ -25,7 +28,13 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from psched.model import resolve_job  # noqa: E402
+from psched.model import (  # noqa: E402
+    WINDOW_FASTEST_FACTOR,
+    WINDOW_MIN_SLOTS,
+    JobSpec,
+    ceil_eps,
+    resolve_job,
+)
 from psched.oasis.literal import solve_literal  # noqa: E402
 from psched.policies import make_policy  # noqa: E402
 from psched.policies.base import RunContext, View  # noqa: E402
@@ -33,11 +42,23 @@ from psched.simulator import cannot_fit  # noqa: E402
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs  # noqa: E402
 
 
-def run(n_jobs: int, slots: int, seed: int, literal_every: int) -> dict[str, object]:
-    """Decide every arrival; return timings (ms) and the literal subsample."""
+def old_cap(spec: JobSpec, slot_seconds: float) -> int:
+    """The window cap before ``oasis.md`` section 7 was revised: ``max(10 x fastest, 50)``."""
+    fastest = ceil_eps(spec.work(slot_seconds) / spec.max_workers)
+    return max(WINDOW_FASTEST_FACTOR * fastest, WINDOW_MIN_SLOTS)
+
+
+def run(n_jobs: int, slots: int, seed: int, literal_every: int,
+        capped: bool = False) -> dict[str, object]:
+    """Decide every arrival; return timings (ms) and the literal subsample.
+
+    A window ends at the utility floor or the horizon (``oasis.md`` section 7); ``capped``
+    also caps it at the old ``max(10 x fastest, 50)`` (a baseline of the same jobs).
+    """
     specs, _ = oasis_paper_jobs(n_jobs, seed=seed, slots=slots)
     cluster = oasis_paper_cluster(seed=seed)
-    jobs = [resolve_job(s, cluster.slot_seconds, slots) for s in specs]
+    sl = cluster.slot_seconds
+    jobs = [resolve_job(s, sl, slots, old_cap(s, sl) if capped else None) for s in specs]
     pol = make_policy("oasis")
     pol.start(RunContext(cluster=cluster, horizon=slots, known_jobs=jobs))
     fast_ms: list[float] = []
@@ -65,7 +86,8 @@ def run(n_jobs: int, slots: int, seed: int, literal_every: int) -> dict[str, obj
                 raise SystemExit(f"{job.job_id}: fast payoff {got!r} != literal {ref.payoff!r}")
             pairs.append((lit_ms, ms))
     return {"fast_ms": np.array(fast_ms), "wall_ms": np.array(wall_ms), "pairs": pairs,
-            "admitted": admitted, "decided": len(fast_ms)}
+            "admitted": admitted, "decided": len(fast_ms),
+            "windows": np.array([j.window for j in jobs])}
 
 
 def main() -> None:
@@ -75,6 +97,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--literal-every", type=int, default=10)
     ap.add_argument("--sizes", default="", help="also time the fast search at these job counts")
+    ap.add_argument("--old-cap", action="store_true",
+                    help="also time a run with the old window cap max(10 x fastest, 50), "
+                         "same jobs, as a baseline")
     args = ap.parse_args()
     res = run(args.jobs, args.slots, args.seed, args.literal_every)
     ms = res["fast_ms"]
@@ -98,6 +123,16 @@ def main() -> None:
         print(f"\nliteral / fast on the same arrivals: median {np.median(ratio):.0f}x, "
               f"min {ratio.min():.0f}x, total time {lit.sum() / fast.sum():.0f}x; "
               "payoffs identical on every one")
+    win = res["windows"]
+    print(f"\nwindows: median {np.median(win):.0f} slots, max {win.max()}")
+    if args.old_cap:
+        old = run(args.jobs, args.slots, args.seed, 0, capped=True)
+        m = old["fast_ms"]
+        print(f"old cap max(10 x fastest, 50), same jobs: {old['admitted']} admitted; p50 "
+              f"{np.percentile(m, 50):.2f} ms, p99 {np.percentile(m, 99):.2f} ms, max "
+              f"{m.max():.2f} ms; new rule / old cap p50 "
+              f"{np.percentile(ms, 50) / np.percentile(m, 50):.2f}x, p99 "
+              f"{np.percentile(ms, 99) / np.percentile(m, 99):.2f}x")
     if args.sizes:
         print("\n| jobs | p50 ms | p99 ms | max ms |")
         print("|---:|---:|---:|---:|")

@@ -1,5 +1,8 @@
 """psched: online scheduling of parameter-server training jobs on shared clusters.
 
+In a notebook, start with :func:`psched.compare` (a trace and policies in, a
+:class:`psched.Results` with pandas DataFrames and plots out).
+
 The names below are loaded on first use (PEP 562), so that importing a light module such as
 ``psched.errors`` (as every Ray worker does) does not import the whole library.
 """
@@ -32,7 +35,9 @@ _EXPORTS: dict[str, str] = {
     "make_policy": "psched.policies.base",
     "RunResult": "psched.simulator",
     "SchedulerLoop": "psched.simulator",
-    "simulate": "psched.simulator",
+    "simulate": "psched.api",  # psched.simulator.simulate, with a clear error for a path
+    "Results": "psched.api",
+    "compare": "psched.api",
     "Utility": "psched.utility",
     "make_utility": "psched.utility",
 }

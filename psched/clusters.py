@@ -34,6 +34,14 @@ from typing import Any
 
 from psched.errors import InputError
 from psched.horizon import trace_horizon
+from psched.limits import (
+    MAX_DEFAULT_SERVERS,
+    MAX_ID_CHARS,
+    MAX_LOAD,
+    MAX_SLOT_SECONDS,
+    MIN_SLOT_SECONDS,
+    shown,
+)
 from psched.model import RESOURCES, Cluster, JobSpec, Pool, Resources, Server
 from psched.traces.native import atomic_write_text
 
@@ -45,6 +53,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 __all__ = [
     "DEFAULT_PS_SERVER",
     "DEFAULT_WORKER_SERVER",
+    "MAX_CAPACITY",
+    "MAX_CLUSTER_BYTES",
     "MAX_SERVERS",
     "cluster_from_dict",
     "cluster_toml_text",
@@ -61,6 +71,10 @@ DEFAULT_PS_SERVER = Resources(cpu=36, memory_gb=60, storage_gb=1000, bandwidth_g
 
 #: Most servers a cluster file may describe (a guard against ``count = 10**12``).
 MAX_SERVERS = 100_000
+#: Largest capacity of one server per resource (keeps sums over servers finite).
+MAX_CAPACITY = 1e9
+#: Largest cluster file, bytes (MAX_SERVERS servers written one per line take about 20 MB).
+MAX_CLUSTER_BYTES = 64 * 2**20
 
 _SERVER_KEYS = {"id", "pool", "count", "capacity", *RESOURCES}
 _TOP_KEYS = {"slot_seconds", "servers", "description"}
@@ -77,7 +91,11 @@ def load_cluster(path: str | os.PathLike[str]) -> Cluster:
     """
     name = str(path)
     try:
-        text = Path(path).read_bytes().decode("utf-8-sig")
+        with Path(path).open("rb") as fh:
+            raw = fh.read(MAX_CLUSTER_BYTES + 1)
+        if len(raw) > MAX_CLUSTER_BYTES:
+            raise InputError(f"a cluster file is at most {MAX_CLUSTER_BYTES} bytes", path=name)
+        text = raw.decode("utf-8-sig")
     except OSError as err:
         raise InputError(f"cannot read cluster file: {err.strerror or err}", path=name) from None
     except UnicodeDecodeError as err:
@@ -100,9 +118,10 @@ def cluster_from_dict(data: Any, *, path: str = "<input>",
         if key not in _TOP_KEYS:
             raise fail(f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})", str(key))
     slot_seconds = data.get("slot_seconds", 3600.0)
-    if not _is_number(slot_seconds) or not (math.isfinite(slot_seconds) and slot_seconds > 0):
-        raise fail(f"must be a positive number, got {slot_seconds!r}", "slot_seconds",
-                   None, "slot_seconds")
+    if not _is_number(slot_seconds) or \
+            not MIN_SLOT_SECONDS <= slot_seconds <= MAX_SLOT_SECONDS:
+        raise fail(f"must be seconds in [{MIN_SLOT_SECONDS:g}, {MAX_SLOT_SECONDS:g}], got "
+                   f"{shown(slot_seconds)}", "slot_seconds", None, "slot_seconds")
     entries = data.get("servers")
     if not isinstance(entries, Sequence) or isinstance(entries, str) or not entries:
         raise fail("a non-empty list of servers is required", "servers")
@@ -126,11 +145,13 @@ def cluster_from_dict(data: Any, *, path: str = "<input>",
         if (isinstance(count, bool) or not isinstance(count, int) or count < 1
                 or count + len(servers) > MAX_SERVERS):
             raise fail(f"must be an integer >= 1 (at most {MAX_SERVERS} servers in all), got "
-                       f"{count!r}", f"{where}.count", i, "count")
+                       f"{shown(count)}", f"{where}.count", i, "count")
         capacity = _capacity(entry, where, lambda p, f, k, i=i: fail(p, f, i, k))
         base = entry.get("id")
-        if base is not None and (not isinstance(base, str) or not base.strip()):
-            raise fail(f"must be a non-empty string, got {base!r}", f"{where}.id", i, "id")
+        if base is not None and (not isinstance(base, str) or not base.strip()
+                                 or len(base) > MAX_ID_CHARS):
+            raise fail(f"must be a non-empty string of at most {MAX_ID_CHARS} characters, got "
+                       f"{shown(base)}", f"{where}.id", i, "id")
         for j in range(count):
             if base is None:
                 server_id = f"{'w' if pool is Pool.WORKER else 'p'}{generated[pool]:02d}"
@@ -193,8 +214,8 @@ def default_cluster_for_trace(specs: Sequence[JobSpec], *, slot_seconds: float,
     """
     if not specs:
         raise InputError("the trace has no jobs", field="trace")
-    if not (math.isfinite(load) and load > 0):
-        raise InputError(f"must be a positive number, got {load!r}", field="load")
+    if not (math.isfinite(load) and 0 < load <= MAX_LOAD):
+        raise InputError(f"must be a number in (0, {MAX_LOAD:g}], got {load!r}", field="load")
     horizon = trace_horizon(specs, slot_seconds)
     span = max(1, horizon - min(s.arrival for s in specs))
     gpu_slots = sum(s.worker_demand.gpu * s.work(slot_seconds) for s in specs)
@@ -202,6 +223,12 @@ def default_cluster_for_trace(specs: Sequence[JobSpec], *, slot_seconds: float,
     per_server = DEFAULT_WORKER_SERVER.gpu
     n = max(1, math.ceil(max(largest / per_server, gpu_slots / span / (per_server * load))
                          - 1e-9))
+    if n > MAX_DEFAULT_SERVERS:  # checked before a single server is built
+        big = max(specs, key=lambda s: s.worker_demand.gpu * s.max_workers)
+        why = (f"job {big.job_id!r} alone needs {largest:g} GPUs" if largest / per_server > n - 1
+               else f"the trace's mean demand at load {load:g} needs that many")
+        raise InputError(f"the default cluster would have {n} worker servers, more than "
+                         f"{MAX_DEFAULT_SERVERS} ({why}): give --cluster", field="cluster")
     width = max(2, len(str(n - 1)))
     servers = [Server(server_id=f"w{h:0{width}d}", pool=Pool.WORKER,
                       capacity=DEFAULT_WORKER_SERVER) for h in range(n)]
@@ -226,8 +253,9 @@ def _capacity(entry: Mapping[str, Any], where: str, fail: Any) -> Resources:
                 raise fail("given both here and in capacity", f"{where}.{r}", r)
             values[r] = entry[r]
     for r, value in values.items():
-        if not _is_number(value) or not math.isfinite(value) or value < 0:
-            raise fail(f"must be a finite number >= 0, got {value!r}", f"{where}.{r}", r)
+        if not _is_number(value) or not math.isfinite(value) or not 0 <= value <= MAX_CAPACITY:
+            raise fail(f"must be a number in [0, {MAX_CAPACITY:g}], got {shown(value)}",
+                       f"{where}.{r}", r)
     return Resources(**{r: float(v) for r, v in values.items()})
 
 
@@ -248,6 +276,8 @@ def _parse_json(text: str, path: str) -> Any:
     except json.JSONDecodeError as err:
         raise InputError(f"bad JSON: {err.msg} (column {err.colno})", path=path,
                          line=err.lineno) from None
+    except ValueError as err:  # an integer of more than 4300 digits
+        raise InputError(f"bad JSON: {str(err)[:100]}", path=path) from None
     except RecursionError:
         raise InputError("bad JSON: nested too deeply", path=path) from None
 
@@ -259,6 +289,8 @@ def _parse_toml(text: str, path: str) -> Any:
         found = re.search(r"line (\d+)", str(err))
         line = getattr(err, "lineno", None) or (int(found.group(1)) if found else None)
         raise InputError(f"bad TOML: {err}", path=path, line=line) from None
+    except ValueError as err:  # an integer of more than 4300 digits
+        raise InputError(f"bad TOML: {str(err)[:100]}", path=path) from None
     except RecursionError:
         raise InputError("bad TOML: nested too deeply", path=path) from None
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from psched.errors import InputError
+from psched.limits import MAX_DEFAULT_SERVERS, MAX_SERVER_SLOTS, shown
 
 __all__ = ["parse_priorities", "parse_servers", "register"]
 
@@ -27,9 +28,9 @@ def parse_servers(text: str) -> list[int]:
         except ValueError:
             raise InputError(f"expected integers >= 2 separated by commas, got {text!r}",
                              path="--servers", field="servers") from None
-        if n < 2:
-            raise InputError(f"a server count must be >= 2, got {n}", path="--servers",
-                             field="servers")
+        if not 2 <= n <= MAX_DEFAULT_SERVERS:
+            raise InputError(f"a server count must be in [2, {MAX_DEFAULT_SERVERS}], got "
+                             f"{shown(n)}", path="--servers", field="servers")
         out.append(n)
     return out
 
@@ -66,13 +67,13 @@ def _factors(text: str) -> list[float]:
 
 def register(commands: Any, trace_actions: Any) -> None:
     """Add ``psched ratio`` to the ``psched`` sub-commands."""
-    from psched.argtypes import nonneg_int, positive_float, positive_int
+    from psched.argtypes import jobs_arg, positive_float, seed_arg, slots_arg
 
     r = commands.add_parser("ratio", help="competitive ratio: online policies vs offline OPT")
-    r.add_argument("--instances", type=positive_int, default=10,
+    r.add_argument("--instances", type=jobs_arg, default=10,
                    help="instances per server count and priority range (default 10)")
-    r.add_argument("--jobs", type=positive_int, default=10, help="jobs per instance (10)")
-    r.add_argument("--slots", type=positive_int, default=10, help="horizon T (default 10)")
+    r.add_argument("--jobs", type=jobs_arg, default=10, help="jobs per instance (10)")
+    r.add_argument("--slots", type=slots_arg, default=10, help="horizon T (default 10)")
     r.add_argument("--servers", default="3,6,9,12", help="server counts (default 3,6,9,12)")
     r.add_argument("--priorities", default="1:100",
                    help="priority ranges LO:HI, comma-separated (default 1:100)")
@@ -80,8 +81,11 @@ def register(commands: Any, trace_actions: Any) -> None:
     r.add_argument("--policies", default="all", help="comma-separated names, or 'all'")
     r.add_argument("--time-limit", type=positive_float, default=60.0,
                    help="MILP time limit per instance, seconds (default 60)")
-    r.add_argument("--seed", type=nonneg_int, default=0, help="seed of the study")
-    r.add_argument("--out", metavar="DIR", help="write ratio.csv, summary.json and figures")
+    r.add_argument("--seed", type=seed_arg, default=0, help="seed of the study")
+    r.add_argument("--out", metavar="DIR", help="write ratio.csv, summary.json and figures "
+                   "(a new or empty folder; checked before any work)")
+    r.add_argument("--overwrite", action="store_true",
+                   help="let --out replace an earlier psched output (only that)")
     r.set_defaults(func=_cmd_ratio)
 
 
@@ -104,9 +108,17 @@ def _line(cells: Sequence[str], widths: Sequence[int]) -> str:
 
 
 def _cmd_ratio(args: argparse.Namespace) -> int:
+    from psched.output import check_out
     from psched.ratio import RatioRow, ratio_study, summarise
 
+    if args.out:
+        check_out(args.out, overwrite=args.overwrite)
+
     servers, prios = parse_servers(args.servers), parse_priorities(args.priorities)
+    size = args.jobs * args.slots * max(servers)
+    if size > MAX_SERVER_SLOTS:  # the offline MILP has a variable per job, slot and server
+        raise InputError(f"jobs x slots x servers = {size:.3g} exceeds {MAX_SERVER_SLOTS:g} "
+                         "(the offline MILP's size)", path="--jobs", field="jobs")
     factors, policies = _factors(args.factors), _policies(args.policies)
     header: list[str] = []
     widths: list[int] = []
@@ -147,7 +159,7 @@ def _write(out: str, rows: Sequence[Any], summary: dict[str, Any],
     from psched.ratio import write_csv
     from psched.ratio_plots import save_all
 
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, overwrite=bool(params.get("overwrite"))) as tmp:
         write_csv(rows, tmp / "ratio.csv")
         params = {k: v for k, v in params.items() if k != "func"}
         with open(tmp / "summary.json", "w") as fh:

@@ -36,7 +36,13 @@ _BAR = 20
 
 def register(commands: Any, trace_actions: Any) -> None:
     """Add ``serve``, ``submit``, ``status``, ``cancel``, ``logs`` and ``run``."""
-    from psched.argtypes import nonneg_int, positive_float, positive_int
+    from psched.argtypes import (
+        factor_arg,
+        positive_float,
+        processes_arg,
+        slot_seconds_arg,
+        slots_arg,
+    )
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--address", help="Ray address of an existing cluster")
@@ -45,15 +51,15 @@ def register(commands: Any, trace_actions: Any) -> None:
 
     def service_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--policy", default="oasis", help="policy name (default oasis)")
-        p.add_argument("--slot-seconds", type=positive_float, default=30.0,
+        p.add_argument("--slot-seconds", type=slot_seconds_arg, default=30.0,
                        help="slot length in seconds (default 30)")
-        p.add_argument("--horizon", type=positive_int, help="most slots to run")
+        p.add_argument("--horizon", type=slots_arg, help="most slots to run")
         p.add_argument("--prices", help="OASiS U_w,L_w,U_ps,L_ps (instead of --history)")
         p.add_argument("--history", action="append", default=[], metavar="FILE",
                        help="OASiS: U and L from these jobs (trace CSV or job TOML)")
-        p.add_argument("--price-estimate-factor", type=positive_float, default=1.0,
+        p.add_argument("--price-estimate-factor", type=factor_arg, default=1.0,
                        help="OASiS: scale U by this factor (default 1)")
-        p.add_argument("--worker-cpus", type=positive_float,
+        p.add_argument("--worker-cpus", type=factor_arg,
                        help="embedded Ray: worker capacity in CPUs (default: the cores)")
         p.add_argument("--allow-import", action="store_true",
                        help="allow user workloads given by import path")
@@ -62,7 +68,7 @@ def register(commands: Any, trace_actions: Any) -> None:
                        help="checkpoint every job also every S seconds within a slot, so a "
                             "lost PS shard costs at most S seconds of training (default: "
                             "at slot ends only)")
-        p.add_argument("--warm-processes", type=nonneg_int, default=4,
+        p.add_argument("--warm-processes", type=processes_arg, default=4,
                        help="fresh Ray worker processes kept waiting per node, so actors a "
                             "boundary adds start at once (default 4; 0: none)")
 
@@ -81,7 +87,7 @@ def register(commands: Any, trace_actions: Any) -> None:
     sp.set_defaults(func=_cmd_stop)
     sb = commands.add_parser("submit", help="submit job spec files (TOML) to the service")
     common(sb)
-    sb.add_argument("jobs", nargs="+", metavar="JOB.toml")
+    sb.add_argument("jobs", nargs="+", metavar="JOB.toml", help="job spec file(s) to submit")
     sb.set_defaults(func=_cmd_submit)
     st = commands.add_parser("status", help="the service's jobs, with progress")
     common(st)
@@ -90,15 +96,19 @@ def register(commands: Any, trace_actions: Any) -> None:
     st.set_defaults(func=_cmd_status)
     c = commands.add_parser("cancel", help="cancel a job")
     common(c)
-    c.add_argument("job_id")
+    c.add_argument("job_id", help="id of the job to cancel")
     c.set_defaults(func=_cmd_cancel)
     lg = commands.add_parser("logs", help="a job's journal: decisions, progress, events")
     common(lg)
-    lg.add_argument("job_id")
+    lg.add_argument("job_id", help="id of the job whose log to print")
     lg.set_defaults(func=_cmd_logs)
     r = commands.add_parser("run", help="run a trace on Ray through the service (real training)")
-    r.add_argument("trace", metavar="TRACE")
-    r.add_argument("--out", metavar="DIR", help="write the files of 'psched simulate --out'")
+    r.add_argument("trace", metavar="TRACE",
+                   help="native trace whose jobs name a workload to train for real")
+    r.add_argument("--out", metavar="DIR", help="write the files of 'psched simulate --out' "
+                   "(a new or empty folder; checked before any work)")
+    r.add_argument("--overwrite", action="store_true",
+                   help="let --out replace an earlier psched output (only that)")
     r.add_argument("--address", help="Ray address of an existing cluster")
     r.add_argument("--profile", action="store_true",
                    help="measure tau of every job on this Ray first (else the trace's tau_s); "
@@ -319,7 +329,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from ray_cluster.journal import check_journal
-    from ray_cluster.service import SERVICE_NAME, SERVICE_NAMESPACE, service_actor
+    from ray_cluster.service import (
+        SERVICE_NAME,
+        SERVICE_NAMESPACE,
+        service_actor,
+        watch_service,
+    )
 
     config = _config(args)
     if config.policy == "oasis":
@@ -357,16 +372,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
           f"{workdir / 'journal.db'}; stop it with 'psched stop --dir {args.dir}'", flush=True)
     if stop is None:
         return 0
-    while not stop.event.wait(2.0):  # the embedded Ray lives as long as this process
-        try:
-            if not ray.get(actor.status.remote(), timeout=60)["running"]:
-                break
-        except ray.exceptions.RayError as err:  # restarting (Ray restarts it from the journal)
-            log.warning("service actor: %s; waiting for it", type(err).__name__)
-            try:
-                actor = ray.get_actor(SERVICE_NAME, namespace=SERVICE_NAMESPACE)
-            except ValueError:  # gone for good
-                break
+    # the embedded Ray lives as long as this process; actor restarts are ridden out
+    with contextlib.suppress(_StopRequested):
+        watch_service(actor, sleep=stop.sleep)
     _shutdown(actor, workdir)
     print(f"psched service stopped ({stop.name or 'its loop ended'}); journal flushed",
           file=sys.stderr, flush=True)
@@ -378,6 +386,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 #: Files ``serve`` keeps in ``--dir`` while it holds an embedded Ray.
 SERVE_PID_FILE, RAY_PIDS_FILE = "serve.pid", "ray.pids"
+
+
+class _StopRequested(Exception):
+    """SIGINT or SIGTERM reached ``serve``."""
 
 
 class _StopSignals:
@@ -396,6 +408,11 @@ class _StopSignals:
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._handle)
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``; raise :class:`_StopRequested` once a stop signal came."""
+        if self.event.wait(seconds):
+            raise _StopRequested
 
     def _handle(self, signum: int, _frame: Any) -> None:
         import signal
@@ -554,14 +571,12 @@ def _cmd_stop(args: argparse.Namespace) -> int:
 def _cmd_submit(args: argparse.Namespace) -> int:
     import ray
 
-    from ray_cluster.jobspec import load_jobspec
     from ray_cluster.journal import spec_to_json
 
-    specs = [load_jobspec(f, allow_import=True) for f in args.jobs]  # the service re-checks
-    actor = _service(args)
+    actor, specs = _submissions(args)  # all checked here first; the service re-checks each
     failed = 0
-    for spec in specs:
-        out = ray.get(actor.submit.remote(spec_to_json(spec)))
+    for spec, where in specs:
+        out = ray.get(actor.submit.remote(spec_to_json(spec), where=where.to_dict()))
         if "error" in out:
             print(f"psched: error: {out['error']}", file=sys.stderr)
             failed += 1
@@ -572,6 +587,38 @@ def _cmd_submit(args: argparse.Namespace) -> int:
               + (f", planned completion slot {end}" if end is not None else "")
               + (f", payoff {out['payoff']:.4g}" if out.get("payoff") is not None else ""))
     return 2 if failed else 0
+
+
+def _submissions(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    """The service actor, and every job file of ``psched submit`` as ``(spec, where)``,
+    parsed and checked before anything is sent: import paths only if the service allows
+    them, no id twice in one command (nothing is submitted then)."""
+    import ray
+
+    from psched.limits import MAX_SUBMIT_JOBS
+    from ray_cluster.jobspec import ImportRefused, load_jobspec_where
+
+    if len(args.jobs) > MAX_SUBMIT_JOBS:
+        raise InputError(f"{len(args.jobs)} job files, more than {MAX_SUBMIT_JOBS} in one "
+                         "submit", field="jobs")
+    parsed: list[Any] = []
+    for f in args.jobs:
+        try:
+            parsed.append(load_jobspec_where(f, allow_import=False))
+        except ImportRefused:
+            parsed.append(f)  # decided once the service says whether it allows imports
+    actor = _service(args)
+    if any(isinstance(p, str) for p in parsed):
+        allow = bool(ray.get(actor.status.remote()).get("allow_import", False))
+        parsed = [load_jobspec_where(p, allow_import=allow) if isinstance(p, str) else p
+                  for p in parsed]
+    first: dict[str, Any] = {}
+    for spec, where in parsed:
+        if spec.job_id in first:
+            raise where.error("job_id", f"id {spec.job_id!r} also in {first[spec.job_id].path}"
+                              "; nothing submitted")
+        first[spec.job_id] = where
+    return actor, parsed
 
 
 def format_status(st: dict[str, Any]) -> str:
@@ -655,20 +702,37 @@ def _profile_specs(specs: list[Any], args: argparse.Namespace, embedded: bool) -
     return out
 
 
+def _check_trace_jobs(specs: list[Any], args: argparse.Namespace) -> None:
+    """Every job of a ``psched run`` trace as the service will check it (workload, its
+    hyper-parameters, work at this slot length), before Ray starts."""
+    from ray_cluster.jobspec import check_submission
+
+    for spec in specs:
+        try:
+            check_submission(spec, allow_import=args.allow_import,
+                             slot_seconds=args.slot_seconds)
+        except InputError as err:
+            raise InputError(f"job {spec.job_id!r}: {err.problem}", path=args.trace,
+                             field=err.field) from None
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     import dataclasses
     import tempfile
 
     from psched.horizon import trace_horizon
-    from psched.output import write_run
+    from psched.output import check_out, write_run
     from psched.traces.native import load_trace
     from ray_cluster.service import run_trace
 
+    if args.out:
+        check_out(args.out, overwrite=args.overwrite)
     specs = load_trace(args.trace)
     if any(not s.workload for s in specs):
         bad = next(s for s in specs if not s.workload)
         raise InputError(f"job {bad.job_id!r} names no workload (a real run trains every job)",
                          path=args.trace, field="workload")
+    _check_trace_jobs(specs, args)
     embedded = not (args.address or os.environ.get("RAY_ADDRESS"))
     init_ray(args.address, resources=_worker_resources(args, embedded))
     if args.profile:
@@ -682,7 +746,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     params = {"trace": args.trace, "policy": config.policy, "slot_seconds": args.slot_seconds,
               "horizon": horizon, "executor": "ray"}
     if args.out:
-        write_run(args.out, params, cluster, {config.policy: result})
+        write_run(args.out, params, cluster, {config.policy: result},
+                  overwrite=args.overwrite)
         print(f"wrote {args.out}", file=sys.stderr)
     for rec in result.records.values():
         print(f"{rec.job.job_id}: {'admitted' if rec.admitted else 'rejected'} "

@@ -8,7 +8,16 @@ import argparse
 import sys
 from typing import Any
 
-from psched.argtypes import nonneg_float, positive_float, positive_int
+from psched.argtypes import (
+    cpus_arg,
+    factor_arg,
+    jobs_arg,
+    load_arg,
+    nonneg_float,
+    seed_arg,
+    slot_seconds_arg,
+    slots_arg,
+)
 from psched.errors import InputError
 
 __all__ = ["mapping_options", "register"]
@@ -26,10 +35,10 @@ def _list(kind: Any) -> Any:
 def _add_mapping(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("mapping of public traces to jobs (traces/README.md)")
     g.add_argument("--format", default="auto", help="trace format, or auto (default)")
-    g.add_argument("--slot-seconds", type=positive_float, default=3600.0,
+    g.add_argument("--slot-seconds", type=slot_seconds_arg, default=3600.0,
                    help="slot length in seconds (default 3600)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the mapping's draws")
-    g.add_argument("--elastic", type=positive_float, default=2.0,
+    g.add_argument("--seed", type=seed_arg, default=0, help="seed of the mapping's draws")
+    g.add_argument("--elastic", type=factor_arg, default=2.0,
                    help="max workers = ceil(ELASTIC x GPUs in the trace), capped by the work "
                         "(default 2)")
     g.add_argument("--all-statuses", action="store_true",
@@ -65,7 +74,8 @@ def register(commands: Any, trace_actions: Any) -> None:
     p.set_defaults(func=_cmd_inspect)
 
     p = trace_actions.add_parser("convert", help="convert a public trace to the native format")
-    p.add_argument("trace", nargs="+", metavar="FILE")
+    p.add_argument("trace", nargs="+", metavar="FILE",
+                   help="trace file (Alibaba: a folder or the two tables)")
     p.add_argument("--to", choices=("native",), default="native", help="output format")
     p.add_argument("--out", required=True, metavar="FILE", help="native trace to write")
     _add_mapping(p)
@@ -81,21 +91,24 @@ def register(commands: Any, trace_actions: Any) -> None:
     p.set_defaults(func=_cmd_fetch)
 
     p = commands.add_parser("sweep", help="policies x seeds x loads x cluster sizes on Ray")
-    p.add_argument("--trace", nargs="+", required=True, metavar="FILE")
-    p.add_argument("--jobs", type=positive_int, help="keep the first N jobs")
+    p.add_argument("--trace", nargs="+", required=True, metavar="FILE",
+                   help="trace file(s) in any supported format")
+    p.add_argument("--jobs", type=jobs_arg, help="keep the first N jobs")
     p.add_argument("--format", default="auto", help="trace format, or auto (default)")
-    p.add_argument("--slot-seconds", type=positive_float, default=3600.0)
+    p.add_argument("--slot-seconds", type=slot_seconds_arg, default=3600.0,
+                   help="slot length in seconds (default 3600)")
     p.add_argument("--policies", type=_list(str), default=("fifo", "drf", "oasis"),
                    help="comma-separated policy names (default fifo,drf,oasis)")
-    p.add_argument("--seeds", type=_list(int), default=(0,), help="e.g. 0,1,2")
-    p.add_argument("--loads", type=_list(positive_float), default=(1.0,),
+    p.add_argument("--seeds", type=_list(seed_arg), default=(0,), help="e.g. 0,1,2")
+    p.add_argument("--loads", type=_list(load_arg), default=(1.0,),
                    help="load factors: arrival times divided by these (e.g. 0.5,1,2)")
-    p.add_argument("--cluster-scales", type=_list(positive_float), default=(1.0,),
+    p.add_argument("--cluster-scales", type=_list(factor_arg), default=(1.0,),
                    help="cluster sizes, times the default cluster of the trace (e.g. 0.5,1)")
-    p.add_argument("--max-window", type=positive_int)
+    p.add_argument("--max-window", type=slots_arg,
+                   help="cap on a job's window in slots (default: the utility floor)")
     p.add_argument("--out", required=True, metavar="DIR", help="results folder (resumable)")
     p.add_argument("--address", help="an existing Ray cluster (default: embedded local Ray)")
-    p.add_argument("--num-cpus", type=positive_int, help="CPUs of the embedded Ray")
+    p.add_argument("--num-cpus", type=cpus_arg, help="CPUs of the embedded Ray")
     p.add_argument("--serial", action="store_true", help="no Ray: cells one after another")
     p.add_argument("--no-check", action="store_true", help="skip the plan checker")
     p.set_defaults(func=_cmd_sweep)

@@ -39,7 +39,9 @@ def trace_horizon(specs: Iterable[JobSpec], slot_seconds: float,
     slot_seconds : float
         Slot length, seconds (sets each job's work W and fastest duration ceil(W/N)).
     max_window : int, optional
-        Cap on every window, slots; default ``max(10 * fastest, 50)`` per job.
+        Explicit cap on every window, slots (an experiment option); it then sizes T in place
+        of the default ``max(10 * fastest, 50)`` per job, which sizes T only and caps no
+        window.
 
     Returns
     -------

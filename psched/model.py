@@ -250,10 +250,20 @@ def window_length(spec: JobSpec, fastest: int, cap: int) -> int:
     del fastest
     if cap < 1:
         return 0
-    d = np.arange(1, cap + 1)
-    f = np.asarray(spec.utility(d), dtype=float)
-    below = np.nonzero(f < WINDOW_UTILITY_FLOOR * f[0])[0]
-    return int(below[0] + 1) if below.size else cap
+    floor = 0.0
+    for lo in range(1, cap + 1, _WINDOW_BLOCK):  # blocks: memory O(block) for any cap
+        d = np.arange(lo, min(cap, lo + _WINDOW_BLOCK - 1) + 1)
+        f = np.asarray(spec.utility(d), dtype=float)
+        if lo == 1:
+            floor = WINDOW_UTILITY_FLOOR * f[0]
+        below = np.nonzero(f < floor)[0]
+        if below.size:
+            return int(d[below[0]])
+    return cap
+
+
+#: Durations evaluated at once by :func:`window_length` (a 512 KB array).
+_WINDOW_BLOCK = 65536
 
 
 def resolve_job(
@@ -310,3 +320,5 @@ class Decision:
     payoff: float | None = None  #: utility minus priced cost, for pricing policies
     schedule: Mapping[int, Alloc] | None = field(default=None, repr=False)
     """The committed future schedule by slot, for policies that commit on arrival."""
+    promised: int | None = None
+    """The completion slot promised on admission (OASiS-family policies), else None."""

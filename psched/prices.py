@@ -22,6 +22,10 @@ Decisions on the paper's gaps (each tested in ``tests/test_prices.py``):
 * **Estimates** ``estimate_factor`` scales U with L fixed (Fig. 6). If an estimate puts U below
   L, U is raised to L (prices then stay flat rather than fall with load).
 * Reference jobs are those with a non-empty window and ``f(1) > 0``.
+* **Ties** between schedules of equal priced payoff are broken by one rule in every search
+  (fast, literal DP, brute force; :mod:`psched.oasis.schedule`): the earliest completion
+  slot, then the most workers in the completion slot, then in the slot before, and so on.
+  Prices therefore evolve identically whichever search a run uses.
 
 All logarithms are kept so that no utility in the float range overflows; costs are evaluated
 in units of ``exp(log_scale)`` (the largest U), so scaled prices lie in ``(0, 1]``.

@@ -7,17 +7,22 @@ from __future__ import annotations
 
 import inspect
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from psched.errors import InputError
+from psched.limits import check_run_size
 from psched.model import Cluster, JobSpec
 from psched.policies.base import available_policies, make_policy
+from psched.progress import Progress
 from psched.simulator import RunResult, simulate
 
 __all__ = [
+    "PschedWarning",
     "SimulateRequest",
+    "check_jobs_work",
     "parse_policies",
     "prepare",
     "print_table",
@@ -44,13 +49,15 @@ class SimulateRequest:
     seed: int = 0  #: seed of the scenario and of every policy
     load: float = 0.8  #: target load of the default cluster for a trace
     scenario_opt: tuple[tuple[str, str], ...] = ()  #: scenario options
-    max_window: int | None = None  #: cap on a job's window, slots
+    max_window: int | None = None  #: explicit cap on a job's window, slots (None: no cap)
     price_estimate_factor: float = 1.0  #: OASiS: U scaled by this factor
     history: str | None = None  #: OASiS: history trace for U and L
     out: str | None = None  #: output folder
+    overwrite: bool = False  #: replace an earlier psched output at ``out``
     plots: bool = True  #: write PNG plots
     check: bool = True  #: run the independent plan checker
-    progress: bool = True  #: progress bar on stderr (only on a terminal)
+    progress: bool = True  #: progress on stderr (a bar on a terminal, else a line every 5 s)
+    bound: str | None = None  #: "lp": add the pooled LP bound to params (psched.offline)
     extra: Mapping[str, Any] = field(default_factory=dict)  #: recorded in params as is
 
 
@@ -69,18 +76,29 @@ def parse_policies(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def prepare(req: SimulateRequest) -> tuple[list[JobSpec], Cluster, int, dict[str, Any]]:
-    """Jobs, cluster, horizon and the ``params`` record of a request."""
+def prepare(req: SimulateRequest, *, jobs: Sequence[JobSpec] | None = None,
+            cluster: Cluster | None = None,
+            ) -> tuple[list[JobSpec], Cluster, int, dict[str, Any]]:
+    """Jobs, cluster, horizon and the ``params`` record of a request.
+
+    ``jobs`` / ``cluster``: job specs / a cluster already in memory, in place of
+    ``req.trace`` / ``req.cluster`` (the API, :func:`psched.compare`).
+    """
+    if jobs is not None:
+        return _prepare_jobs(req, list(jobs), cluster)
     from psched.clusters import default_cluster_for_trace, load_cluster
     from psched.horizon import trace_horizon
 
     params: dict[str, Any] = {k: v for k, v in asdict(req).items()
-                              if k not in ("extra", "progress", "scenario_opt")}
+                              if k not in ("extra", "progress", "scenario_opt", "overwrite")}
     params["scenario_opt"] = dict(req.scenario_opt)
     params.update(req.extra)
     slot_s = req.slot_seconds
-    cluster: Cluster | None = None
-    if req.cluster:
+    if cluster is not None:
+        slot_s = cluster.slot_seconds if slot_s is None else slot_s
+        cluster = Cluster(servers=cluster.servers, slot_seconds=slot_s)
+        params["cluster_source"] = "a Cluster given in memory"
+    elif req.cluster:
         cluster = load_cluster(req.cluster)
         if slot_s is None:
             slot_s = cluster.slot_seconds
@@ -98,6 +116,8 @@ def prepare(req: SimulateRequest) -> tuple[list[JobSpec], Cluster, int, dict[str
         specs, report = jobs_fn(req.jobs or 100, seed=req.seed, slots=horizon,
                                 slot_seconds=slot_s, options=dict(req.scenario_opt))
         params["scenario_report"] = _as_dict(report)
+        if req.slots is None and getattr(report, "default_slots", None):
+            horizon = int(report.default_slots)  # a trace-like scenario: the trace's rule
         if cluster is None:
             cluster = cluster_fn(seed=req.seed, slot_seconds=slot_s)
             params["cluster_source"] = f"scenario {req.scenario}"
@@ -108,12 +128,51 @@ def prepare(req: SimulateRequest) -> tuple[list[JobSpec], Cluster, int, dict[str
             specs = specs[: req.jobs]
         if not specs:
             raise InputError("the trace has no jobs", path=req.trace)
+        check_jobs_work(specs, slot_s, path=req.trace)
         horizon = req.slots or trace_horizon(specs, slot_s, req.max_window)
         if cluster is None:
             cluster = default_cluster_for_trace(specs, slot_seconds=slot_s, load=req.load)
             params["cluster_source"] = f"default for the trace at load {req.load}"
     if req.cluster:
         params["cluster_source"] = req.cluster
+    check_run_size(horizon, len(cluster.servers))
+    params.update(horizon=horizon, slot_seconds=slot_s, n_jobs=len(specs),
+                  worker_servers=sum(s.pool.value == "worker" for s in cluster.servers),
+                  ps_servers=sum(s.pool.value == "ps" for s in cluster.servers))
+    return specs, cluster, horizon, params
+
+
+def check_jobs_work(specs: Sequence[JobSpec], slot_seconds: float, *, path: str) -> None:
+    """Refuse a trace with a job whose work in worker-slots at this slot length is more than
+    the model holds (:func:`psched.limits.check_work`), before the horizon is sized."""
+    from psched.limits import Where, check_work
+
+    for spec in specs:
+        check_work(spec, slot_seconds, Where(path=path, names={"epochs": f"job {spec.job_id}"}))
+def _prepare_jobs(req: SimulateRequest, specs: list[JobSpec], cluster: Cluster | None,
+                  ) -> tuple[list[JobSpec], Cluster, int, dict[str, Any]]:
+    """:func:`prepare` for job specs in memory (arrivals already in slots)."""
+    from psched.clusters import default_cluster_for_trace, load_cluster
+    from psched.horizon import trace_horizon
+
+    params: dict[str, Any] = {k: v for k, v in asdict(req).items()
+                              if k not in ("extra", "progress", "scenario_opt", "overwrite")}
+    params.update(req.extra, trace=None, source="job specs given in memory")
+    if cluster is None and req.cluster:
+        cluster = load_cluster(req.cluster)
+        params["cluster_source"] = req.cluster
+    slot_s = req.slot_seconds or (cluster.slot_seconds if cluster else DEFAULT_SLOT_SECONDS)
+    if req.jobs is not None:
+        specs = specs[: req.jobs]
+    if not specs:
+        raise InputError("no jobs given", field="jobs")
+    if cluster is None:
+        cluster = default_cluster_for_trace(specs, slot_seconds=slot_s, load=req.load)
+        params["cluster_source"] = f"default for the jobs at load {req.load}"
+    else:
+        params.setdefault("cluster_source", "a Cluster given in memory")
+        cluster = Cluster(servers=cluster.servers, slot_seconds=slot_s)
+    horizon = req.slots or trace_horizon(specs, slot_s, req.max_window)
     params.update(horizon=horizon, slot_seconds=slot_s, n_jobs=len(specs),
                   worker_servers=sum(s.pool.value == "worker" for s in cluster.servers),
                   ps_servers=sum(s.pool.value == "ps" for s in cluster.servers))
@@ -146,44 +205,78 @@ def _policy_options(name: str, req: SimulateRequest) -> dict[str, Any]:
     return {k: v for k, v in wanted.items() if k in accepted}
 
 
-def run_simulation(req: SimulateRequest) -> tuple[dict[str, Any], dict[str, RunResult]]:
-    """Run every requested policy on the same jobs and cluster; write ``req.out`` if set."""
+class PschedWarning(UserWarning):
+    """A result that is easy to misread (:func:`psched.summary.pitfalls`)."""
+
+
+def run_simulation(req: SimulateRequest, *, progress: Progress | None = None,
+                   command: Sequence[str] | str | None = None,
+                   jobs: Sequence[JobSpec] | None = None, cluster: Cluster | None = None,
+                   ) -> tuple[dict[str, Any], dict[str, RunResult]]:
+    """Run every requested policy on the same jobs and cluster; write ``req.out`` if set.
+
+    ``req.out`` is checked (:func:`psched.output.check_out`) before any work. Each pitfall
+    of :func:`psched.summary.pitfalls` is also issued as a :class:`PschedWarning`.
+    ``progress``: where to show progress (default: stderr if ``req.progress``); ``command``:
+    the command line recorded in the provenance (default ``sys.argv``); ``jobs``,
+    ``cluster``: in memory, in place of the request's files (:func:`prepare`).
+    """
+    from psched.summary import build_summary, provenance
+
+    prov = provenance(seed=req.seed, command=command)
     names = parse_policies(req.policies)
-    specs, cluster, horizon, params = prepare(req)
+    if req.out:
+        from psched.output import check_out
+
+        check_out(req.out, overwrite=req.overwrite)
+    specs, cluster, horizon, params = prepare(req, jobs=jobs, cluster=cluster)
     history: Sequence[JobSpec] = (
         _load(req.history, "auto", slot_seconds=cluster.slot_seconds, seed=req.seed)
         if req.history else ())
     params["policies"] = names
     results: dict[str, RunResult] = {}
-    bar = _progress_bar(total=horizon * len(names), enabled=req.progress)
-    for name in names:
-        policy = make_policy(name, **_policy_options(name, req))
-        if bar is not None:
-            bar.set_description(name)
-        results[name] = simulate(
-            specs, cluster, policy, horizon, history=history, max_window=req.max_window,
-            seed=req.seed, check=req.check,
-            on_slot=(lambda _t: bar.update(1)) if bar is not None else None,
-        )
-    if bar is not None:
-        bar.close()
+    own = progress is None and req.progress
+    bar = Progress(horizon * len(names), sys.stderr) if own else progress
+    try:
+        for name in names:
+            results[name] = _run_one(name, req, specs, cluster, horizon, history, bar)
+    finally:
+        if own and bar is not None:
+            bar.close()
+    if req.bound == "lp":
+        from psched.offline import pooled_bound
+
+        params["upper_bound"] = pooled_bound(
+            specs, cluster, horizon, max_window=req.max_window,
+            utilities={n: sum(r.utility for r in res.records.values())
+                       for n, res in results.items()})
+    summary = build_summary(params, results, specs=specs, prov=prov)
+    for text in summary["warnings"]:
+        warnings.warn(text, PschedWarning, stacklevel=2)
     if req.out:
         from psched.output import write_run
 
-        summary = write_run(req.out, params, cluster, results, plots=req.plots)
-    else:
-        from psched.metrics import summarize
-
-        summary = {"params": params, "policies": {n: summarize(r) for n, r in results.items()}}
+        summary = write_run(req.out, params, cluster, results, plots=req.plots,
+                            overwrite=req.overwrite, summary=summary)
     return summary, results
 
 
-def _progress_bar(total: int, enabled: bool) -> Any:
-    if not enabled or not sys.stderr.isatty():
-        return None
-    from tqdm import tqdm
+def _run_one(name: str, req: SimulateRequest, specs: Sequence[JobSpec], cluster: Cluster,
+             horizon: int, history: Sequence[JobSpec], bar: Progress | None) -> RunResult:
+    """One policy's run; the phase turns to the policy's report once the slots are done."""
+    policy = make_policy(name, **_policy_options(name, req))
+    on_slot = None
+    if bar is not None:
+        bar.phase(f"{name}: slots")
 
-    return tqdm(total=total, unit="slot", file=sys.stderr, leave=False)
+        def on_slot(t: int) -> None:
+            bar.advance(1)
+            if t >= horizon:
+                bar.phase(f"{name}: final report (the dual certificate, if the policy has one)")
+
+    return simulate(specs, cluster, policy, horizon, history=history,
+                    max_window=req.max_window, seed=req.seed, check=req.check,
+                    on_slot=on_slot)
 
 
 def _fmt(x: Any, spec: str = ".1f") -> str:
@@ -191,22 +284,32 @@ def _fmt(x: Any, spec: str = ".1f") -> str:
 
 
 def print_table(summary: Mapping[str, Any], file: TextIO = sys.stdout) -> None:
-    """The comparison table of ``psched simulate``."""
-    cols = ("policy", "utility", "admit", "reject", "done", "unfin", "jct_mean", "jct_p99",
-            "late_mean", "queue", "gpu_util", "dec_p50_ms", "dec_p99_ms", "dual_bound", "ratio")
+    """The comparison table of ``psched simulate``; columns: :data:`psched.summary.COLUMN_LEGEND`.
+
+    ``dl_met`` appears only when the trace has deadline jobs.
+    """
+    deadlines = any(s.get("deadline_met_fraction") is not None
+                    for s in summary["policies"].values())
+    cols = ["policy", "utility", "admit", "reject", "done", "unfin", "jct_mean", "jct_h",
+            "jct_p99", "late_mean", "queue", "makespan_h", *(["dl_met"] if deadlines else []),
+            "gpu_util", "dec_p50_ms", "dec_p99_ms", "dual_bound", "dual/util"]
     rows = []
     for name, s in summary["policies"].items():
         gpu = s["utilization"].get("worker", {}).get("gpu")
         rows.append((name, _fmt(s["total_utility"]), str(s["admitted"]), str(s["rejected"]),
                      str(s["completed"]), str(s["unfinished"]), _fmt(s["jct_mean"]),
-                     _fmt(s["jct_p99"]), _fmt(s["lateness_mean"]), _fmt(s["queueing_mean"]),
+                     _fmt(s.get("jct_mean_h"), ".2f"), _fmt(s["jct_p99"]),
+                     _fmt(s["lateness_mean"]), _fmt(s["queueing_mean"]),
+                     _fmt(s.get("makespan_h"), ".1f"),
+                     *([_fmt(s.get("deadline_met_fraction"), ".2f")] if deadlines else []),
                      _fmt(gpu, ".2f"), _fmt(s["decision_ms_p50"], ".2f"),
                      _fmt(s["decision_ms_p99"], ".2f"), _fmt(s.get("dual_bound")),
                      _fmt(s.get("certified_ratio"), ".3f")))
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     p = summary["params"]
     print(f"# {p['n_jobs']} jobs, T = {p['horizon']} slots of {p['slot_seconds']:g} s, "
-          f"{p['worker_servers']} worker + {p['ps_servers']} PS servers", file=file)
+          f"{p['worker_servers']} worker + {p['ps_servers']} PS servers "
+          "(columns: psched simulate --help)", file=file)
     print("  ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True)), file=file)
     for r in rows:
         print("  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)), file=file)

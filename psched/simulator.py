@@ -1,7 +1,8 @@
 """The one scheduling loop: arrivals -> decisions -> apply plans -> advance -> record.
 
-The same :class:`SchedulerLoop` serves the trace-driven simulator and, later, the live
-service. Everything that differs between them is injected:
+The same :class:`SchedulerLoop` serves the trace-driven simulator and the live service
+(:mod:`ray_cluster.service`, its real-time driver). Everything that differs between them is
+injected:
 
 * :class:`ArrivalSource` -- a trace (:class:`TraceArrivals`) or a queue filled while the loop
   runs (:class:`QueueArrivals`);
@@ -10,11 +11,24 @@ service. Everything that differs between them is injected:
 
 The loop keeps all of its own state in :class:`LoopState`, plain data that a live service can
 save and restore. A policy keeps its own state.
+
+The API a live owner uses (between slots, under its own lock): :meth:`SchedulerLoop.admit`
+returns an :class:`Admission` per job (decision, payoff, committed schedule, latency);
+:meth:`~SchedulerLoop.book` holds a job for a later arrival slot; :meth:`~SchedulerLoop.replan`
+re-decides a job's remaining work; :meth:`~SchedulerLoop.release` and
+:meth:`~SchedulerLoop.drop`; :meth:`~SchedulerLoop.restore` rebuilds finished slots from a
+journal; ``before_slot``/``after_slot``/``on_decision`` hooks; and :meth:`~SchedulerLoop.step`
+split into :meth:`~SchedulerLoop.begin_slot`, the executor's ``apply`` and
+:meth:`~SchedulerLoop.end_slot`, so that a real-time driver runs the same slot with its own
+clock.
 """
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,16 +37,29 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from psched.checker import check_plan, plan_usage
-from psched.executor import Executor, SimulatedExecutor
-from psched.model import RESOURCES, Cluster, Decision, Job, JobSpec, Pool, SlotPlan, resolve_job
+from psched.checker import PlanChecker
+from psched.executor import Executor, SimulatedExecutor, SlotReport
+from psched.model import (
+    RESOURCES,
+    Alloc,
+    Cluster,
+    Decision,
+    Job,
+    JobSpec,
+    Pool,
+    SlotPlan,
+    resolve_job,
+)
 from psched.policies.base import JobStatus, Policy, RunContext, View
 
 __all__ = [
     "REJECT_CANNOT_FIT",
     "REJECT_PAST_HORIZON",
+    "Admission",
+    "AfterSlot",
     "AllocationRow",
     "ArrivalSource",
+    "BeforeSlot",
     "Clock",
     "JobRecord",
     "LoopState",
@@ -146,6 +173,7 @@ class JobRecord:
     done: float = 0.0  #: work done, worker-slots
     first_slot: int | None = None  #: first slot with workers
     completion: int | None = None  #: slot in which the last work was done
+    promised: int | None = None  #: completion slot promised on admission, if the policy promises
 
     @property
     def duration(self) -> int | None:
@@ -175,6 +203,9 @@ class LoopState:
     usage: np.ndarray | None = None  #: pool-summed usage per resource (2 x R), all slots
     decision_ms: list[float] = field(default_factory=list)  #: one entry per decision event
     slots_run: int = 0  #: slots executed
+    booked: list[JobSpec] = field(default_factory=list)  #: to be decided in a later slot
+    arrived: list[str] = field(default_factory=list)  #: admitted since the last plan
+    event_ms: list[float] = field(default_factory=list)  #: their decision times (re-planners)
 
 
 @dataclass(kw_only=True)
@@ -226,8 +257,39 @@ def _pool_rows(cluster: Cluster) -> np.ndarray:
     return np.array([0 if s.pool == Pool.WORKER else 1 for s in cluster.servers])
 
 
+@dataclass(frozen=True, kw_only=True)
+class Admission:
+    """The loop's answer to one arrival (or re-plan): what the owner of the loop journals."""
+
+    job_id: str  #: the job
+    slot: int  #: the slot the decision was made for
+    admitted: bool  #: admitted (or, for a re-plan, a new schedule found)
+    reason: str = ""  #: why not: a screening reason or the policy's
+    payoff: float | None = None  #: the policy's payoff, if it prices
+    work: int = 0  #: worker-slots decided for (the remaining work of a re-plan)
+    #: the committed schedule by slot (policies that commit on arrival), else empty
+    schedule: Mapping[int, Alloc] = field(default_factory=dict)
+    latency_ms: float | None = None  #: the policy's decision time; None if screened out
+
+
+#: A before-slot hook: called with slot ``t`` once it has begun, before its arrivals.
+BeforeSlot = Callable[[int], None]
+#: An after-slot hook: called with the slot, its executed plan and the executor's report,
+#: once the loop recorded the slot.
+AfterSlot = Callable[[int, SlotPlan, SlotReport], None]
+
+
 class SchedulerLoop:
-    """Runs a policy slot by slot over an executor. ``step`` runs one slot."""
+    """Runs a policy slot by slot over an executor. ``step`` runs one slot.
+
+    A slot is :meth:`begin_slot` (hooks, due arrivals, the policy's plan, the check), the
+    executor's ``apply``, then :meth:`end_slot` (record, progress, completions, hooks);
+    :meth:`step` runs the three after waiting for the clock. A real-time driver (the live
+    service) runs the same three with its own clock and lock, as SimPy's
+    ``RealtimeEnvironment`` only overrides ``step``. Between slots the owner may
+    :meth:`admit` (decide at once), :meth:`book` (decide when a later slot begins),
+    :meth:`replan`, :meth:`drop` and :meth:`restore` (rebuild the state from a journal).
+    """
 
     def __init__(
         self,
@@ -244,8 +306,12 @@ class SchedulerLoop:
         seed: int = 0,
         check: bool = True,
         state: LoopState | None = None,
+        before_slot: Sequence[BeforeSlot] = (),
+        after_slot: Sequence[AfterSlot] = (),
     ) -> None:
-        """``state``: resume from a saved :class:`LoopState` (the policy restores its own)."""
+        """``state``: resume from a saved :class:`LoopState` (the policy restores its own).
+        ``before_slot``/``after_slot``: hooks run around every slot (:data:`BeforeSlot`,
+        :data:`AfterSlot`)."""
         self.cluster = cluster
         self.policy = policy
         self.horizon = horizon
@@ -255,7 +321,13 @@ class SchedulerLoop:
         self.max_window = max_window
         self.check = check
         self.state = state or LoopState(usage=np.zeros((2, len(RESOURCES))))
+        self.before_slot: list[BeforeSlot] = list(before_slot)
+        self.after_slot: list[AfterSlot] = list(after_slot)
+        #: called with every :class:`Admission` the loop makes (``admit``, ``replan``,
+        #: and arrivals decided when a slot begins)
+        self.on_decision: list[Callable[[Admission], None]] = []
         self._pool_rows = _pool_rows(cluster)
+        self._checker = PlanChecker()  # check and usage, recomputed only where plans changed
         self._clusters: list[tuple[int, Cluster]] = [(0, cluster)]  # (from slot, cluster)
         ctx = RunContext(
             cluster=cluster,
@@ -287,12 +359,23 @@ class SchedulerLoop:
         return resolve_job(spec, self.cluster.slot_seconds, self.horizon, self.max_window)
 
     # -- the loop ---------------------------------------------------------------------------
-    def step(self) -> None:
+    def step(self) -> SlotReport:
         """Run one slot: arrivals -> decisions -> plan -> check -> apply -> advance -> record."""
-        st = self.state
-        t = st.t
+        t = self.state.t
         self.clock.wait_until(t)
-        arrived, arrival_ms = self.admit(t, self.arrivals.pop(t))
+        plan, jobs = self.begin_slot(t)
+        report = self.executor.apply(t, plan, jobs)
+        self.end_slot(t, plan, jobs, report)
+        return report
+
+    def begin_slot(self, t: int) -> tuple[SlotPlan, dict[str, Job]]:
+        """Slot ``t`` has begun: run the before-slot hooks, decide the arrivals due, ask the
+        policy for the slot's plan and check it. Returns the plan and the active jobs (what
+        the executor's ``apply`` takes)."""
+        st = self.state
+        for hook in self.before_slot:
+            hook(t)
+        self.admit(t, self._due(t))
         records = st.records
         view = View(
             t=t,
@@ -303,54 +386,204 @@ class SchedulerLoop:
                              first_slot=records[j].first_slot)
                 for j in st.active
             },
-            arrived=tuple(arrived),
+            arrived=tuple(st.arrived),
             completed=tuple(st.completed_last),
         )
         t0 = time.perf_counter()
         plan = {j: a for j, a in self.policy.plan(view).items() if a.n_workers or a.n_ps}
         plan_ms = (time.perf_counter() - t0) * 1e3
-        if self.policy.commits_on_arrival:
-            st.decision_ms.extend(arrival_ms)
-        elif view.event:
-            st.decision_ms.append(sum(arrival_ms) + plan_ms)
+        if not self.policy.commits_on_arrival and view.event:
+            st.decision_ms.append(sum(st.event_ms) + plan_ms)
+        st.arrived.clear()
+        st.event_ms.clear()
         active_jobs = {j: records[j].job for j in st.active}
         if self.check:
-            check_plan(t, plan, self.cluster, active_jobs)
-        report = self.executor.apply(t, plan, active_jobs)
-        self.record(t, plan, active_jobs)
+            self._checker.check(t, plan, self.cluster, active_jobs)
+        return plan, active_jobs
+
+    def end_slot(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job],
+                 report: SlotReport) -> None:
+        """Slot ``t`` ran ``plan``: record it, add the reported progress, complete and release
+        finished jobs, move to slot ``t + 1`` and run the after-slot hooks."""
+        st = self.state
+        self.record(t, plan, jobs)
         self._advance(t, report.progress)
         st.t += 1
         st.slots_run += 1
+        for hook in self.after_slot:
+            hook(t, plan, report)
 
-    def admit(self, t: int, specs: list[JobSpec]) -> tuple[list[str], list[float]]:
-        """Screen and decide each arrival in slot ``t`` now (a live service calls it as jobs
-        are submitted); return the admitted ids and the decision times in ms."""
+    def _due(self, t: int) -> list[JobSpec]:
+        """Booked jobs whose slot has come (their arrival made ``t`` if it was earlier: a
+        restarted service), then the arrival source's."""
         st = self.state
-        admitted: list[str] = []
-        times: list[float] = []
-        for spec in specs:
-            if spec.job_id in st.records:
-                raise ValueError(f"job id {spec.job_id!r} arrived twice")
-            job = self.resolve(spec)
-            rec = JobRecord(job=job)
-            st.records[spec.job_id] = rec
-            if spec.arrival >= self.horizon:
-                rec.reason = REJECT_PAST_HORIZON
-                continue
-            if cannot_fit(job, self.cluster):
-                rec.reason = REJECT_CANNOT_FIT
-                continue
-            view = View(t=t, cluster=self.cluster, horizon=self.horizon, active={})
-            t0 = time.perf_counter()
-            decision: Decision = self.policy.on_arrival(job, view)
-            times.append((time.perf_counter() - t0) * 1e3)
-            rec.admitted, rec.payoff = decision.admitted, decision.payoff
-            if decision.admitted:
-                st.active.append(spec.job_id)
-                admitted.append(spec.job_id)
-            else:
-                rec.reason = decision.reason or "rejected"
-        return admitted, times
+        due: list[JobSpec] = []
+        if st.booked:
+            due = [dataclasses.replace(s, arrival=max(s.arrival, t))
+                   for s in st.booked if s.arrival <= t]
+            st.booked = [s for s in st.booked if s.arrival > t]
+        return due + self.arrivals.pop(t)
+
+    # -- what the owner of a running loop may do between slots ------------------------------
+    def known(self, job_id: str) -> bool:
+        """True if a job with this id arrived or is booked."""
+        return job_id in self.state.records or any(s.job_id == job_id
+                                                   for s in self.state.booked)
+
+    def idle(self) -> bool:
+        """No job is active or booked."""
+        return not self.state.active and not self.state.booked
+
+    def book(self, spec: JobSpec) -> None:
+        """Hold ``spec`` until slot ``spec.arrival`` begins; it is decided then.
+
+        Raises
+        ------
+        ValueError
+            A job with this id arrived or was booked before.
+        """
+        if self.known(spec.job_id):
+            raise ValueError(f"job id {spec.job_id!r} arrived twice")
+        bisect.insort_right(self.state.booked, spec, key=lambda s: s.arrival)
+
+    def admit(self, t: int, specs: Sequence[JobSpec], *,
+              forced: Mapping[str, Decision] | None = None) -> list[Admission]:
+        """Screen and decide each arrival in slot ``t`` now (a live service calls it as jobs
+        are submitted); one :class:`Admission` per spec, in order.
+
+        ``forced``: decisions made before (a journal), by job id. A policy with a
+        ``restore(job, decision)`` method re-applies each as it was; any other policy decides
+        again, and the forced decision wins where they differ (logged).
+
+        Raises
+        ------
+        ValueError
+            A job with this id arrived before.
+        """
+        out = [self._admit_one(t, spec, None if forced is None else forced.get(spec.job_id))
+               for spec in specs]
+        for hook in self.on_decision:
+            for adm in out:
+                hook(adm)
+        return out
+
+    def _admit_one(self, t: int, spec: JobSpec, forced: Decision | None) -> Admission:
+        st = self.state
+        if spec.job_id in st.records:
+            raise ValueError(f"job id {spec.job_id!r} arrived twice")
+        job = self.resolve(spec)
+        rec = JobRecord(job=job)
+        st.records[spec.job_id] = rec
+        if spec.arrival >= self.horizon:
+            rec.reason = REJECT_PAST_HORIZON
+        elif cannot_fit(job, self.cluster):
+            rec.reason = REJECT_CANNOT_FIT
+        if rec.reason:
+            return Admission(job_id=spec.job_id, slot=t, admitted=False, reason=rec.reason,
+                             work=job.work)
+        decision, ms = self._decide(job, t, forced)
+        if self.policy.commits_on_arrival:
+            st.decision_ms.append(ms)
+        else:
+            st.event_ms.append(ms)
+        rec.admitted, rec.payoff = decision.admitted, decision.payoff
+        rec.promised = decision.promised if decision.admitted else None
+        if decision.admitted:
+            st.active.append(spec.job_id)
+            st.arrived.append(spec.job_id)
+        else:
+            rec.reason = decision.reason or "rejected"
+        return Admission(job_id=spec.job_id, slot=t, admitted=decision.admitted,
+                         reason=rec.reason, payoff=decision.payoff, work=job.work,
+                         schedule=dict(decision.schedule or {}), latency_ms=ms)
+
+    def _decide(self, job: Job, t: int, forced: Decision | None) -> tuple[Decision, float]:
+        view = View(t=t, cluster=self.cluster, horizon=self.horizon, active={})
+        restore = None if forced is None else getattr(self.policy, "restore", None)
+        t0 = time.perf_counter()
+        if forced is not None and restore is not None:
+            restore(job, forced)
+            decision = forced
+        else:
+            decision = self.policy.on_arrival(job, view)
+        ms = (time.perf_counter() - t0) * 1e3
+        if forced is not None and (decision.admitted != forced.admitted or
+                                   dict(decision.schedule or {}) != dict(forced.schedule or {})):
+            log.warning("job %s decided again differs from its record; the record wins",
+                        job.job_id)
+            decision = forced
+        return decision, ms
+
+    def replan(self, job_id: str, t: int, *, work: int | None = None,
+               forced: Decision | None = None, release: bool = False) -> Admission:
+        """Re-decide an active job for its remaining work (``work``, default
+        ``ceil(W - done)``) from slot ``t``, its utility still counted from its arrival: the
+        policy's ``on_arrival`` on the residual job (``forced`` as in :meth:`admit`).
+        ``release``: first let the policy forget the job's commitments from ``t`` on (its
+        ``release(job_id, t)`` method, if it has one). The job stays active either way; the
+        owner drops it if it wants to. One policy decision."""
+        st = self.state
+        rec = st.records[job_id]
+        left = work if work is not None else max(1, math.ceil(rec.job.work - rec.done - 1e-9))
+        residual = Job(spec=rec.job.spec, work=left, window=rec.job.window)
+        if release:
+            self.release(job_id, t)
+        decision, ms = self._decide(residual, t, forced)
+        st.decision_ms.append(ms)
+        adm = Admission(job_id=job_id, slot=t, admitted=decision.admitted,
+                        reason=decision.reason, payoff=decision.payoff, work=left,
+                        schedule=dict(decision.schedule or {}) if decision.admitted else {},
+                        latency_ms=ms)
+        for hook in self.on_decision:
+            hook(adm)
+        return adm
+
+    def release(self, job_id: str, t: int) -> bool:
+        """Let the policy forget a job's commitments from slot ``t`` on (its
+        ``release(job_id, t)`` method: a job that finished early, or one re-planned into
+        freed capacity). False if the policy has no such method."""
+        hook = getattr(self.policy, "release", None)
+        if hook is None:
+            return False
+        hook(job_id, t)
+        return True
+
+    def drop(self, job_id: str, reason: str) -> bool:
+        """Stop an active job for good (cancelled, failed, dropped): it leaves the active
+        set with ``reason`` and the executor releases it. False if it was not active."""
+        st = self.state
+        if job_id not in st.active:
+            return False
+        st.active.remove(job_id)
+        st.records[job_id].reason = reason
+        self.executor.release(job_id)
+        return True
+
+    def restore(self, *, slots: Iterable[tuple[int, SlotPlan]] = (),
+                done: Mapping[str, float] | None = None,
+                completed: Mapping[str, int] | None = None,
+                dropped: Mapping[str, str] | None = None) -> None:
+        """Rebuild the state of finished slots from a journal, after its decisions were
+        re-applied with :meth:`admit` (and :meth:`replan`): the executed ``slots`` (slot,
+        plan) in order, each job's work ``done``, ``completed`` jobs (their slot) and
+        ``dropped`` ones (their reason). The next slot is the one after the last executed."""
+        st = self.state
+        for t, plan in slots:
+            self.record(t, plan, {j: st.records[j].job for j in plan})
+            st.t = t + 1
+            st.slots_run += 1
+        for job_id, amount in (done or {}).items():
+            st.records[job_id].done = amount
+        for job_id, slot in (completed or {}).items():
+            st.records[job_id].completion = slot
+            if job_id in st.active:
+                st.active.remove(job_id)
+        for job_id, reason in (dropped or {}).items():
+            st.records[job_id].reason = reason
+            if job_id in st.active:
+                st.active.remove(job_id)
+        st.arrived.clear()
+        st.completed_last = []
 
     def record(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job]) -> None:
         """Record an executed plan of slot ``t`` (a restarted service replays its journal)."""
@@ -364,7 +597,7 @@ class SchedulerLoop:
             if rec.first_slot is None and alloc.n_workers > 0:
                 rec.first_slot = t
         if plan:
-            usage = plan_usage(plan, self.cluster, jobs)
+            usage = self._checker.usage(plan, self.cluster, jobs)
             assert st.usage is not None
             np.add.at(st.usage, self._pool_rows, usage)
 

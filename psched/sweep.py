@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from psched.errors import InputError
+from psched.model import JobSpec
 from psched.traces.native import atomic_write_text
 
-__all__ = ["RESULT_COLUMNS", "SweepCell", "SweepSpec", "cells_of", "run_cell", "run_sweep"]
+__all__ = ["RESULT_COLUMNS", "SweepCell", "SweepSpec", "cells_of", "load_cell_jobs", "run_cell",
+           "run_sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,7 @@ class SweepSpec:
     seeds: tuple[int, ...] = (0,)  #: seeds (mapping draws and policies)
     loads: tuple[float, ...] = (1.0,)  #: load factors: arrival offsets divided by these
     scales: tuple[float, ...] = (1.0,)  #: cluster sizes, times the default cluster
-    max_window: int | None = None  #: cap on a job's window, slots
+    max_window: int | None = None  #: explicit cap on a job's window, slots (None: no cap)
     check: bool = True  #: run the independent plan checker
 
     def digest(self) -> str:
@@ -101,24 +103,41 @@ def _check(spec: SweepSpec) -> None:
         raise InputError("a sweep needs at least one seed and one policy", field="sweep")
 
 
-def run_cell(spec: SweepSpec, cell: SweepCell) -> dict[str, Any]:
+def load_cell_jobs(spec: SweepSpec, seed: int) -> list[JobSpec]:
+    """The jobs every cell of ``seed`` runs: the trace mapped with that seed, first ``jobs``.
+
+    Raises
+    ------
+    InputError
+        Bad trace, or no jobs.
+    """
+    from psched.traces.detect import load_any
+
+    paths = spec.trace[0] if len(spec.trace) == 1 else list(spec.trace)
+    base = load_any(paths, spec.fmt, slot_seconds=spec.slot_seconds, seed=seed)
+    if spec.jobs is not None:
+        base = base[: spec.jobs]
+    if not base:
+        raise InputError("the trace has no jobs", path=", ".join(spec.trace))
+    return base
+
+
+def run_cell(spec: SweepSpec, cell: SweepCell,
+             jobs: Sequence[JobSpec] | None = None) -> dict[str, Any]:
     """Simulate one cell; return its ``results.csv`` row. Pure: the same cell, the same row
-    (except ``wall_s``). O(one simulation)."""
+    (except ``wall_s``). ``jobs``: :func:`load_cell_jobs` of the cell's seed, when the caller
+    has it already (a sweep loads each seed once; on Ray the jobs travel in the object store,
+    so no node needs the trace file). O(one simulation)."""
     from psched.clusters import default_cluster_for_trace
     from psched.horizon import trace_horizon
     from psched.metrics import summarize
     from psched.model import Cluster, Pool
     from psched.policies.base import make_policy
     from psched.simulator import simulate
-    from psched.traces.detect import load_any, scale_arrivals
+    from psched.traces.detect import scale_arrivals
 
     t0 = time.perf_counter()
-    paths = spec.trace[0] if len(spec.trace) == 1 else list(spec.trace)
-    base = load_any(paths, spec.fmt, slot_seconds=spec.slot_seconds, seed=cell.seed)
-    if spec.jobs is not None:
-        base = base[: spec.jobs]
-    if not base:
-        raise InputError("the trace has no jobs", path=", ".join(spec.trace))
+    base = list(jobs) if jobs is not None else load_cell_jobs(spec, cell.seed)
     sized = default_cluster_for_trace(base, slot_seconds=spec.slot_seconds, load=1.0)
     n = max(1, round(len(sized.indices(Pool.WORKER)) * cell.scale))
     workers = [s for s in sized.servers if s.pool is Pool.WORKER][:1] * n
@@ -200,8 +219,11 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
     if todo and parallel:
         _run_on_ray(spec, todo, save, address, num_cpus, cpus_per_cell)
     else:
+        loaded: dict[int, list[JobSpec]] = {}
         for cell in todo:
-            save(run_cell(spec, cell))
+            if cell.seed not in loaded:  # each seed's jobs are loaded once
+                loaded[cell.seed] = load_cell_jobs(spec, cell.seed)
+            save(run_cell(spec, cell, loaded[cell.seed]))
     rows = [json.loads((root / "cells" / f"{c.key}.json").read_text(encoding="utf-8"))
             for c in cells]
     atomic_write_text(root / "results.csv", _table(rows))
@@ -225,8 +247,13 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
                      log_to_driver=False)
         started = True
     try:
-        task = ray.remote(num_cpus=cpus_per_cell, max_retries=0)(run_cell)
-        pending = {task.remote(spec, c): c for c in todo}
+        # each seed's jobs are loaded once, here, and shipped through the object store: no
+        # node but this one reads the trace, and no cell pays for mapping it again
+        refs = {seed: ray.put(load_cell_jobs(spec, seed)) for seed in sorted({c.seed
+                                                                          for c in todo})}
+        task = ray.remote(num_cpus=cpus_per_cell, max_retries=0,
+                          scheduling_strategy="SPREAD")(_cell_task)
+        pending = {task.remote(spec, c, refs[c.seed]): c for c in todo}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
@@ -235,6 +262,15 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
     finally:
         if started:
             ray.shutdown()
+
+
+def _cell_task(spec: SweepSpec, cell: SweepCell, jobs: Sequence[JobSpec]) -> dict[str, Any]:
+    """A cell as a Ray task: its row plus ``ray_node``, the node that ran it."""
+    import ray
+
+    row = run_cell(spec, cell, jobs)
+    row["ray_node"] = ray.get_runtime_context().get_node_id()
+    return row
 
 
 def _table(rows: Sequence[dict[str, Any]]) -> str:

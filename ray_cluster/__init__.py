@@ -7,13 +7,22 @@ Submodules (import them directly; this package imports nothing heavy on purpose)
   kernel in ``ray_cluster.update_kernels``, Numba);
 * ``ray_cluster.elastic`` — the Dynamic mini-batch SGD learning-rate scale (Lin et al. 2019);
 * ``ray_cluster.torch_workload`` — the optional PyTorch workload (needs the ``torch`` extra);
-* ``ray_cluster.actors``, ``ray_cluster.runtime`` (with its data types in
-  ``ray_cluster.runtime_types``), ``ray_cluster.executor``, ``ray_cluster.checkpoint`` — the
-  runtime;
-* ``ray_cluster.service`` — the live scheduler service (public import path), with
-  ``ray_cluster.recovery`` (re-plans, nodes, restarts), ``ray_cluster.service_config`` and
-  ``ray_cluster.service_entry`` (the Ray actor, ``run_trace``); its journal is
-  ``ray_cluster.journal``.
+* ``ray_cluster.actors`` (the PS-shard and worker actors), ``ray_cluster.checkpoint``,
+  ``ray_cluster.warmpool`` -- the runtime's building blocks;
+* ``ray_cluster.runtime`` -- one job's training controller (``JobRuntime``, in layers:
+  ``runtime.state``, ``runtime.fleet``, ``runtime.checkpoints``, ``runtime.boundary``,
+  ``runtime.training``; its data types in ``runtime.types``);
+* ``ray_cluster.executor`` -- psched's executor on Ray (many jobs, slot by slot);
+  ``ray_cluster.cluster_model`` -- Ray nodes as psched servers;
+* ``ray_cluster.service`` -- the live scheduler service (public import path; its parts
+  ``service.config``, ``service.core``, ``service.nodes``, ``service.replay``,
+  ``service.actor``); its journal is ``ray_cluster.journal``, job files are read by
+  ``ray_cluster.jobspec``.
+
+Layers import downwards only (``tests/test_import_graph.py`` checks there is no cycle):
+workloads <- runtime building blocks <- runtime <- executor <- service.
+``ray_cluster.recovery``, ``ray_cluster.service_config`` and ``ray_cluster.runtime_types``
+are old import paths kept as re-exports.
 """
 
 __all__: list[str] = []

@@ -36,7 +36,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CheckpointMeta", "CheckpointStore", "read_range", "write_slice"]
+from psched.errors import InputError
+
+__all__ = ["CheckpointMeta", "CheckpointStore", "job_folder", "read_range", "write_slice"]
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +112,26 @@ def read_range(folder: str | os.PathLike[str], key: str, lo: int, hi: int) -> np
     return out
 
 
+def job_folder(root: str | os.PathLike[str], job_id: str) -> Path:
+    """``root/job_id``, for a safe id (:func:`psched.limits.check_id`) only, and only if it
+    resolves inside ``root`` (defence in depth: ids are checked at submit too).
+
+    Raises
+    ------
+    InputError
+        An unsafe id, or a folder that would lie outside ``root``.
+    """
+    from psched.limits import Where, check_id
+
+    check_id(job_id, Where(path=str(root)))
+    base = Path(root).resolve()
+    folder = (base / job_id).resolve()
+    if folder.parent != base:
+        raise InputError(f"checkpoint folder {str(folder)[:200]!r} is outside {str(base)!r}",
+                         path=str(root), field="job_id")
+    return Path(root) / job_id
+
+
 class CheckpointStore:
     """Committed checkpoint versions of one job under ``root/job_id``.
 
@@ -126,7 +148,7 @@ class CheckpointStore:
     def __init__(self, root: str | os.PathLike[str], job_id: str, keep: int = 2) -> None:
         if keep < 1:
             raise ValueError(f"keep must be at least 1, got {keep}")
-        self.folder = Path(root) / job_id
+        self.folder = job_folder(root, job_id)
         self.keep = keep
         self.folder.mkdir(parents=True, exist_ok=True)
 

@@ -19,13 +19,13 @@ placed there move at the next slot boundary); nodes that join are found by :func
 A joining node first replaces a lost one (:func:`replacement`): the lost node's servers move
 onto it, and the model's capacity stays what it was. Otherwise its servers
 (:func:`servers_of_nodes`) are appended to the model at the next slot boundary (the service
-grows the policy's ledger; see :func:`ray_cluster.recovery.grow`).
+grows the policy's ledger; see :meth:`ray_cluster.service.nodes.Nodes.grow`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from psched.model import RESOURCES, Cluster, Pool, Resources, Server
@@ -35,6 +35,7 @@ __all__ = [
     "POOL_MARK",
     "cluster_from_nodes",
     "joined_nodes",
+    "ray_nodes",
     "remap_lost",
     "replacement",
     "servers_of_nodes",
@@ -49,10 +50,18 @@ DEFAULT_BANDWIDTH_GBPS = 10.0
 _SERVER_MARK = "psched_server:"  # same as ray_cluster.executor.SERVER_MARK (no Ray import)
 
 
+def ray_nodes() -> list[dict[str, Any]]:
+    """``ray.nodes()``: one row per node of the connected Ray (imports Ray when called)."""
+    import ray
+
+    read: Callable[[], list[dict[str, Any]]] = ray.nodes  # Ray leaves it unannotated
+    return read()
+
+
 def _name(node: Mapping[str, Any]) -> str:
     for key in node.get("Resources", {}):
         if key.startswith(_SERVER_MARK):
-            return key[len(_SERVER_MARK):]
+            return str(key)[len(_SERVER_MARK):]
     return str(node["NodeID"])[:8]
 
 

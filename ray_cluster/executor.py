@@ -51,6 +51,7 @@ from psched.model import (
     SlotPlan,
     ceil_eps,
 )
+from ray_cluster.cluster_model import ray_nodes
 from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob, worker_slots
 from ray_cluster.warmpool import WarmProcesses
 from ray_cluster.workloads import get_workload
@@ -106,7 +107,7 @@ def nodes_for_servers(cluster: Cluster) -> dict[int, str]:
         If a server has no such node.
     """
     marks: dict[str, str] = {}
-    for node in ray.nodes():
+    for node in ray_nodes():
         if node.get("Alive"):
             for key in node.get("Resources", {}):
                 if key.startswith(SERVER_MARK):
@@ -309,7 +310,10 @@ class RayExecutor:
         failed: dict[str, str] = {}
         for job_id, rt in self.runtimes.items():
             if job_id not in plan and rt.shards:
-                rt.suspend()
+                try:
+                    rt.suspend()
+                except RayError as err:  # a lost node: nothing left to checkpoint from
+                    rt.abandon(f"suspend failed: {type(err).__name__}")
         running: dict[str, JobRuntime] = {}
         for job_id, alloc in plan.items():
             try:
@@ -319,6 +323,8 @@ class RayExecutor:
             except (RayError, InputError, ValueError) as err:
                 log.warning("slot %d: job %s cannot run: %s", t, job_id, err)
                 failed[job_id] = str(err)
+                if isinstance(err, RayError) and job_id in self.runtimes:
+                    self.runtimes[job_id].abandon(f"resize failed: {type(err).__name__}")
         resized = time.time()
         for rt in self.runtimes.values():
             rt.drop_spares()
@@ -326,10 +332,13 @@ class RayExecutor:
         self.warm.fill_later(self._nodes())
         for rt in running.values():
             rt.begin(deadline)
-        self._train(running)
+        self._train(t, running, failed)
         progress: dict[str, float] = {}
         for job_id, rt in running.items():
-            rt.end()
+            try:
+                rt.end()
+            except RayError as err:
+                self._give_up(t, job_id, f"slot end failed: {type(err).__name__}", failed)
             progress[job_id] = self._progress(jobs[job_id], rt, plan[job_id])
             if rt.fatal:
                 failed[job_id] = FATAL + rt.fatal
@@ -338,9 +347,12 @@ class RayExecutor:
                               "jobs": {j: (a.n_workers, a.n_ps) for j, a in plan.items()}})
         return SlotReport(slot=t, progress=progress, failed=failed)
 
-    @staticmethod
-    def _train(running: Mapping[str, JobRuntime]) -> None:
-        """Dispatch every job's finished tasks until none is pending or backed off."""
+    def _train(self, t: int, running: dict[str, JobRuntime], failed: dict[str, str]) -> None:
+        """Dispatch every running job's finished tasks until all are quiescent. A job whose
+        recovery fails inside Ray (a replacement actor bound to a node that died meanwhile,
+        a checkpoint a lost shard cannot write) is given up for the rest of the slot; the
+        others go on."""
+        by_job = {id(rt): job_id for job_id, rt in running.items()}
         while True:
             owner = {ref: rt for rt in running.values() for ref in rt.pending()}
             due = [u for rt in running.values() if (u := rt.deferred_until) is not None]
@@ -350,11 +362,38 @@ class RayExecutor:
             if owner:
                 ready, _ = ray.wait(list(owner), num_returns=1, timeout=timeout)
                 if ready:
-                    owner[ready[0]].handle(ready[0])
+                    self._step(t, by_job[id(owner[ready[0]])], owner[ready[0]], failed,
+                               ready[0])
             else:
                 time.sleep(timeout or 0.0)  # back-offs only: nothing else to wait for
-            for rt in running.values():
+            for rt in running.values():  # a job whose back-off has ended launches again
+                self._step(t, by_job[id(rt)], rt, failed, None)
+
+    def _step(self, t: int, job_id: str, rt: JobRuntime, failed: dict[str, str],
+              ref: Any) -> None:
+        """Hand ``rt`` its finished reference ``ref`` (None: only :meth:`JobRuntime.poll`)."""
+        try:
+            if ref is not None:
+                rt.handle(ref)
+            else:
                 rt.poll()
+        except RayError as err:
+            self._give_up(t, job_id, f"recovery failed: {type(err).__name__}", failed)
+
+    def _give_up(self, t: int, job_id: str, why: str, failed: dict[str, str]) -> None:
+        log.warning("slot %d: job %s stops for this slot: %s", t, job_id, why)
+        self.runtimes[job_id].abandon(why)
+        failed[job_id] = why
+
+    def node_lost(self, servers: set[int]) -> None:
+        """The nodes of ``servers`` were lost (the service already pointed the servers at
+        live nodes): every job with an actor placed on one gives up all its actors; its next
+        resize starts them on the new placement from its last checkpoint. O(jobs)."""
+        for job_id, rt in self.runtimes.items():
+            if rt.uses(servers):
+                rt.abandon(f"node of server(s) {sorted(servers)} lost")
+                log.warning("job %s: actors on a lost node; restarts from its checkpoint",
+                            job_id)
 
     def _prepare(self, t: int, jobs: Mapping[str, Job]) -> None:
         """Start, in the background, the actors slot ``t``'s known plan will add."""

@@ -37,24 +37,38 @@ when the operator allows it, an import path ``pkg.module:Class``. Layout (units 
     # ... or a deadline: value = 10 and deadline = 6 (slots)
 
 Every problem raises :class:`psched.errors.InputError` naming the file, the line (of the
-field where it is present, else of its table) and the field.
+field where it is present, else of its table) and the field. Numbers, ids and sizes are
+checked by :func:`psched.limits.validate_spec`, the validator every job passes (traces, these
+files, the service), and the hyper-parameters against the workload's schema
+(:data:`ray_cluster.workloads.HPARAMS`): :func:`check_submission` is both, and the service
+calls it on everything it receives.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import tomllib
 
 from psched.errors import InputError
-from psched.model import RESOURCES, JobSpec, Resources
-from psched.utility import UTILITY_KINDS, Utility
+from psched.limits import MAX_SPEC_BYTES, MAX_WORKLOAD_CHARS, Where, shown, validate_spec
+from psched.model import RESOURCES, JobSpec
 
-__all__ = ["TAU_UNKNOWN", "load_jobspec", "parse_jobspec"]
+__all__ = [
+    "TAU_UNKNOWN",
+    "ImportRefused",
+    "check_submission",
+    "load_jobspec",
+    "load_jobspec_where",
+    "parse_jobspec",
+    "parse_jobspec_where",
+    "spec_lines",
+    "submission_from_json",
+]
 
 #: ``tau_s`` of a spec without speed figures: the service profiles it before deciding.
 TAU_UNKNOWN = -1.0
@@ -63,31 +77,49 @@ _TOP = {"id", "workload", "epochs", "partitions", "minibatches", "grad_mb", "tau
         "hparams", "worker", "ps", "utility"}
 _UTILITY_KEYS = {"kind", "value", "decay", "target", "deadline"}
 _TOML_LINE = re.compile(r"at line (\d+)")
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+_HEADER = re.compile(r"^\[\[?\s*([^\[\]]+?)\s*\]\]?")
+_KEY = re.compile(r"^\"?([A-Za-z0-9_.-]+)\"?\s*=")
+#: The validator's field names as this format spells them.
+_NAMES = {"job_id": "id", "max_workers": "partitions", "worker_demand.": "worker.",
+          "ps_demand.": "ps.", "worker_demand": "worker", "ps_demand": "ps"}
 
 
-def _locate(text: str, table: str, key: str | None) -> int | None:
-    """1-based line of ``key`` in ``[table]`` ("" = top level), else of the table header."""
-    current, header = "", None
+class ImportRefused(InputError):
+    """A workload given by import path while imports are not allowed."""
+
+
+def spec_lines(text: str) -> dict[str, int]:
+    """``field -> 1-based line`` for every key and table of a spec (``worker.gpu``, ``ps``).
+
+    The first occurrence wins; array tables (``[[jobs]]``) are named by their first header.
+    O(size of the text).
+    """
+    out: dict[str, int] = {}
+    table = ""
     for i, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
-        m = re.match(r"^\[([^\[\]]+)\]", line)
-        if m:
-            current = m.group(1).strip()
-            if current == table:
-                header = i
+        header = _HEADER.match(line)
+        if header:
+            table = header.group(1).strip()
+            out.setdefault(table, i)
             continue
-        if key is not None and current == table and re.match(rf"^{re.escape(key)}\s*=", line):
-            return i
-        if key is not None and table == "" and current == "" and \
-                re.match(rf"^{re.escape(key)}\s*=", line):
-            return i
-    return header
+        key = _KEY.match(line)
+        if key:
+            out.setdefault(f"{table}.{key.group(1)}" if table else key.group(1), i)
+    return out
 
 
 def parse_jobspec(text: str, *, path: str = "<input>", default_id: str = "job",
                   allow_import: bool = False) -> JobSpec:
-    """Parse and validate one job spec (TOML text).
+    """Parse and validate one job spec (TOML text); :func:`parse_jobspec_where` says more."""
+    return parse_jobspec_where(text, path=path, default_id=default_id,
+                               allow_import=allow_import)[0]
+
+
+def parse_jobspec_where(text: str, *, path: str = "<input>", default_id: str = "job",
+                        allow_import: bool = False) -> tuple[JobSpec, Where]:
+    """Parse and validate one job spec (TOML text); also where its fields are (to name the
+    file and line in errors decided later, e.g. by the service).
 
     Complexity O(size of the text). ``tau_s`` is :data:`TAU_UNKNOWN` when the file gives no
     speed figure (the service profiles it).
@@ -95,129 +127,182 @@ def parse_jobspec(text: str, *, path: str = "<input>", default_id: str = "job",
     Raises
     ------
     InputError
-        On any problem, naming ``path``, the line and the field.
+        On any problem, naming ``path``, the line and the field (:class:`ImportRefused` for
+        an import path when ``allow_import`` is false).
     """
+    if len(text) > MAX_SPEC_BYTES:
+        raise InputError(f"a job spec is at most {MAX_SPEC_BYTES} bytes, this one has "
+                         f"{len(text)}", path=path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         m = _TOML_LINE.search(str(err))
         raise InputError(f"not valid TOML: {err}", path=path,
                          line=int(m.group(1)) if m else None, field="toml") from None
-
-    def bad(field: str, problem: str) -> InputError:
-        table, _, key = field.rpartition(".")
-        return InputError(problem, path=path, line=_locate(text, table, key), field=field)
-
+    except RecursionError:
+        raise InputError("not valid TOML: nested too deeply", path=path, field="toml") from None
+    except ValueError as err:  # an integer of more than 4300 digits
+        raise InputError(f"not valid TOML: {str(err)[:100]}", path=path, field="toml") from None
+    deadline = isinstance(data.get("utility"), dict) and "deadline" in data["utility"]
+    where = Where(path=path, lines=spec_lines(text),
+                  names={**_NAMES, "utility.target": "utility.deadline"} if deadline else _NAMES)
     unknown = sorted(set(data) - _TOP)
     if unknown:
-        raise bad(unknown[0], f"unknown field (known: {', '.join(sorted(_TOP))})")
-
-    def get(table: dict[str, Any], field: str, kind: type, *, required: bool = True,
-            default: Any = None, least: float | None = None, positive: bool = False) -> Any:
-        key = field.rpartition(".")[2]
-        if key not in table:
-            if required:
-                raise bad(field, "missing")
-            return default
-        v = table[key]
-        if kind is int and (isinstance(v, bool) or not isinstance(v, int)):
-            raise bad(field, f"expected an integer, got {v!r}")
-        if kind is float:
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise bad(field, f"expected a number, got {v!r}")
-            v = float(v)
-            if not math.isfinite(v):
-                raise bad(field, f"expected a finite number, got {v!r}")
-        if kind is str and not isinstance(v, str):
-            raise bad(field, f"expected a string, got {v!r}")
-        if least is not None and v < least:
-            raise bad(field, f"must be >= {least:g}, got {v!r}")
-        if positive and not v > 0:
-            raise bad(field, f"must be > 0, got {v!r}")
-        return v
-
-    job_id = get(data, "id", str, required=False, default=default_id)
-    if not _ID.match(job_id):
-        raise bad("id", f"expected letters, digits, '.', '_' or '-' (at most 100), got {job_id!r}")
-    workload = get(data, "workload", str)
-    _check_workload(workload, allow_import, bad)
+        raise where.error(unknown[0][:40], f"unknown field (known: {', '.join(sorted(_TOP))})")
+    fields = {
+        "job_id": data.get("id", default_id), "arrival": data.get("arrival", 0),
+        "epochs": _required(data, "epochs", where),
+        "max_workers": _required(data, "partitions", where),
+        "minibatches": _required(data, "minibatches", where),
+        "tau_s": data.get("tau_s", TAU_UNKNOWN), "grad_mb": _required(data, "grad_mb", where),
+        "tau_includes_comm": True, "workload": _required(data, "workload", where),
+        "worker_demand": _demand(data, "worker", where),
+        "ps_demand": _demand(data, "ps", where),
+        "utility": _utility(data.get("utility"), where),
+    }
     hparams = data.get("hparams", {})
     if not isinstance(hparams, dict):
-        raise bad("hparams", "expected a table")
-    demands = {}
-    for role in ("worker", "ps"):
-        table = data.get(role)
-        if not isinstance(table, dict):
-            raise bad(role, "missing table" if table is None else "expected a table")
-        extra = sorted(set(table) - set(RESOURCES))
-        if extra:
-            raise bad(f"{role}.{extra[0]}", f"unknown resource (known: {', '.join(RESOURCES)})")
-        values = {r: get(table, f"{role}.{r}", float, required=r == "bandwidth_gbps",
-                         default=0.0, least=0.0) for r in RESOURCES}
-        if values["bandwidth_gbps"] <= 0:
-            raise bad(f"{role}.bandwidth_gbps", "must be > 0")
-        demands[role] = Resources(**values)
-    if demands["worker"].bandwidth_gbps > demands["ps"].bandwidth_gbps:
-        raise bad("ps.bandwidth_gbps", "must be >= worker.bandwidth_gbps (b <= B)")
-    tau = get(data, "tau_s", float, required=False, default=TAU_UNKNOWN, least=0.0)
-    return JobSpec(
-        job_id=job_id,
-        arrival=get(data, "arrival", int, required=False, default=0, least=0),
-        epochs=get(data, "epochs", int, least=1),
-        max_workers=get(data, "partitions", int, least=1),
-        minibatches=get(data, "minibatches", int, least=1),
-        tau_s=tau,
-        grad_mb=get(data, "grad_mb", float, least=0.0),
-        tau_includes_comm=True,
-        worker_demand=demands["worker"],
-        ps_demand=demands["ps"],
-        utility=_utility(data.get("utility"), get, bad),
-        workload=workload,
-        hparams=json.dumps(hparams, sort_keys=True) if hparams else "",
-    )
+        raise where.error("hparams", "expected a table", hparams)
+    if isinstance(fields["tau_s"], (int, float)) and fields["tau_s"] < 0 and \
+            fields["tau_s"] != TAU_UNKNOWN:
+        raise where.error("tau_s", "must be >= 0", fields["tau_s"])
+    _check_workload(fields["workload"], allow_import, where)
+    fields["hparams"] = _hparams_text(fields["workload"], hparams, where)
+    if isinstance(fields["tau_s"], int) and not isinstance(fields["tau_s"], bool):
+        fields["tau_s"] = float(fields["tau_s"])
+    return check_submission(fields, where=where, allow_import=allow_import), where
 
 
-def _check_workload(workload: str, allow_import: bool, bad: Any) -> None:
-    from ray_cluster.workloads import available_workloads
-
-    if ":" in workload:
-        if not allow_import:
-            raise bad("workload", f"import path {workload!r} refused: the operator does not "
-                      "allow user workloads (serve --allow-import)")
-        return
-    if workload not in available_workloads():
-        raise bad("workload", f"unknown workload {workload!r} "
-                  f"(built-in: {', '.join(available_workloads())})")
+def _required(data: Mapping[str, Any], key: str, where: Where) -> Any:
+    if key not in data:
+        raise InputError("missing", path=where.path, field=key)
+    return data[key]
 
 
-def _utility(table: Any, get: Any, bad: Any) -> Utility:
+def _demand(data: Mapping[str, Any], role: str, where: Where) -> Any:
+    table = data.get(role)
     if not isinstance(table, dict):
-        raise bad("utility", "missing table" if table is None else "expected a table")
+        raise where.error(f"{role}_demand", "missing table" if table is None
+                          else "expected a table", ... if table is None else table)
+    extra = sorted(set(table) - set(RESOURCES))
+    if extra:
+        raise where.error(f"{role}_demand.{extra[0][:40]}",
+                          f"unknown resource (known: {', '.join(RESOURCES)})")
+    if "bandwidth_gbps" not in table:
+        raise where.error(f"{role}_demand.bandwidth_gbps", "missing")
+    return table
+
+
+def _utility(table: Any, where: Where) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise where.error("utility", "missing table" if table is None else "expected a table",
+                          ... if table is None else table)
     extra = sorted(set(table) - _UTILITY_KEYS)
     if extra:
         known = ", ".join(sorted(_UTILITY_KEYS))
-        raise bad(f"utility.{extra[0]}", f"unknown field (known: {known})")
-    value = get(table, "utility.value", float, least=0.0)
+        raise where.error(f"utility.{extra[0][:40]}", f"unknown field (known: {known})")
+    if "value" not in table:
+        raise where.error("utility.value", "missing")
     if "deadline" in table:
         if "kind" in table and table["kind"] != "deadline":
-            raise bad("utility.deadline", "a deadline goes with kind = \"deadline\" only")
-        return Utility(kind="deadline", value=value,
-                       target=float(get(table, "utility.deadline", int, least=1)))
-    kind = get(table, "utility.kind", str)
-    if kind not in UTILITY_KINDS:
-        raise bad("utility.kind", f"expected one of {', '.join(UTILITY_KINDS)}, got {kind!r}")
-    return Utility(kind=kind, value=value,
-                   decay=get(table, "utility.decay", float, required=False, default=0.0,
-                             least=0.0),
-                   target=get(table, "utility.target", float, required=False, default=0.0,
-                              least=0.0))
+            raise where.error("utility.deadline", "a deadline goes with kind = \"deadline\" only")
+        deadline = table["deadline"]
+        if isinstance(deadline, bool) or not isinstance(deadline, int) or deadline < 1:
+            raise where.error("utility.deadline", "expected an integer >= 1", deadline)
+        return {"kind": "deadline", "value": table["value"], "target": float(deadline)}
+    if "kind" not in table:
+        raise where.error("utility.kind", "missing")
+    return {k: table.get(k, 0.0) for k in ("kind", "value", "decay", "target")}
+
+
+def _hparams_text(workload: Any, hparams: dict[str, Any], where: Where) -> str:
+    """The hyper-parameters as canonical JSON, after the workload's schema is checked."""
+    from ray_cluster.workloads import check_hparams
+
+    check_hparams(workload, hparams, where)
+    try:
+        return json.dumps(hparams, sort_keys=True, default=str) if hparams else ""
+    except (TypeError, ValueError, RecursionError):
+        raise where.error("hparams", "expected plain values") from None
+
+
+def _check_workload(workload: Any, allow_import: bool, where: Where) -> None:
+    from ray_cluster.workloads import available_workloads
+
+    if not isinstance(workload, str) or not workload or len(workload) > MAX_WORKLOAD_CHARS:
+        raise where.error("workload", f"expected a built-in name or pkg.module:Class (at most "
+                          f"{MAX_WORKLOAD_CHARS} characters)", workload)
+    if ":" in workload:
+        if not allow_import:
+            raise ImportRefused(
+                f"import path {shown(workload)} refused: the operator does not allow user "
+                "workloads (serve --allow-import)", path=where.path,
+                line=where.lines.get("workload", where.line), field="workload")
+        return
+    if workload not in available_workloads():
+        raise where.error("workload", f"unknown workload (built-in: "
+                          f"{', '.join(available_workloads())})", workload)
+
+
+def check_submission(spec: JobSpec | Mapping[str, Any], *, where: Where | None = None,
+                     allow_import: bool = False, slot_seconds: float | None = None) -> JobSpec:
+    """Everything a job must satisfy to be submitted for real training.
+
+    :func:`psched.limits.validate_spec` (bounds, id, types), then a workload that is built in
+    or an allowed import path, then hyper-parameters the workload accepts. The service calls
+    it on every job it receives; ``slot_seconds`` adds the check of the work in worker-slots
+    (skipped while ``tau_s`` is :data:`TAU_UNKNOWN`; call again after profiling).
+
+    Raises
+    ------
+    InputError
+        The first problem, with ``where``'s file, line and field names.
+    """
+    where = where or Where()
+    out = validate_spec(spec, where=where, slot_seconds=slot_seconds, tau_unknown=TAU_UNKNOWN)
+    if out.tau_s < 0 and out.tau_s != TAU_UNKNOWN:
+        raise where.error("tau_s", "must be >= 0", out.tau_s)
+    _check_workload(out.workload, allow_import, where)
+    from ray_cluster.workloads import check_hparams
+
+    check_hparams(out.workload, json.loads(out.hparams) if out.hparams else {}, where)
+    return out
+
+
+def submission_from_json(text: Any, *, where: Where | None = None,
+                         allow_import: bool = False) -> JobSpec:
+    """A job sent to the service as JSON (``journal.spec_to_json``), fully checked.
+
+    Anything malformed -- not text, too long, not JSON, missing or unknown fields, wrong
+    types -- is an :class:`InputError`, never another exception.
+    """
+    where = where or Where()
+    if not isinstance(text, str):
+        raise where.error("job", "expected the job as JSON text", text)
+    if len(text) > MAX_SPEC_BYTES:
+        raise where.error("job", f"a job is at most {MAX_SPEC_BYTES} bytes of JSON")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise where.error("job", f"not JSON ({str(err)[:80]})") from None
+    return check_submission(data, where=where, allow_import=allow_import)
 
 
 def load_jobspec(path: str | Path, *, allow_import: bool = False) -> JobSpec:
     """Read and validate a job spec file. Raises :class:`InputError` (file, line, field)."""
+    return load_jobspec_where(path, allow_import=allow_import)[0]
+
+
+def load_jobspec_where(path: str | Path, *,
+                       allow_import: bool = False) -> tuple[JobSpec, Where]:
+    """:func:`load_jobspec`, with where its fields are (:func:`parse_jobspec_where`)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as fh:
+            raw = fh.read(MAX_SPEC_BYTES + 1)
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"cannot read: {err}", path=str(p)) from None
-    return parse_jobspec(text, path=str(p), default_id=p.stem, allow_import=allow_import)
+    if len(raw) > MAX_SPEC_BYTES:
+        raise InputError(f"a job spec is at most {MAX_SPEC_BYTES} bytes", path=str(p))
+    return parse_jobspec_where(text, path=str(p), default_id=p.stem, allow_import=allow_import)

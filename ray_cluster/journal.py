@@ -290,7 +290,7 @@ class Journal:
         """Finished slots: (t, started, ended, plan), in order."""
         out = []
         for t, s, e, plan in self._rows("SELECT t, started, ended, plan FROM slots ORDER BY t"):
-            out.append((t, s, e, {j: Alloc(workers=tuple(tuple(p) for p in w),  # type: ignore[misc]
+            out.append((t, s, e, {j: Alloc(workers=tuple(tuple(p) for p in w),
                                            ps=tuple(tuple(p) for p in q))
                                   for j, (w, q) in json.loads(plan).items()}))
         return out
@@ -299,12 +299,12 @@ class Journal:
         """Progress rows (t, job_id, amount, done, checkpoint, info) in slot order."""
         sql = "SELECT t, job_id, amount, done, checkpoint, info FROM progress"
         if job_id is not None:
-            return self._rows(sql + " WHERE job_id = ? ORDER BY t", (job_id,))  # type: ignore[return-value]
-        return self._rows(sql + " ORDER BY t, job_id")  # type: ignore[return-value]
+            return self._rows(sql + " WHERE job_id = ? ORDER BY t", (job_id,))
+        return self._rows(sql + " ORDER BY t, job_id")
 
     def events(self, job_id: str | None = None) -> list[tuple[str, int, str, str]]:
         """Events (job_id, slot, kind, info) in order."""
         sql = "SELECT job_id, slot, kind, info FROM events"
         if job_id is not None:
-            return self._rows(sql + " WHERE job_id = ? ORDER BY seq", (job_id,))  # type: ignore[return-value]
-        return self._rows(sql + " ORDER BY seq")  # type: ignore[return-value]
+            return self._rows(sql + " WHERE job_id = ? ORDER BY seq", (job_id,))
+        return self._rows(sql + " ORDER BY seq")

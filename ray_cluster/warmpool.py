@@ -34,6 +34,8 @@ from typing import Any
 
 import ray
 
+from ray_cluster.cluster_model import ray_nodes
+
 __all__ = ["WarmProcesses"]
 
 log = logging.getLogger(__name__)
@@ -95,7 +97,7 @@ class WarmProcesses:
             from ray._private.grpc_utils import init_grpc_channel
             from ray.core.generated import node_manager_pb2_grpc
 
-            node = next((n for n in ray.nodes() if n["NodeID"] == node_id and n["Alive"]),
+            node = next((n for n in ray_nodes() if n["NodeID"] == node_id and n["Alive"]),
                         None)
             if node is None:
                 raise LookupError(f"no live Ray node {node_id}")

@@ -196,14 +196,15 @@ def test_a_failure_while_writing_leaves_no_partial_output(
     def boom(*_a: object, **_k: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(psched.plots, "plot_run", boom)
+    small = ["simulate", "--scenario", "oasis-paper", "--jobs", "5", "--slots", "20",
+             "--policies", "fifo"]
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "summary.json").write_text("{}")  # an earlier run's output stays untouched
-    code = _run(["simulate", "--scenario", "oasis-paper", "--jobs", "5", "--slots", "20",
-                 "--policies", "fifo", "--out", str(out)])
+    assert _run([*small, "--no-plots", "--out", str(out)]) == 0  # an earlier output
+    before = (out / "summary.json").read_text()
+    monkeypatch.setattr(psched.plots, "plot_run", boom)
+    code = _run([*small, "--seed", "1", "--out", str(out), "--overwrite"])
     assert code == 2
-    assert (out / "summary.json").read_text() == "{}"
+    assert (out / "summary.json").read_text() == before  # stays untouched
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 

@@ -170,3 +170,44 @@ def test_density_heuristic_plans_are_feasible_and_never_beat_the_mip(epoch: Epoc
         return  # the heuristic does not know the anti-starvation rule
     assert feasible(epoch, plan)
     assert exact(epoch)[0] >= objective(epoch, plan) - 1e-9
+
+
+@SETTINGS
+@given(epoch=epochs(), fold=st.booleans(), warm=st.booleans())
+def test_folded_model_warm_start_and_lp_rounding_keep_the_optimum(epoch: Epoch, fold: bool,
+                                                                  warm: bool) -> None:
+    start = np.repeat(epoch.current[:, None], epoch.intervals, axis=1) if warm else None
+    res = solve_mip(epoch, time_limit_s=30.0, mip_rel_gap=0.0, fold=fold, start=start)
+    assert res.found and res.optimal and feasible(epoch, res.plan)
+    assert res.objective == pytest.approx(brute_force(epoch)[0], abs=1e-6)
+    assert res.bound >= res.objective - 1e-6
+
+
+@SETTINGS
+@given(epoch=epochs(), gap=st.sampled_from([0.02, 0.1, 0.5]))
+def test_a_plan_within_the_gap_is_within_it_of_the_true_optimum(epoch: Epoch,
+                                                                gap: float) -> None:
+    res = solve_mip(epoch, time_limit_s=30.0, mip_rel_gap=gap,
+                    start=np.repeat(epoch.current[:, None], epoch.intervals, axis=1))
+    best = brute_force(epoch)[0]
+    assert res.found and feasible(epoch, res.plan)
+    assert res.bound >= best - 1e-6
+    if res.optimal:
+        assert res.objective >= best - gap * abs(res.objective) - 1e-6
+
+
+@SETTINGS
+@given(epoch=epochs(), fold=st.booleans())
+def test_plan_vector_of_a_feasible_plan_is_a_point_worth_its_objective(epoch: Epoch,
+                                                                       fold: bool) -> None:
+    from psched.policies.elastic_mip import _columns, _folds, _problem, plan_vector
+
+    k = _columns(epoch, _folds(epoch, fold))
+    problem = _problem(epoch, k)
+    for plan in (marginal_gain(epoch), density_fill(epoch), epoch.current):
+        if not feasible(epoch, plan):
+            continue
+        v = plan_vector(epoch, np.repeat(np.asarray(plan)[:, None], epoch.intervals, axis=1),
+                        folded=_folds(epoch, fold))
+        assert problem.feasible(v)
+        assert -float(problem.c @ v) == pytest.approx(objective(epoch, plan), abs=1e-9)

@@ -342,7 +342,7 @@ def test_restart_reapplies_journaled_oasis_decisions_without_deciding_again(tmp_
                            executor=SlowExecutor(0.6))  # behind plan: re-plans are journaled
     _drive(svc, [(0, [_spec(i) for i in range(4)]), (2, [_spec(i) for i in range(4, 9)])],
            until=6)
-    first = svc.policy.inner
+    first = svc.policy
     assert any(d.kind == "replan" for d in svc.journal.decisions())
     usage = [u.copy() for u in first.ledger.usage]
     report = first.report()
@@ -354,7 +354,7 @@ def test_restart_reapplies_journaled_oasis_decisions_without_deciding_again(tmp_
 
     monkeypatch.setattr(OasisPolicy, "on_arrival", refuse)
     again = SchedulerService(tmp_path, executor=SlowExecutor(0.6))
-    restored = again.policy.inner
+    restored = again.policy
     for a, b in zip(usage, restored.ledger.usage, strict=True):
         np.testing.assert_array_equal(a, b)
     assert restored.report() == report  # prices, payoffs and the certificate
@@ -382,10 +382,10 @@ def test_nodes_that_join_grow_the_model_and_a_restart_rebuilds_it(tmp_path):
     recs = svc.loop.state.records
     assert recs["j2"].admitted and recs["j2"].completion is not None
     assert {h for _, j, h, _, _ in svc.loop.state.allocations if j == "j2"} == {2, 3}
-    usage = [u.copy() for u in svc.policy.inner.ledger.usage]
+    usage = [u.copy() for u in svc.policy.ledger.usage]
     svc.journal.close()
     again = SchedulerService(tmp_path, node_of={0: "n0", 1: "n0"}, executor=SimulatedExecutor())
     assert again.cluster == svc.cluster and again.node_of == node_of
-    for a, b in zip(usage, again.policy.inner.ledger.usage, strict=True):
+    for a, b in zip(usage, again.policy.ledger.usage, strict=True):
         np.testing.assert_array_equal(a, b)
     assert _outcome(again) == _outcome(svc)

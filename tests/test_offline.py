@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from psched.milp import Options, Problem, Solution, scipy_solver
 from psched.model import (
     RESOURCES,
     Alloc,
@@ -24,7 +25,18 @@ from psched.model import (
     ceil_eps,
     resolve_job,
 )
-from psched.offline import lp_bound, offline_optimum, ps_slack, solve_offline, window_tail
+from psched.offline import (
+    Formulation,
+    _build,
+    _model_caps,
+    lp_bound,
+    offline_optimum,
+    pooled_bound,
+    ps_slack,
+    schedule_vector,
+    solve_offline,
+    window_tail,
+)
 from psched.policies import available_policies, make_policy
 from psched.simulator import simulate
 from psched.traces.synth import fig5_instance
@@ -60,6 +72,35 @@ def tiny_instance(seed: int) -> tuple[list[Job], Cluster, int]:
         window = horizon - spec.arrival - int(rng.integers(0, 2))
         jobs.append(Job(spec=spec, work=int(rng.integers(2, 5)), window=window))
     return jobs, cluster, horizon
+
+
+def trap_instance(seed: int) -> tuple[list[Job], Cluster, int]:
+    """Shaped like ``shared/repro/highs_presolve.py`` (the model HiGHS 1.12's presolve got
+    wrong): N = 2, W in 2..4, PS ratio below 1/2 (a fractional PS slack), two worker servers
+    holding one or two workers each, one PS server, T = 3. scipy 1.17.1 with presolve returns a
+    wrong "optimum" on 11 of seeds 0..299 (0, 25, 37, 83, 93, 105, 127, 135, 136, 212, 283)."""
+    rng = np.random.default_rng(seed)
+    horizon = 3
+    servers = [Server(server_id=f"w{h}", pool=Pool.WORKER, capacity=Resources(
+        gpu=float(rng.integers(1, 3)), cpu=4.0, bandwidth_gbps=10.0)) for h in range(2)]
+    servers.append(Server(server_id="p0", pool=Pool.PS, capacity=Resources(
+        cpu=float(rng.integers(1, 3)), bandwidth_gbps=10.0)))
+    jobs = []
+    for i in range(int(rng.integers(1, 3))):
+        util = Utility(kind=str(rng.choice(["sigmoid", "linear", "deadline"])),
+                       value=float(rng.uniform(10, 100)), decay=float(rng.uniform(0.5, 5)),
+                       target=float(rng.integers(1, 4)))
+        spec = JobSpec(job_id=f"c{i}", arrival=int(rng.integers(0, 2)) * i, epochs=1,
+                       max_workers=2, minibatches=1, tau_s=1.0, grad_mb=1.0,
+                       worker_demand=Resources(gpu=1.0, cpu=float(rng.integers(1, 3)),
+                                               bandwidth_gbps=float(rng.uniform(0.1, 0.9))),
+                       ps_demand=Resources(cpu=1.0, bandwidth_gbps=2.0), utility=util)
+        jobs.append(Job(spec=spec, work=int(rng.integers(2, 5)), window=horizon - spec.arrival))
+    return jobs, Cluster(servers=tuple(servers)), horizon
+
+
+#: trap seeds on which the old path (scipy 1.17.1, presolve on) was wrong, and a few others
+TRAP_SEEDS = (0, 25, 37, 83, 93, 105, 127, 1, 2, 3)
 
 
 def _placements(n: int, n_srv: int) -> list[tuple[int, ...]]:
@@ -138,6 +179,69 @@ def test_milp_optimum_equals_brute_force(seed: int) -> None:
     assert res.bound >= res.objective - 1e-6
 
 
+@pytest.mark.parametrize("seed", TRAP_SEEDS)
+def test_milp_optimum_equals_brute_force_on_presolve_traps(seed: int) -> None:
+    jobs, cluster, horizon = trap_instance(seed)
+    best = brute_optimum(jobs, cluster, horizon)
+    for presolve in (True, False):
+        res = solve_offline(jobs, cluster, horizon, presolve=presolve)
+        assert res.status == "optimal" and not res.retried
+        assert res.objective == pytest.approx(best, abs=1e-6)
+    lp = lp_bound(jobs, cluster, horizon, known=best)
+    assert lp.status == "lp" and lp.bound >= best - 1e-6
+
+
+@pytest.mark.parametrize("seed", TRAP_SEEDS[:7])
+def test_guard_makes_the_old_solver_exact_on_presolve_traps(seed: int) -> None:
+    """The old path (scipy's HiGHS 1.12), told the brute-force value is feasible, is re-solved
+    without presolve where it erred and then agrees with brute force."""
+    jobs, cluster, horizon = trap_instance(seed)
+    best = brute_optimum(jobs, cluster, horizon)
+    res = solve_offline(jobs, cluster, horizon, solver=scipy_solver, known=best)
+    assert res.status == "optimal"
+    assert res.objective == pytest.approx(best, abs=1e-6)
+
+
+@pytest.mark.parametrize("form", [Formulation(cumulative_work=True), Formulation(symmetry=True),
+                                  Formulation(cumulative_work=True, symmetry=True),
+                                  Formulation(aggregate=False)],
+                         ids=["cumulative", "symmetry", "both", "per-server"])
+@pytest.mark.parametrize("seed", [0, 3, 5, 8, 25, 43])
+def test_strengthened_formulations_keep_the_optimum(form: Formulation, seed: int) -> None:
+    jobs, cluster, horizon = (tiny_instance if seed % 2 else trap_instance)(seed)
+    best = brute_optimum(jobs, cluster, horizon)
+    res = solve_offline(jobs, cluster, horizon, formulation=form)
+    assert res.status == "optimal"
+    assert res.objective == pytest.approx(best, abs=1e-6)
+    assert lp_bound(jobs, cluster, horizon, formulation=form).bound >= best - 1e-6
+
+
+class _WrongOptimum:
+    """A stub solver that claims the empty schedule is optimal, whatever presolve."""
+
+    def __call__(self, problem: Problem, options: Options) -> Solution:
+        x = np.zeros(problem.n_cols)
+        return Solution(status="optimal", x=x, objective=0.0, dual_bound=0.0, gap=0.0,
+                        solve_s=0.0, cpu_s=0.0, presolve=options.presolve, backend="stub")
+
+
+def test_offline_optimum_below_a_policy_is_reported_suspect() -> None:
+    specs, cluster, horizon = small_fig5(0)
+    jobs = [j for j in (resolve_job(s, cluster.slot_seconds, horizon) for s in specs)
+            if j.window > 0]
+    got = simulate(specs, cluster, make_policy("srtf"), horizon)
+    util = sum(r.utility for r in got.records.values())
+    assert util > 0
+    res = solve_offline(jobs, cluster, horizon, known=util - window_tail(jobs, horizon),
+                        solver=_WrongOptimum())
+    assert res.status == "suspect" and res.retried
+    lp = lp_bound(jobs, cluster, horizon, known=util, solver=_WrongOptimum())
+    assert lp.status == "suspect"
+    fine = solve_offline(jobs, cluster, horizon, known=util - window_tail(jobs, horizon),
+                         incumbent=got.allocations)
+    assert fine.status == "optimal" and not fine.retried
+
+
 @given(ratio=st.floats(0.01, 1.0), n=st.integers(1, 100))
 @settings(max_examples=200, deadline=None)
 def test_ps_slack_linearises_the_ps_ceiling_exactly(ratio: float, n: int) -> None:
@@ -190,6 +294,25 @@ def test_optimum_schedule_replays_to_its_utility(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(3))
+def test_every_policy_schedule_is_a_point_of_the_model_worth_its_utility(seed: int) -> None:
+    """:func:`schedule_vector` (the warm start): feasible, valued at the in-window utility."""
+    specs, cluster, horizon = small_fig5(seed)
+    jobs = [j for j in (resolve_job(s, cluster.slot_seconds, horizon) for s in specs)
+            if j.window > 0]
+    for form in (Formulation(), Formulation(cumulative_work=True),
+                 Formulation(aggregate=False)):
+        cap_w, cap_p, _, _ = _model_caps(jobs, cluster, form)
+        model = _build(jobs, cap_w, cap_p, horizon, "job", form)
+        for name in available_policies():
+            res = simulate(specs, cluster, make_policy(name), horizon)
+            x = schedule_vector(model, jobs, cluster, res.allocations)
+            assert model.problem.feasible(x), name
+            got = sum(r.utility for r in res.records.values())
+            assert -float(model.problem.c @ x) <= got + 1e-9
+            assert -float(model.problem.c @ x) >= got - window_tail(jobs, horizon) - 1e-9
+
+
+@pytest.mark.parametrize("seed", range(3))
 def test_optimum_dominates_every_online_policy(seed: int) -> None:
     specs, cluster, horizon = small_fig5(seed)
     opt_job = offline_optimum(specs, cluster, horizon)
@@ -210,9 +333,9 @@ def test_bounds_dominate_the_optimum(seed: int) -> None:
             if j.window > 0]
     opt = solve_offline(jobs, cluster, horizon)
     opt_all = solve_offline(jobs, cluster, horizon, window="horizon")
-    lp = lp_bound(jobs, cluster, horizon)
-    pooled = lp_bound(jobs, cluster, horizon, pooled=True)
-    assert opt.status == "optimal"
+    lp = lp_bound(jobs, cluster, horizon, known=opt.objective)
+    pooled = lp_bound(jobs, cluster, horizon, pooled=True, known=opt.objective)
+    assert opt.status == "optimal" and lp.status == pooled.status == "lp"
     assert lp.bound >= opt.objective - 1e-6
     assert pooled.bound >= lp.bound - 1e-6
     oasis = simulate(specs, cluster, make_policy("oasis"), horizon)
@@ -248,3 +371,17 @@ def test_unknown_window_is_refused() -> None:
     jobs, cluster, horizon = tiny_instance(0)
     with pytest.raises(ValueError, match="window"):
         solve_offline(jobs, cluster, horizon, window="forever")
+
+
+def test_pooled_bound_dominates_every_policy_and_names_the_best() -> None:
+    specs, cluster, horizon = small_fig5(1)
+    utilities = {}
+    for name in available_policies():
+        res = simulate(specs, cluster, make_policy(name), horizon)
+        utilities[name] = sum(r.utility for r in res.records.values())
+    out = pooled_bound(specs, cluster, horizon, utilities=utilities)
+    assert out["status"] == "lp"
+    assert out["bound"] >= max(utilities.values()) - 1e-6
+    assert out["best_policy"] == max(utilities, key=lambda k: utilities[k])
+    opt = offline_optimum(specs, cluster, horizon, window="horizon")
+    assert out["bound"] >= opt.objective - 1e-6

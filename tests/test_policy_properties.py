@@ -19,6 +19,7 @@ from strategies import Instance, allocations_by_slot, instances
 from psched.metrics import summarize
 from psched.model import RESOURCES, Cluster, JobSpec, Pool, Resources, Server
 from psched.policies import available_policies, make_policy
+from psched.promises import broken_promises
 from psched.simulator import REJECT_PAST_HORIZON, RunResult, simulate
 from psched.utility import Utility
 
@@ -99,6 +100,7 @@ def test_every_policy_keeps_capacity_and_job_rules(policy: str, seed: int,
     result = simulate(specs, cluster, make_policy(policy), horizon, seed=seed)
     assert set(result.records) == {s.job_id for s in specs}
     check_schedule(result, cluster, horizon)
+    assert broken_promises(result) == []  # independent: completions from the rows alone
     utility = recomputed_utility(result)
     assert sum(r.utility for r in result.records.values()) == pytest.approx(utility)
     assert summarize(result)["total_utility"] == pytest.approx(utility)

@@ -110,6 +110,11 @@ def test_dorm_milp_maximises_utilisation_within_capacity_and_change_limit(case) 
     y = solve_dorm(jobs, upper, current, cw, cp, fairness=False, limit_changes=True,
                    time_limit_s=10.0)
     assert y is not None
+    cold = solve_dorm(jobs, upper, current, cw, cp, fairness=False, limit_changes=True,
+                      time_limit_s=10.0, warm_start=False)
+    assert cold is not None
+    assert _utilisation(jobs, cold, cw, cp) == pytest.approx(_utilisation(jobs, y, cw, cp),
+                                                             rel=1e-6, abs=1e-9)
     n_run = int((current > 0).sum())
     limit = max(1, int(np.floor(0.3 * n_run))) if n_run else len(jobs)
     best = -1.0

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.ray
 
 
 def _strip(row: dict[str, object]) -> dict[str, object]:
-    return {k: v for k, v in row.items() if k != "wall_s"}
+    return {k: v for k, v in row.items() if k not in ("wall_s", "ray_node")}
 
 
 def test_sweep_on_ray_matches_the_cells_run_one_by_one(ray_session: object,
@@ -29,3 +29,44 @@ def test_sweep_on_ray_matches_the_cells_run_one_by_one(ray_session: object,
     import ray
 
     assert ray.is_initialized()  # the session's Ray is left running for other tests
+
+
+_DRIVER = """
+import json, sys
+from psched.sweep import SweepSpec, run_sweep
+spec = SweepSpec(**json.loads(sys.argv[1]))
+rows = run_sweep(spec, sys.argv[2], parallel=True, address=sys.argv[3], cpus_per_cell=1)
+print(json.dumps(rows))
+"""
+
+
+def test_sweep_runs_unchanged_on_a_two_node_cluster_from_another_driver(
+        ray_session: object, tmp_path: Path) -> None:
+    """A second driver process joins the session's cluster by address (as after ``ray start``),
+    with one more CPU node added: cells spread over both CPU nodes, the trace is read by the
+    driver only, and the rows equal the cells run one by one."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    cluster = ray_session.cluster  # type: ignore[attr-defined]
+    extra = cluster.add_node(num_cpus=1, object_store_memory=100 * 2**20)
+    cluster.wait_for_nodes()
+    spec = SweepSpec(trace=(str(DATA / "helios_cluster_log_sample.csv"),),
+                     policies=("fifo", "srtf"), seeds=(0, 1), loads=(1.0, 2.0), scales=(1.0,))
+    try:
+        env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+        args = json.dumps({"trace": list(spec.trace), "policies": list(spec.policies),
+                           "seeds": list(spec.seeds), "loads": list(spec.loads),
+                           "scales": list(spec.scales)})
+        out = subprocess.run([sys.executable, "-c", _DRIVER, args, str(tmp_path),
+                              cluster.address], capture_output=True, text=True, env=env,
+                             timeout=300, check=False)
+        assert out.returncode == 0, out.stderr[-3000:]
+    finally:
+        cluster.remove_node(extra)
+    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(rows) == len(cells_of(spec)) == 8
+    assert {r["ray_node"] for r in rows} == {cluster.head_node.node_id, extra.node_id}
+    assert [_strip(r) for r in rows] == [_strip(run_cell(spec, c)) for c in cells_of(spec)]

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from psched.errors import InputError
 from psched.horizon import MAX_HORIZON_SLOTS, trace_horizon
+from psched.limits import ID_PATTERN
 from psched.model import (
     RESOURCES,
     WINDOW_UTILITY_FLOOR,
@@ -32,14 +33,15 @@ HYPO = settings(max_examples=40, deadline=None,
 
 finite = st.floats(0.0, 1e6, allow_nan=False, allow_infinity=False)
 positive = st.floats(1e-3, 1e3, allow_nan=False, allow_infinity=False)
+demand = st.floats(0.0, 1000.0, allow_nan=False, allow_infinity=False)  # within MAX_DEMAND
 
 
 @st.composite
 def specs_strategy(draw: st.DrawFn, job_id: str) -> JobSpec:
     worker_bw = draw(positive)
-    ps_bw = worker_bw + draw(finite)
-    worker = Resources(**{r: draw(finite) for r in RESOURCES[:-1]}, bandwidth_gbps=worker_bw)
-    ps = Resources(**{r: draw(finite) for r in RESOURCES[:-1]}, bandwidth_gbps=ps_bw)
+    ps_bw = worker_bw + draw(demand)
+    worker = Resources(**{r: draw(demand) for r in RESOURCES[:-1]}, bandwidth_gbps=worker_bw)
+    ps = Resources(**{r: draw(demand) for r in RESOURCES[:-1]}, bandwidth_gbps=ps_bw)
     hparams = draw(st.one_of(st.just(""), st.dictionaries(
         st.text(max_size=5), st.one_of(st.integers(), st.text(max_size=5)), max_size=3,
     ).map(json.dumps)))
@@ -50,12 +52,12 @@ def specs_strategy(draw: st.DrawFn, job_id: str) -> JobSpec:
         utility=Utility(kind=draw(st.sampled_from(UTILITY_KINDS)), value=draw(finite),
                         decay=draw(finite), target=draw(finite)),
         tau_includes_comm=draw(st.booleans()),
-        workload=draw(st.sampled_from(["", "mlp", "pkg.mod:Model", 'odd, "quoted"\nname'])),
+        workload=draw(st.sampled_from(["", "mlp", "pkg.mod:Model", 'odd, "quoted" name'])),
         hparams=hparams,
     )
 
 
-ids = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zs")), min_size=1, max_size=8)
+ids = st.from_regex(ID_PATTERN, fullmatch=True).filter(lambda s: len(s) <= 12)
 
 
 @st.composite
@@ -138,7 +140,7 @@ CELL_CASES = [
     ("target", "1e999", "target"), ("hparams", "{bad json", "hparams"),
     ("hparams", "[1, 2]", "hparams"), ("tau_includes_comm", "maybe", "tau_includes_comm"),
     ("job_id", "", "job_id"), ("epochs", "9" * 400, "epochs"),
-    ("tau_s", "1e308", "epochs"),  # total work overflows
+    ("tau_s", "1e308", "tau_s"), ("minibatches", "1e12", "epochs"),  # work beyond bounds
 ]
 
 

@@ -18,7 +18,15 @@ comes from four exact devices, none of which drops a schedule that could win:
 4. **Stationary runs of identical slots.** Slots whose prices and residual capacities match
    give identical cost vectors (typically the untouched future). If adding such a slot left
    ``cost(t, .)`` unchanged, another identical slot cannot change it either
-   (``h (+) c = h  =>  (h (+) c) (+) c = h``), so it is skipped without computing.
+   (``h (+) c = h  =>  (h (+) c) (+) c = h``), so it is skipped without computing -- with the
+   rest of its run when the ledger marked the run (:attr:`~psched.oasis.ledger.JobInputs.runs`,
+   e.g. the untouched future of a 2,500-slot window); its minimisers are those of the previous
+   slot (same ``h``, same ``c``), so the schedule read back is the one the literal recursion
+   picks.
+
+Ties: the schedule returned is the one of the tie rule in :mod:`psched.oasis.schedule`
+(earliest completion among equal payoffs, then the most workers in the latest slots), the
+same as :func:`~psched.oasis.literal.solve_literal` returns.
 
 Complexity: O(Tw (H + K) R + Tw N log H) for the slot costs, and at most O(Tw W N) for the
 recursion, usually far less after pruning.
@@ -30,20 +38,18 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from psched.oasis.ledger import JobInputs
-from psched.oasis.schedule import Best, beats, slot_costs
+from psched.oasis.schedule import ARG_RTOL, Best, beats, slot_costs
 
 __all__ = ["ARG_RTOL", "completion_costs", "cost_lower_bound", "minplus_step", "solve_fast"]
-
-#: Relative tolerance of a tie between two ways of reaching the same work in the recursion.
-ARG_RTOL = 1e-12
 
 
 def minplus_step(h: np.ndarray, c: np.ndarray, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """``new[D] = min_{0 <= n <= min(D, k)} h[D - n] + c[n]`` for ``D = 0..hi``.
 
     Returns ``new`` and the minimising ``n`` per ``D``: the largest ``n`` within
-    :data:`ARG_RTOL` of the minimum, so that float noise (units, utility scale) never changes
-    which of two equal-cost schedules is chosen.
+    :data:`ARG_RTOL` of the minimum (the tie rule of :mod:`psched.oasis.schedule`, as
+    :func:`~psched.oasis.schedule.last_argmin`), so that float noise (units, utility scale)
+    never changes which of two equal-cost schedules is chosen.
     ``h`` must hold at least ``hi + 1`` entries. Complexity O(hi k).
     """
     k = c.shape[0] - 1
@@ -62,7 +68,7 @@ def _minplus_values(h: np.ndarray, c: np.ndarray, hi: int) -> np.ndarray:
     hp = np.concatenate((np.full(k, np.inf), h[: hi + 1]))
     step = hp.strides[0]
     m = as_strided(hp, shape=(hi + 1, k + 1), strides=(step, step), writeable=False) + c[::-1]
-    return m.min(axis=1)
+    return np.asarray(m.min(axis=1))
 
 
 def cost_lower_bound(costs: np.ndarray, work: int) -> float:
@@ -97,12 +103,14 @@ def solve_fast(inp: JobInputs, floor: float = 0.0, costs: np.ndarray | None = No
     ----------
     inp : the job's priced inputs over its window.
     floor : only payoffs above it count (0 for admission); pruning uses it.
-    costs : precomputed slot costs (Tw, N+1), else computed here.
+    costs : precomputed slot costs of ``inp`` (Tw, N+1), ``slot_costs(inp)``; else computed
+        here. They must be ``inp``'s: runs of identical slots (``inp.runs``) are skipped whole.
 
     Returns
     -------
     Best : payoff ``max(floor, optimum)`` in cost units and, if above the floor, the workers
-    per window slot of an optimal schedule (earliest optimal completion slot).
+    per window slot of the optimal schedule the tie rule picks (earliest optimal completion
+    slot, then the most workers in the latest slots; :mod:`psched.oasis.schedule`).
     """
     work = inp.job.work
     c_all = slot_costs(inp) if costs is None else costs
@@ -119,9 +127,13 @@ def solve_fast(inp: JobInputs, floor: float = 0.0, costs: np.ndarray | None = No
     h[0] = 0.0
     reach = 0
     args: list[np.ndarray | None] = [None] * inp.n_slots
+    run_end = _run_ends(inp)
+    prev_arg: np.ndarray | None = None
     prev_c: np.ndarray | None = None
     prev_changed = True
-    for i in range(inp.n_slots):
+    i = -1
+    while i + 1 < inp.n_slots:
+        i += 1
         if not beats(util_after[i] - lb, best):
             break
         k = int(n_cap[i])
@@ -130,13 +142,18 @@ def solve_fast(inp: JobInputs, floor: float = 0.0, costs: np.ndarray | None = No
         c = c_all[i, : k + 1]
         same = prev_c is not None and prev_c.shape == c.shape and np.array_equal(prev_c, c)
         if same and not prev_changed:
+            # same h, same c: the same minimisers, here and along the rest of the run of
+            # identical slots; h stays unchanged, so no completion there can win
+            end = int(run_end[i])
+            args[i:end] = [prev_arg] * (end - i)
+            i = end - 1
             continue
         hi = min(work, reach + k)
         new, arg = minplus_step(h, c, hi)
         prev_changed = not np.array_equal(new, h[: hi + 1])
         h[: hi + 1] = new
         reach = hi
-        args[i] = arg
+        args[i] = prev_arg = arg
         prev_c = c
         payoff = float(inp.util[i]) - float(h[work])
         if beats(payoff, best):
@@ -153,6 +170,13 @@ def solve_fast(inp: JobInputs, floor: float = 0.0, costs: np.ndarray | None = No
     if left != 0:  # pragma: no cover - the recursion guarantees a path
         raise RuntimeError("backtracking did not reach zero work")
     return Best(payoff=best, counts=counts)
+
+
+def _run_ends(inp: JobInputs) -> np.ndarray:
+    """For every window slot, one past the last slot of its run of identical slots."""
+    starts, row_of = inp.run_index()
+    ends = np.append(starts[1:], inp.n_slots)
+    return np.asarray(ends[row_of])
 
 
 def completion_costs(inp: JobInputs, costs: np.ndarray | None = None) -> np.ndarray:

@@ -4,6 +4,17 @@ The ledger holds ``g_h^r(t)`` and ``v_k^r(t)`` of the paper (usage committed by 
 jobs) as two dense arrays, slots x servers x resources, one per pool: memory grows with the
 horizon and the cluster, never with the number of jobs. Prices are derived from it on demand
 (:func:`psched.prices.log_prices`) for the slots of one job's window only.
+
+Runs of identical slots. Consecutive slots with the same committed usage in both pools have
+the same prices and residual capacities, hence the same slot costs; over a long window (a
+time-insensitive job may search to the horizon) most slots form a few such runs, typically the
+untouched future. :meth:`Ledger.inputs` prices one slot per run and copies it along the run
+(bit-identical to pricing every slot), and records the runs in :attr:`JobInputs.runs` so that
+the placement tables and slot costs are computed once per run too
+(:func:`psched.oasis.schedule.placement_tables`). Finding the runs reads the usage once.
+A subclass that prices from other usage overrides :meth:`Ledger.price_usage` (runs then
+follow both arrays); one that overrides :meth:`Ledger.scaled_prices` instead is priced slot
+by slot through it, with no runs.
 """
 
 from __future__ import annotations
@@ -40,11 +51,28 @@ class JobInputs:
     workers: PoolInputs  #: worker pool
     ps: PoolInputs  #: PS pool
     ps_needed: np.ndarray  #: (N+1,) fewest PS for n workers, ``ceil(b/B n)``
+    #: window index of the first slot of each run of identical slots (same usage in both
+    #: pools, hence same prices, residuals and slot costs), ascending from 0; None: unknown
+    #: (every slot is treated as its own run)
+    runs: np.ndarray | None = None
 
     @property
     def n_slots(self) -> int:
         """Tw, the window length in slots."""
         return int(self.util.shape[0])
+
+    def run_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(starts, row_of)``: the first window slot of every run, and each slot's run.
+
+        Arrays computed on the slots ``starts`` expand to the whole window by ``[row_of]``.
+        """
+        n = self.n_slots
+        if self.runs is None:
+            idx = np.arange(n)
+            return idx, idx
+        starts = np.asarray(self.runs, dtype=np.intp)
+        lengths = np.diff(np.append(starts, n))
+        return starts, np.repeat(np.arange(starts.size), lengths)
 
 
 class Ledger:
@@ -86,11 +114,45 @@ class Ledger:
         """log of the cost unit (the largest U)."""
         return self.params.log_scale
 
+    def price_usage(self) -> tuple[np.ndarray, ...]:
+        """The usage arrays, one per pool, that prices follow: the committed usage.
+
+        A subclass that prices from other usage (a high-water mark, say) overrides this one
+        method; :meth:`scaled_prices`, :meth:`runs` and :meth:`inputs` all read it.
+        """
+        return self.usage
+
     def scaled_prices(self, pool: int, t0: int, t1: int) -> np.ndarray:
         """Prices of slots ``t0..t1-1`` in cost units, (t1 - t0, H, R)."""
-        lp = log_prices(self.usage[pool][t0:t1], self.capacity[pool],
-                        self.params.log_u[pool], self.params.log_l[pool])
+        return self._price_of(pool, self.price_usage()[pool][t0:t1])
+
+    def _price_of(self, pool: int, usage: np.ndarray) -> np.ndarray:
+        """Prices in cost units of the usage rows ``usage`` (..., H, R) of ``pool``."""
+        lp = log_prices(usage, self.capacity[pool], self.params.log_u[pool],
+                        self.params.log_l[pool])
         return np.asarray(np.exp(lp - self.log_scale))
+
+    def runs(self, t0: int, t1: int) -> np.ndarray:
+        """First slot (relative to ``t0``) of every run of identical rows -- of the usage
+        and of the usage prices follow, in both pools -- over slots ``t0..t1-1``.
+        O((t1 - t0) (H + K) R) comparisons."""
+        n = t1 - t0
+        if n <= 0:
+            return np.zeros(0, dtype=np.intp)
+        changed = np.ones(n, dtype=bool)
+        if n > 1:
+            changed[1:] = False
+            arrays = list(self.usage)
+            arrays += [u for u in self.price_usage() if not any(u is a for a in arrays)]
+            for u in arrays:
+                rows = u[t0:t1].reshape(n, -1)
+                changed[1:] |= (rows[1:] != rows[:-1]).any(axis=1)
+        return np.flatnonzero(changed)
+
+    def _per_run(self) -> bool:
+        """Price once per run of identical slots, unless a subclass overrides
+        :meth:`scaled_prices` itself (then every slot is priced through it)."""
+        return type(self).scaled_prices is Ledger.scaled_prices
 
     def inputs(self, job: Job, relaxed: bool = False, start: int | None = None) -> JobInputs:
         """The priced inputs of ``job`` over its window at the current prices.
@@ -103,21 +165,27 @@ class Ledger:
         t0 = job.arrival if start is None else max(job.arrival, start)
         t1 = max(t0, job.last_slot + 1)
         spec = job.spec
+        per_run = self._per_run()
+        starts = self.runs(t0, t1) if per_run else np.arange(t1 - t0)
+        row_of = np.repeat(np.arange(starts.size), np.diff(np.append(starts, t1 - t0)))
+        src = self.price_usage()
         pools = []
         for p, dem in enumerate((spec.worker_demand, spec.ps_demand)):
             d = dem.as_array()
             cap = self.capacity[p]
             resid = (np.broadcast_to(cap, (t1 - t0, *cap.shape)) if relaxed
-                     else cap - self.usage[p][t0:t1])
+                     else (cap - self.usage[p][t0 + starts])[row_of])
+            price = (self._price_of(p, src[p][t0 + starts])[row_of] if per_run
+                     else self.scaled_prices(p, t0, t1))
             pools.append(PoolInputs(
-                servers=self.servers[p], price=self.scaled_prices(p, t0, t1), resid=resid,
+                servers=self.servers[p], price=price, resid=resid,
                 demand=d, norm=normalise(d, self.cbar[p])))
         log_f = log_utility(job, np.arange(t0 - job.arrival + 1, t1 - job.arrival + 1))
         util = np.exp(log_f - self.log_scale)
         n = np.arange(job.max_workers + 1)
         ps_needed = np.array([job.ps_needed(int(k)) for k in n], dtype=int)
         return JobInputs(job=job, start=t0, util=util, workers=pools[0], ps=pools[1],
-                         ps_needed=ps_needed)
+                         ps_needed=ps_needed, runs=starts if per_run else None)
 
     def commit(self, job: Job, schedule: Mapping[int, Alloc]) -> None:
         """Add a job's committed schedule (slot -> allocation) to the usage."""
@@ -127,6 +195,17 @@ class Ledger:
             for t, alloc in schedule.items():
                 for h, count in getattr(alloc, role):
                     self.usage[pool][t, self._pos[h]] += count * dem
+
+    def release(self, job: Job, schedule: Mapping[int, Alloc]) -> None:
+        """Take a committed schedule (or its future part) off the usage again: the inverse
+        of :meth:`commit` (a live service whose job finished early)."""
+        spec = job.spec
+        for pool, dem, role in ((0, spec.worker_demand.as_array(), "workers"),
+                                (1, spec.ps_demand.as_array(), "ps")):
+            for t, alloc in schedule.items():
+                for h, count in getattr(alloc, role):
+                    row = self.usage[pool][t, self._pos[h]]
+                    np.maximum(row - count * dem, 0.0, out=row)
 
     def price_mass(self, pool: int, chunk: int = 512) -> float:
         """``sum_t sum_h sum_r p_h^r(t) c~_h^r`` over the horizon, in cost units."""

@@ -12,6 +12,11 @@ vectorised code in :mod:`psched.oasis.schedule`. The best completion slot maximi
 lower bound of what completing at ``t`` costs, and ``f`` is non-increasing, so the maximum is
 the exact optimum.
 
+Ties: each step keeps the largest minimising ``d`` (:func:`~psched.oasis.schedule.last_argmin`)
+and the earliest completion wins among equal payoffs (:func:`~psched.oasis.schedule.beats`):
+the tie rule of :mod:`psched.oasis.schedule`, so this returns the very schedule the fast
+search returns, not only the same payoff.
+
 Complexity: O(Tw (H + K) N) for the slot costs and O(Tw W N) for the recursion, with a Python
 loop over ``(t, D)``; ~0.1-1 s per arrival at the paper's scale.
 """
@@ -24,7 +29,7 @@ import numpy as np
 
 from psched.model import EPS
 from psched.oasis.ledger import JobInputs, PoolInputs
-from psched.oasis.schedule import Best, beats
+from psched.oasis.schedule import Best, beats, last_argmin
 
 __all__ = ["literal_slot_cost", "solve_literal"]
 
@@ -71,7 +76,7 @@ def solve_literal(inp: JobInputs, floor: float = 0.0) -> Best:
         for big_d in range(work + 1):
             d = np.arange(min(big_d, n_max) + 1)
             vals = ct[d] + prev[big_d - d]
-            j = int(np.argmin(vals))
+            j = last_argmin(vals)
             cur[big_d], choices[i, big_d] = vals[j], d[j]
         payoff = float(inp.util[i]) - float(cur[work])
         if beats(payoff, best):

@@ -6,6 +6,24 @@ by unit price ``sum_r p_h^r(t) w~^r``, each taking up to its residual capacity
 way (paper section 4, Theorem 1; ``oasis.md`` section 7). More PS than that never helps
 (prices are non-negative). Worker cost is convex in ``n``; the PS term steps every ``B/b``
 workers, so the slot cost is not.
+
+The tie rule
+------------
+Every best-schedule search (:mod:`~psched.oasis.fast`, :mod:`~psched.oasis.literal`,
+:mod:`~psched.oasis.brute`) returns the *same* schedule, not only the same payoff:
+
+1. the highest payoff ``f(d) - cost``; among payoffs equal up to :data:`TIE_RTOL`
+   (:func:`beats`), the **earliest completion slot**;
+2. among the schedules completing there at the least cost (up to :data:`ARG_RTOL`), the
+   **most workers in the completion slot**, then the most in the slot before it, and so on
+   back to the arrival: the reverse-lexicographically greatest vector of workers per slot.
+
+Rule 2 is what the recursion ``cost(t, D) = min_d c_t(d) + cost(t - 1, D - d)`` yields when
+each step keeps the largest minimising ``d`` (:func:`last_argmin`) and the schedule is read
+back from the completion slot. Both tolerances are far above float noise (a change of units
+or of the utility scale) and far below any real price difference, so noise never flips a
+decision. Placement within a slot is the stable greedy of :func:`place` (cheapest server
+first, the lower server index among equal prices).
 """
 
 from __future__ import annotations
@@ -19,11 +37,13 @@ from psched.model import EPS, Alloc
 from psched.oasis.ledger import JobInputs, PoolInputs
 
 __all__ = [
+    "ARG_RTOL",
     "TIE_RTOL",
     "Best",
     "PlacementTables",
     "beats",
     "greedy_costs",
+    "last_argmin",
     "place",
     "placement_tables",
     "schedule_allocs",
@@ -39,12 +59,28 @@ __all__ = [
 #: (a change of units or of the utility scale) never flips a decision between near-ties.
 TIE_RTOL = 1e-9
 
+#: Relative tolerance of a tie between two ways of reaching the same work in the recursion
+#: (rule 2 of the tie rule): values within it of the minimum count as minimal.
+ARG_RTOL = 1e-12
+
 
 def beats(payoff: float, best: float) -> bool:
     """``payoff`` improves on ``best`` by more than the tie tolerance."""
     if not math.isfinite(best):
         return payoff > best
     return payoff > best + TIE_RTOL * abs(best)
+
+
+def last_argmin(vals: np.ndarray) -> int:
+    """The largest index whose value is within :data:`ARG_RTOL` of the minimum of ``vals``.
+
+    The per-step choice of the tie rule's rule 2 (most workers in the later slot); index 0
+    when every value is ``inf``. The vectorised twin is :func:`psched.oasis.fast.minplus_step`.
+    """
+    low = float(np.min(vals))
+    if not math.isfinite(low):
+        return 0
+    return int(np.flatnonzero(vals <= low + ARG_RTOL * low)[-1])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,23 +150,37 @@ class PlacementTables:
     caps: tuple[np.ndarray, np.ndarray]  #: (Tw, H) and (Tw, K) containers that fit
 
 
+def _rows(pool: PoolInputs, starts: np.ndarray) -> PoolInputs:
+    """``pool`` restricted to the window slots ``starts`` (one slot per run)."""
+    return PoolInputs(servers=pool.servers, price=pool.price[starts],
+                      resid=pool.resid[starts], demand=pool.demand, norm=pool.norm)
+
+
 def placement_tables(inp: JobInputs) -> PlacementTables:
-    """Unit prices and capacities per slot and server, workers then PS. O(Tw (H + K) R)."""
+    """Unit prices and capacities per slot and server, workers then PS.
+
+    Computed once per run of identical slots (:meth:`JobInputs.run_index`) and copied along
+    the run. Complexity O(U (H + K) R + Tw (H + K)) for U runs.
+    """
+    starts, row_of = inp.run_index()
+    w, p = _rows(inp.workers, starts), _rows(inp.ps, starts)
     return PlacementTables(
-        unit=(unit_prices(inp.workers), unit_prices(inp.ps)),
-        caps=(unit_caps(inp.workers, inp.job.max_workers),
-              unit_caps(inp.ps, int(inp.ps_needed[-1]))))
+        unit=(unit_prices(w)[row_of], unit_prices(p)[row_of]),
+        caps=(unit_caps(w, inp.job.max_workers)[row_of],
+              unit_caps(p, int(inp.ps_needed[-1]))[row_of]))
 
 
 def slot_costs(inp: JobInputs, tables: PlacementTables | None = None) -> np.ndarray:
     """Cost of ``n = 0..N`` workers (and their PS) in every window slot, (Tw, N+1).
 
-    Complexity O(Tw (H + K) R + Tw N log(H + K)).
+    Computed once per run of identical slots and copied along the run. Complexity
+    O(U (H + K) R + U N log(H + K) + Tw N) for U runs.
     """
     tab = tables or placement_tables(inp)
-    wc = greedy_costs(tab.unit[0], tab.caps[0], inp.job.max_workers)
-    pc = greedy_costs(tab.unit[1], tab.caps[1], int(inp.ps_needed[-1]))
-    return np.asarray(wc + pc[:, inp.ps_needed])
+    starts, row_of = inp.run_index()
+    wc = greedy_costs(tab.unit[0][starts], tab.caps[0][starts], inp.job.max_workers)
+    pc = greedy_costs(tab.unit[1][starts], tab.caps[1][starts], int(inp.ps_needed[-1]))
+    return np.asarray((wc + pc[:, inp.ps_needed])[row_of])
 
 
 def place(unit: np.ndarray, caps: np.ndarray, n: int) -> list[tuple[int, int]]:

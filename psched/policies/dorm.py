@@ -1,8 +1,8 @@
 """Dorm (Sun et al., SmartComp 2017): utilisation-maximising MILP with fairness and adjustment
 limits, over worker counts, placement greedy afterwards (``baselines.md``).
 
-Admit every job. At each event solve, with HiGHS (:func:`scipy.optimize.milp`) and a per-solve
-time limit, over the unfinished jobs ``j`` (arrival order)::
+Admit every job. At each event solve, with HiGHS (:mod:`psched.milp`, warm-started from the
+current counts) and a per-solve time limit, over the unfinished jobs ``j`` (arrival order)::
 
     max  sum_j y_j u_j  +  eps sum_j (J - rank_j) z_j  -  eps2 sum_j q_j
     s.t. L_j z_j <= y_j <= U_j z_j              y = workers, z = running (binary)
@@ -42,25 +42,20 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_matrix
 
+from psched.milp import Problem, Rows, Solution, Solver, solve
 from psched.model import Alloc, Job
 from psched.policies.base import View, register_policy
 from psched.policies.counts import Builder, pool_totals, realise, work_cap
 from psched.policies.replan import ReplanPolicy
 
-__all__ = ["DormPolicy", "solve_dorm"]
+__all__ = ["DormPolicy", "dorm_solution", "solve_dorm"]
 
 
-def solve_dorm(jobs: list[Job], upper: np.ndarray, current: np.ndarray, capacity_w: np.ndarray,
-               capacity_p: np.ndarray, *, theta: float = 0.5, beta: float = 0.3,
-               fairness: bool = True, limit_changes: bool = True,
-               time_limit_s: float = 0.25) -> np.ndarray | None:
-    """Worker counts (J,) of Dorm's MILP, or None if HiGHS returns no solution.
-
-    Variables per job: y (workers), z (running), q (PS), c (changed). O(HiGHS).
-    """
+def _shares(jobs: list[Job], capacity_w: np.ndarray, capacity_p: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per job: worker and PS demand (J x R), PS ratio, utilisation of one worker (with its PS
+    by the ratio), dominant share of one worker."""
     J, R = len(jobs), capacity_w.shape[0]
     w = np.array([j.spec.worker_demand.as_array() for j in jobs]).reshape(J, R)
     s = np.array([j.spec.ps_demand.as_array() for j in jobs]).reshape(J, R)
@@ -70,58 +65,110 @@ def solve_dorm(jobs: list[Job], upper: np.ndarray, current: np.ndarray, capacity
         per_p = np.where(capacity_p > 0, s / capacity_p, 0.0)
         tot = capacity_w + capacity_p
         dom = np.max(np.where(tot > 0, (w + ratio[:, None] * s) / tot, 0.0), axis=1)
-    util = per_w.sum(axis=1) + ratio * per_p.sum(axis=1)
-    lower = np.ones(J)
-    if fairness and J:
-        with np.errstate(divide="ignore"):
-            floor = np.where(dom > 0, np.ceil(theta / (J * dom) - 1e-9), 1.0)
-        lower = np.minimum(np.maximum(1.0, floor), upper)
-    Y, Z, Q, C = 0, J, 2 * J, 3 * J
-    nvar = 4 * J
-    r_: list[int] = []
-    c_: list[int] = []
-    v_: list[float] = []
-    lo: list[float] = []
-    hi: list[float] = []
+    return w, s, ratio, per_w.sum(axis=1) + ratio * per_p.sum(axis=1), dom
 
-    def row(cols: list[int], vals: list[float], a: float, b: float) -> None:
-        i = len(lo)
-        r_.extend([i] * len(cols))
-        c_.extend(cols)
-        v_.extend(vals)
-        lo.append(a)
-        hi.append(b)
 
-    for j in range(J):
-        row([Y + j, Z + j], [1.0, -float(lower[j])], 0.0, np.inf)
-        row([Y + j, Z + j], [1.0, -float(upper[j])], -np.inf, 0.0)
-        row([Q + j, Y + j], [1.0, -float(ratio[j])], -1e-9, np.inf)
-        row([Q + j, Y + j], [1.0, -1.0], -np.inf, 0.0)
-        if limit_changes and current[j] > 0:
-            row([Y + j, C + j], [1.0, -float(upper[j])], -np.inf, float(current[j]))
-            row([Y + j, C + j], [1.0, float(upper[j])], float(current[j]), np.inf)
-    for r in range(R):
+def _fair_floor(dom: np.ndarray, upper: np.ndarray, theta: float) -> np.ndarray:
+    """``L_j = max(1, ceil(theta / (J d_j)))`` capped at ``U_j``."""
+    J = dom.size
+    with np.errstate(divide="ignore"):
+        floor = np.where(dom > 0, np.ceil(theta / (J * dom) - 1e-9), 1.0)
+    out: np.ndarray = np.minimum(np.maximum(1.0, floor), upper)
+    return out
+
+
+def _job_rows(rows: Rows, lower: np.ndarray, upper: np.ndarray, ratio: np.ndarray) -> None:
+    """``L z <= y <= U z``; ``ratio y <= q <= y`` (columns y, z, q, c in blocks of J)."""
+    J = lower.size
+    j = np.arange(J)
+    Y, Z, Q = j, J + j, 2 * J + j
+    two = np.repeat(np.arange(J), 2)
+    inter = np.column_stack
+    rows.block(two, inter([Y, Z]).ravel(), inter([np.ones(J), -lower]).ravel(),
+               np.zeros(J), np.full(J, np.inf))
+    rows.block(two, inter([Y, Z]).ravel(), inter([np.ones(J), -upper]).ravel(),
+               np.full(J, -np.inf), np.zeros(J))
+    rows.block(two, inter([Q, Y]).ravel(), inter([np.ones(J), -ratio]).ravel(),
+               np.full(J, -1e-9), np.full(J, np.inf))
+    rows.block(two, inter([Q, Y]).ravel(), inter([np.ones(J), -np.ones(J)]).ravel(),
+               np.full(J, -np.inf), np.zeros(J))
+
+
+def _change_rows(rows: Rows, upper: np.ndarray, current: np.ndarray, beta: float) -> None:
+    """``|y_j - a_j| <= U_j c_j`` for running jobs; ``sum c <= max(1, floor(beta |R|))``."""
+    J = upper.size
+    run = np.flatnonzero(current > 0)
+    if run.size == 0:
+        return
+    two = np.repeat(np.arange(run.size), 2)
+    cols = np.column_stack([run, 3 * J + run]).ravel()
+    rows.block(two, cols, np.column_stack([np.ones(run.size), -upper[run]]).ravel(),
+               np.full(run.size, -np.inf), current[run])
+    rows.block(two, cols, np.column_stack([np.ones(run.size), upper[run]]).ravel(),
+               current[run], np.full(run.size, np.inf))
+    rows.add(3 * J + np.arange(J), np.ones(J), -np.inf, max(1, math.floor(beta * run.size)))
+
+
+def _capacity_rows(rows: Rows, w: np.ndarray, s: np.ndarray, capacity_w: np.ndarray,
+                   capacity_p: np.ndarray) -> None:
+    """``sum_j y_j w_j^r <= C_worker^r`` and ``sum_j q_j s_j^r <= C_ps^r``, every r."""
+    J = w.shape[0]
+    for r in range(capacity_w.shape[0]):
         if np.any(w[:, r] > 0):
-            row([Y + j for j in range(J)], w[:, r].tolist(), -np.inf, float(capacity_w[r]))
+            rows.add(np.arange(J), w[:, r], -np.inf, float(capacity_w[r]))
         if np.any(s[:, r] > 0):
-            row([Q + j for j in range(J)], s[:, r].tolist(), -np.inf, float(capacity_p[r]))
-    n_run = int(np.sum(current > 0))
-    if limit_changes and n_run:
-        row([C + j for j in range(J)], [1.0] * J, -np.inf, max(1, math.floor(beta * n_run)))
+            rows.add(2 * J + np.arange(J), s[:, r], -np.inf, float(capacity_p[r]))
+
+
+def _start(counts: np.ndarray, ratio: np.ndarray) -> np.ndarray:
+    """The point of the model that keeps ``counts`` (the previous event's solution)."""
+    q = np.ceil(ratio * counts - 1e-9)
+    return np.concatenate([counts, (counts > 0).astype(float), q, np.zeros(counts.size)])
+
+
+def solve_dorm(jobs: list[Job], upper: np.ndarray, current: np.ndarray, capacity_w: np.ndarray,
+               capacity_p: np.ndarray, *, theta: float = 0.5, beta: float = 0.3,
+               fairness: bool = True, limit_changes: bool = True,
+               time_limit_s: float = 0.25, warm_start: bool = True,
+               solver: Solver | None = None) -> np.ndarray | None:
+    """Worker counts (J,) of Dorm's MILP, or None if HiGHS returns no solution.
+
+    Variables per job: y (workers), z (running), q (PS), c (changed). ``warm_start`` hands
+    HiGHS the current counts (the previous event's solution) as an incumbent when they are
+    feasible. O(HiGHS).
+    """
+    return dorm_solution(jobs, upper, current, capacity_w, capacity_p, theta=theta, beta=beta,
+                         fairness=fairness, limit_changes=limit_changes,
+                         time_limit_s=time_limit_s, warm_start=warm_start, solver=solver)[0]
+
+
+def dorm_solution(jobs: list[Job], upper: np.ndarray, current: np.ndarray,
+                  capacity_w: np.ndarray, capacity_p: np.ndarray, *, theta: float = 0.5,
+                  beta: float = 0.3, fairness: bool = True, limit_changes: bool = True,
+                  time_limit_s: float = 0.25, warm_start: bool = True,
+                  solver: Solver | None = None) -> tuple[np.ndarray | None, Solution]:
+    """:func:`solve_dorm` with the solver's :class:`~psched.milp.Solution` beside the counts."""
+    J = len(jobs)
+    w, s, ratio, util, dom = _shares(jobs, capacity_w, capacity_p)
+    lower = _fair_floor(dom, upper, theta) if fairness and J else np.ones(J)
+    rows = Rows()
+    _job_rows(rows, lower, upper, ratio)
+    if limit_changes:
+        _change_rows(rows, upper, current, beta)
+    _capacity_rows(rows, w, s, capacity_w, capacity_p)
     scale = max(float(util.max()) if J else 1.0, 1e-12)
-    cost = np.zeros(nvar)
-    cost[Y:Z] = -util / scale
-    cost[Z:Q] = -1e-4 * (J - np.arange(J)) / max(J, 1) / max(float(upper.sum()), 1.0)
-    cost[Q:C] = 1e-7
+    cost = np.concatenate([-util / scale,
+                           -1e-4 * (J - np.arange(J)) / max(J, 1) / max(float(upper.sum()), 1.0),
+                           np.full(J, 1e-7), np.zeros(J)])
     ub = np.concatenate([upper, np.ones(J), upper, np.ones(J)])
-    a = coo_matrix((v_, (r_, c_)), shape=(len(lo), nvar)).tocsr()
-    res = milp(cost, constraints=LinearConstraint(a, lo, hi), integrality=np.ones(nvar),
-               bounds=Bounds(np.zeros(nvar), ub),
-               options={"time_limit": time_limit_s, "disp": False})
-    if res.x is None:
-        return None
-    counts: np.ndarray = np.rint(res.x[Y:Z]).astype(np.int64)
-    return counts
+    problem = Problem.of(cost, rows, ub)
+    start = _start(np.minimum(current, upper), ratio) if warm_start else None
+    sol = solve(problem, time_limit_s=time_limit_s, mip_rel_gap=1e-4, start=start,
+                solver=solver)
+    if sol.x is None or sol.status == "suspect":
+        return None, sol
+    counts: np.ndarray = np.rint(sol.x[:J]).astype(np.int64)
+    return counts, sol
 
 
 @register_policy("dorm")
@@ -131,15 +178,21 @@ class DormPolicy(ReplanPolicy):
     name = "dorm"
 
     def __init__(self, theta: float = 0.5, beta: float = 0.3,
-                 time_limit_s: float = 0.25) -> None:
+                 time_limit_s: float = 0.25, warm_start: bool = True,
+                 solver: Solver | None = None) -> None:
         super().__init__()
+        self.solver = solver  #: the MILP solver (None: HiGHS through highspy)
         if not (0 <= theta <= 1 and 0 <= beta <= 1 and time_limit_s > 0):
             raise ValueError("theta, beta in [0, 1]; time_limit_s > 0")
         self.theta, self.beta, self.time_limit_s = theta, beta, time_limit_s
-        self._stats = {"solves": 0, "relaxed_fairness": 0, "relaxed_changes": 0}
+        self.warm_start = warm_start  #: start HiGHS from the current counts
+        self._stats = {"solves": 0, "relaxed_fairness": 0, "relaxed_changes": 0,
+                       "not_optimal": 0, "suspect": 0}
+        self._gaps: list[float] = []
 
     def reset(self) -> None:
         self._stats = dict.fromkeys(self._stats, 0)
+        self._gaps = []
 
     def replan(self, view: View) -> dict[str, Alloc]:
         statuses = [st for st in view.active.values() if work_cap(st.job, st.remaining) > 0]
@@ -157,9 +210,14 @@ class DormPolicy(ReplanPolicy):
             self._stats["solves"] += 1
             if stat:
                 self._stats[stat] += 1
-            counts = solve_dorm(jobs, upper, current, cw, cp, theta=self.theta, beta=self.beta,
-                                fairness=fairness, limit_changes=changes,
-                                time_limit_s=self.time_limit_s)
+            counts, sol = dorm_solution(jobs, upper, current, cw, cp, theta=self.theta,
+                                        beta=self.beta, fairness=fairness, limit_changes=changes,
+                                        time_limit_s=self.time_limit_s,
+                                        warm_start=self.warm_start, solver=self.solver)
+            self._stats["not_optimal"] += int(sol.status != "optimal")
+            self._stats["suspect"] += int(sol.status == "suspect")
+            if sol.found and math.isfinite(sol.gap):
+                self._gaps.append(sol.gap)
             if counts is not None:
                 break
         if counts is None:
@@ -170,4 +228,6 @@ class DormPolicy(ReplanPolicy):
         return realise(Builder(self.capacity, self.pools), by_id, want, self.current, order)
 
     def report(self) -> dict[str, Any]:
-        return {f"dorm_{k}": v for k, v in self._stats.items()}
+        out: dict[str, Any] = {f"dorm_{k}": v for k, v in self._stats.items()}
+        out["dorm_gap_mean"] = float(np.mean(self._gaps)) if self._gaps else None
+        return out

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,19 +131,26 @@ def feasible(epoch: Epoch, counts: np.ndarray) -> bool:
 
 
 def objective(epoch: Epoch, counts: np.ndarray) -> float:
-    """The MIP's objective of a plan (J counts, repeated over intervals, or J x T')."""
-    plan = _as_plan(epoch, counts)
+    """The MIP's objective of a plan (J counts, repeated over intervals, or J x T').
+
+    One pass over the jobs in Python floats (the counts looked up by bisection in each job's
+    allowed list), in the order the terms are summed. O(J T' log N)."""
+    plan = _as_plan(epoch, counts).tolist()
+    penalty, weight = epoch.penalty.tolist(), epoch.weight.tolist()
+    remaining, current = epoch.remaining.tolist(), epoch.current.tolist()
+    slots = epoch.interval_slots
     total = 0.0
-    for j in range(len(epoch.ids)):
-        done, prev = 0.0, int(epoch.current[j])
-        for n in plan[j]:
+    for j, row in enumerate(plan):
+        done, prev = 0.0, int(current[j])
+        allowed = epoch.allowed[j]
+        speed = epoch.speed[j]
+        for n in row:
             if n:
-                done += epoch.interval_slots * float(epoch.speed[j][epoch.index(j, n)])
+                done += slots * float(speed[bisect_left(allowed, n)])
                 if n != prev:
-                    total -= float(epoch.penalty[j])
+                    total -= float(penalty[j])
             prev = int(n)
-        total += float(epoch.weight[j]) * min(done, float(epoch.remaining[j])) / float(
-            epoch.remaining[j])
+        total += float(weight[j]) * min(done, float(remaining[j])) / float(remaining[j])
     return total
 
 
@@ -175,8 +183,13 @@ def _allowed(cap: int, current: int, mode: str) -> np.ndarray:
 def build_epoch(view: View, current: dict[str, Alloc], capacity: np.ndarray, pools: Any, *,
                 counts: str = "pow2", speedup: str = "linear", alpha: float = 0.8,
                 weight: str = "unit", rescale_overhead_s: float = 30.0, intervals: int = 1,
-                interval_slots: int = 1, anti_starvation: bool = False) -> Epoch:
-    """The epoch of ``view``: every active job that may run, in arrival order. O(J (N + R))."""
+                interval_slots: int = 1, anti_starvation: bool = False,
+                cache: dict[str, tuple[Any, ...]] | None = None) -> Epoch:
+    """The epoch of ``view``: every active job that may run, in arrival order. O(J (N + R)).
+
+    ``cache`` (a policy's, kept between events) remembers each job's allowed counts, speeds,
+    PS and demand arrays for its (cap, current count): they are recomputed only for jobs whose
+    cap or count changed."""
     ids, allowed, speed, ps, rem, wts, pen, cur, wd, sd = ([] for _ in range(10))
     slot_s = view.cluster.slot_seconds
     for job_id, st in view.active.items():
@@ -185,20 +198,28 @@ def build_epoch(view: View, current: dict[str, Alloc], capacity: np.ndarray, poo
         if cap <= 0:
             continue
         a = min(current[job_id].n_workers, cap) if job_id in current else 0
-        ns = _allowed(cap, a, counts)
-        s = ns.astype(float) ** (alpha if speedup == "sublinear" else 1.0)
+        hit = cache.get(job_id) if cache is not None else None
+        if hit is not None and hit[0] == (cap, a):
+            _, ns, s, ps_n, w_arr, s_arr = hit
+        else:
+            ns = _allowed(cap, a, counts)
+            s = ns.astype(float) ** (alpha if speedup == "sublinear" else 1.0)
+            ps_n = np.ceil(job.spec.ps_ratio * ns - EPS).astype(np.int64)  # Job.ps_needed
+            w_arr, s_arr = job.spec.worker_demand.as_array(), job.spec.ps_demand.as_array()
+            if cache is not None:
+                cache[job_id] = ((cap, a), ns, s, ps_n, w_arr, s_arr)
         w = 1.0 if weight == "unit" else max(_full_speed_utility(job, st.remaining, view.t), 1e-9)
         s_now = float(a) ** (alpha if speedup == "sublinear" else 1.0) if a else 0.0
         ids.append(job_id)
         allowed.append(ns)
         speed.append(s)
-        ps.append(np.ceil(job.spec.ps_ratio * ns - EPS).astype(np.int64))  # Job.ps_needed
+        ps.append(ps_n)
         rem.append(st.remaining)
         wts.append(w)
         pen.append(w * (rescale_overhead_s / slot_s) * s_now / st.remaining)
         cur.append(a)
-        wd.append(job.spec.worker_demand.as_array())
-        sd.append(job.spec.ps_demand.as_array())
+        wd.append(w_arr)
+        sd.append(s_arr)
     cw, cp = pool_totals(capacity, pools)
     r = capacity.shape[1]
     return Epoch(ids=tuple(ids), allowed=tuple(allowed), speed=tuple(speed), ps=tuple(ps),
@@ -235,16 +256,21 @@ class EpochPolicy(ReplanPolicy):
             "rescale_overhead_s": rescale_overhead_s, "intervals": intervals,
             "interval_slots": interval_slots, "anti_starvation": anti_starvation}
         self.objectives: list[float] = []  #: objective of every decision
+        self._epoch_cache: dict[str, tuple[Any, ...]] = {}
 
     def reset(self) -> None:
         self.objectives = []
+        self._epoch_cache = {}
 
     def choose(self, epoch: Epoch) -> np.ndarray:
         """A feasible plan for ``epoch``: counts (J,) kept over every interval, or J x T'."""
         raise NotImplementedError
 
     def replan(self, view: View) -> dict[str, Alloc]:
-        epoch = build_epoch(view, self.current, self.capacity, self.pools, **self.options)
+        if len(self._epoch_cache) > 2 * len(view.active) + 64:
+            self._epoch_cache = {j: v for j, v in self._epoch_cache.items() if j in view.active}
+        epoch = build_epoch(view, self.current, self.capacity, self.pools, **self.options,
+                            cache=self._epoch_cache)
         if not epoch.ids:
             return {}
         chosen = self.choose(epoch)
@@ -253,7 +279,8 @@ class EpochPolicy(ReplanPolicy):
         first = chosen if chosen.ndim == 1 else chosen[:, 0]
         counts = dict(zip(epoch.ids, (int(c) for c in first), strict=True))
         order = sorted(epoch.ids, key=lambda j: (j not in self.current, 0))
-        return realise(Builder(self.capacity, self.pools), jobs, counts, self.current, order)
+        build = Builder(self.capacity, self.pools, self.facts)
+        return realise(build, jobs, counts, self.current, order)
 
     def report(self) -> dict[str, Any]:
         return {f"{self.name}_objective_sum": float(sum(self.objectives))}

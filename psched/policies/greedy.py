@@ -33,26 +33,40 @@ _TOL = 1e-9
 
 
 class _Room:
-    """Pool totals left while a greedy fills."""
+    """Pool totals left while a greedy fills (Python floats: the same operations as numpy
+    row arithmetic, without its per-call cost on R-long vectors)."""
 
     def __init__(self, epoch: Epoch) -> None:
         self.e = epoch
-        self.w = epoch.worker_cap.astype(float).copy()
-        self.p = epoch.ps_cap.astype(float).copy()
-        self.k = np.full(len(epoch.ids), -1, dtype=np.int64)  #: index into allowed; -1 = 0
+        self.w = epoch.worker_cap.astype(float).tolist()
+        self.p = epoch.ps_cap.astype(float).tolist()
+        self._w_lim = [-_TOL * max(1.0, c) for c in epoch.worker_cap.astype(float).tolist()]
+        self._p_lim = [-_TOL * max(1.0, c) for c in epoch.ps_cap.astype(float).tolist()]
+        self.k = [-1] * len(epoch.ids)  #: index into allowed; -1 = 0
+        self._rows: dict[int, tuple[list[int], list[int], list[float], list[float]]] = {}
+
+    def _row(self, j: int) -> tuple[list[int], list[int], list[float], list[float]]:
+        row = self._rows.get(j)
+        if row is None:
+            e = self.e
+            row = (e.allowed[j].tolist(), e.ps[j].tolist(), e.worker_demand[j].tolist(),
+                   e.ps_demand[j].tolist())
+            self._rows[j] = row
+        return row
 
     def count(self, j: int) -> int:
         return 0 if self.k[j] < 0 else int(self.e.allowed[j][self.k[j]])
 
     def step(self, j: int, k: int) -> bool:
         """Move job ``j`` to ``allowed[j][k]`` if the difference fits; done?"""
-        e = self.e
-        dn = int(e.allowed[j][k]) - self.count(j)
-        dp = int(e.ps[j][k]) - (0 if self.k[j] < 0 else int(e.ps[j][self.k[j]]))
-        w = self.w - dn * e.worker_demand[j]
-        p = self.p - dp * e.ps_demand[j]
-        if np.any(w < -_TOL * np.maximum(1.0, e.worker_cap)) or np.any(
-                p < -_TOL * np.maximum(1.0, e.ps_cap)):
+        allowed, ps, wd, pd = self._row(j)
+        kj = self.k[j]
+        dn = allowed[k] - (0 if kj < 0 else allowed[kj])
+        dp = ps[k] - (0 if kj < 0 else ps[kj])
+        w = [a - dn * d for a, d in zip(self.w, wd, strict=True)]
+        p = [a - dp * d for a, d in zip(self.p, pd, strict=True)]
+        if any(x < lim for x, lim in zip(w, self._w_lim, strict=True)) or any(
+                x < lim for x, lim in zip(p, self._p_lim, strict=True)):
             return False
         self.w, self.p, self.k[j] = w, p, k
         return True

@@ -80,6 +80,7 @@ class OasisPolicy:
         self.params: PriceParams | None = None
         self.ledger: Ledger | None = None
         self._schedules: dict[str, dict[int, Alloc]] = {}
+        self._jobs: dict[str, Job] = {}  # jobs with commitments, for release
         self._decided: list[tuple[Job, float]] = []  # (job, recorded payoff in cost units)
         self._committed_utility = 0.0
         self._report: dict[str, Any] | None = None
@@ -108,6 +109,7 @@ class OasisPolicy:
         self.params = params
         self.ledger = Ledger(ctx.cluster, ctx.horizon, params)
         self._schedules = {}
+        self._jobs = {}
         self._decided = []
         self._committed_utility = 0.0
         self._report = None
@@ -130,12 +132,13 @@ class OasisPolicy:
         schedule = schedule_allocs(inp, best.counts, tables)
         ledger.commit(job, schedule)
         self._schedules[job.job_id] = schedule
+        self._jobs[job.job_id] = job
         self._decided.append((job, best.payoff))
         done = best.completion
         assert done is not None
         self._committed_utility += job.utility_at(inp.start + done - job.arrival + 1)
         return Decision(admitted=True, payoff=unscale(best.payoff, ledger.log_scale),
-                        schedule=dict(schedule))
+                        schedule=dict(schedule), promised=max(schedule))
 
     def on_cluster_change(self, cluster: Cluster) -> None:
         """Servers joined (``cluster`` extends the old one): they are priced from zero usage
@@ -160,7 +163,26 @@ class OasisPolicy:
         schedule = dict(decision.schedule)
         ledger.commit(job, schedule)
         self._schedules[job.job_id] = schedule
+        self._jobs[job.job_id] = job
         self._committed_utility += job.utility_at(max(schedule) - job.arrival + 1)
+
+    def release(self, job_id: str, t: int) -> None:
+        """Forget a job's commitments from slot ``t`` on: they leave the ledger's usage, so
+        prices fall back (a live service: the job finished early, or it is re-decided into
+        capacity others freed). Not part of the paper's algorithm; the simulator never calls
+        it. O(schedule entries)."""
+        sched = self._schedules.get(job_id)
+        job = self._jobs.get(job_id)
+        if not sched or job is None:
+            return
+        future = {s: a for s, a in sched.items() if s >= t}
+        if future:
+            self._ledger().release(job, future)
+            self._report = None
+        for s in future:
+            del sched[s]
+        if not sched:
+            del self._schedules[job_id]
 
     def plan(self, view: View) -> SlotPlan:
         out: dict[str, Alloc] = {}

@@ -55,7 +55,7 @@ class OptimusPolicy(ReplanPolicy):
 
     def replan(self, view: View) -> dict[str, Alloc]:
         totals = self.capacity.sum(axis=0)
-        build = Builder(self.capacity, self.pools)
+        build = Builder(self.capacity, self.pools, self.facts)
         heap: list[tuple[float, int]] = []
         statuses = list(view.active.values())
         caps = [work_cap(st.job, st.remaining) for st in statuses]

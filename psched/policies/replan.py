@@ -34,6 +34,7 @@ import numpy as np
 from psched.model import Alloc, Cluster, Decision, Job
 from psched.placement import Pools
 from psched.policies.base import RunContext, View
+from psched.policies.counts import JobFacts
 
 __all__ = ["REJECT_NO_PS_RULE", "ReplanPolicy"]
 
@@ -53,6 +54,7 @@ class ReplanPolicy:
         self.capacity = np.zeros((0, 0))  #: servers x resources
         self.pools = Pools(worker=np.zeros(0, dtype=int), ps=np.zeros(0, dtype=int))
         self.current: dict[str, Alloc] = {}  #: the allocation in force
+        self.facts = JobFacts()  #: per-job demand arrays, kept while a job is active
         self._planned_once = False
 
     # -- Policy protocol ----------------------------------------------------------------
@@ -62,6 +64,7 @@ class ReplanPolicy:
         self.capacity = ctx.cluster.capacity
         self.pools = Pools.of(ctx.cluster)
         self.current = {}
+        self.facts = JobFacts()
         self._planned_once = False
         self.reset()
 
@@ -81,6 +84,8 @@ class ReplanPolicy:
 
     def plan(self, view: View) -> dict[str, Alloc]:
         """Re-plan at an event (or on the first call after ``start``); else hold."""
+        if view.completed:
+            self.facts.forget(view.completed)
         if view.event or not self._planned_once:
             self.current = {j: a for j, a in self.replan(view).items() if j in view.active}
             self._planned_once = True

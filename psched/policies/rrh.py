@@ -28,7 +28,8 @@ Choices the specification leaves open, made to keep the rival strong:
 * Lower-ranked jobs that fit still run when a higher one is paused (backfill).
 * Placement round-robin from an empty cluster at each event (:class:`Builder`).
 
-Complexity: O(J log J) per arrival, O(J (log J + S R)) per event.
+Complexity: O(J log J) per arrival, O(J (log J + S R)) per event, vectorised over the
+admitted jobs (numpy), so the per-job Python work is one dictionary step.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from psched.model import Alloc, Decision, Job, ceil_eps
+from psched.model import EPS, RESOURCES, Alloc, Decision, Job, ceil_eps
 from psched.policies.base import View, register_policy
+from psched.policies.columns import JobColumns
 from psched.policies.counts import Builder
 from psched.policies.fifo import FifoPolicy
 
@@ -56,20 +58,29 @@ def _delay(ahead: np.ndarray, use: np.ndarray) -> int:
 
 @register_policy("rrh")
 class RrhPolicy(FifoPolicy):
-    """Risk-reward admission, value-density scheduling, fixed counts."""
+    """Risk-reward admission, value-density scheduling, fixed counts.
+
+    Every admitted job's numbers live in :class:`~psched.policies.columns.JobColumns`, so an
+    arrival's estimate and an event's ranking are a few numpy passes over the admitted jobs
+    (the same float operations, in the same order, as evaluating them one by one).
+    """
 
     name = "rrh"
 
     def __init__(self, threshold: float = 0.0, **fifo: Any) -> None:
         super().__init__(**fifo)
         self.threshold = threshold  #: theta: admit iff expected net gain > theta
-        self._jobs: dict[str, Job] = {}  #: admitted, not known to be finished
-        self._left: dict[str, float] = {}  #: remaining work after the last planned slot
+        self._cols = JobColumns(len(RESOURCES))  #: admitted, not known to be finished
+        self._jobs: dict[str, Job] = {}
         self._rejected = 0
+        # the ranking of one slot's arrivals: (t, rows, shares, k, density), rank order; the
+        # admitted jobs' profiles do not change between the arrivals of a slot
+        self._slot: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def reset(self) -> None:
         super().reset()
-        self._jobs, self._left, self._rejected = {}, {}, 0
+        self._cols, self._jobs, self._rejected = JobColumns(len(RESOURCES)), {}, 0
+        self._slot = None
 
     def _use(self, job: Job, n: int) -> np.ndarray:
         """Shares of every resource (both pools' totals) that ``n`` workers and their PS take."""
@@ -87,10 +98,28 @@ class RrhPolicy(FifoPolicy):
         density = job.utility_at(t - job.arrival + k) / max(float(u.max()) * k, 1e-12)
         return u, k, density
 
-    def _ranked(self, t: int) -> list[tuple[str, np.ndarray, int, float]]:
-        prof = [(j, *self._profile(self._jobs[j], self._left[j], t)) for j in self._jobs]
-        arrival = {j: i for i, j in enumerate(self._jobs)}
-        return sorted(prof, key=lambda p: (-p[3], arrival[p[0]]))
+    def _profiles(self, rows: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`_profile` of many admitted jobs at once: shares (J x R), k (J,), density."""
+        c = self._cols
+        r = np.maximum(1, c.request[rows])
+        left = c.left[rows]
+        k = np.maximum(1.0, np.ceil(left / r - EPS))
+        n = np.minimum(r, np.maximum(1.0, np.ceil(left - EPS)))
+        ps = np.ceil(c.ratio[rows] * n - EPS)  # n >= 1: Job.ps_needed
+        use = n[:, None] * c.worker[rows] + ps[:, None] * c.ps[rows]
+        tot = self.capacity.sum(axis=0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            u = np.where(tot > 0, use / tot, 0.0)
+        umax = u.max(axis=1) if u.shape[1] else np.zeros(rows.size)
+        f = c.utility(rows, t - c.arrival[rows] + k)
+        return u, k, f / np.maximum(umax * k, 1e-12)
+
+    def _ranked(self, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Admitted rows by value density (ties: earlier arrival) with their profiles."""
+        rows = self._cols.rows()
+        u, k, dens = self._profiles(rows, t)
+        order = np.lexsort((rows, -dens))
+        return rows[order], u[order], k[order], dens[order]
 
     def on_arrival(self, job: Job, view: View) -> Decision:
         decision = super().on_arrival(job, view)
@@ -98,47 +127,61 @@ class RrhPolicy(FifoPolicy):
             return decision
         t = view.t
         u_new, k_new, dens_new = self._profile(job, job.work, t)
-        before = np.zeros_like(u_new)  # resource-time of the jobs ranked before, in order
-        ahead = None  # ... before the new job: the jobs of higher value density
+        if self._slot is None or self._slot[0] != t:
+            self._slot = (t, *self._ranked(t))
+        _, rows, u, k, dens = self._slot
+        # resource-time of the jobs ranked before each one, accumulated in rank order
+        before = np.cumsum(u * k[:, None], axis=0)
+        excl = np.vstack([np.zeros((1, u_new.size)), before[:-1]]) if rows.size else before
+        below = np.flatnonzero(dens < dens_new)  # a suffix of the ranking
         loss = 0.0
-        for j, u, k, dens in self._ranked(t):
-            other = self._jobs[j]
-            if dens < dens_new:
-                if ahead is None:
-                    ahead = before.copy()
-                # ranked below it: delayed by its dominant resource-time
-                d = t - other.arrival + _delay(before, u) + k
-                late = float(other.spec.utility(d + float(u_new.max()) * k_new))
-                loss += other.utility_at(d) - late
-            before += u * k
-        ahead = before if ahead is None else ahead
+        if below.size:
+            ahead = excl[below[0]]
+            sub = rows[below]
+            delay = np.maximum(0.0, np.ceil((excl[below] + u[below]).max(axis=1) - 1 - 1e-9))
+            d = t - self._cols.arrival[sub] + delay + k[below]
+            late = self._cols.utility(sub, d + float(u_new.max()) * k_new)
+            for x in (self._cols.utility(sub, d) - late).tolist():
+                loss += x
+        else:
+            ahead = before[-1] if rows.size else np.zeros_like(u_new)
         gain = job.utility_at(t - job.arrival + _delay(ahead, u_new) + k_new)
         if gain - loss <= self.threshold:
             self._rejected += 1
             return Decision(admitted=False, reason=REJECT_RISK, payoff=gain - loss)
+        row = self._cols.add(job, request=self.request(job), left=float(job.work))
         self._jobs[job.job_id] = job
-        self._left[job.job_id] = float(job.work)
+        at = int(np.searchsorted(-dens, -dens_new, side="right"))  # after ties: latest row
+        self._slot = (t, np.insert(rows, at, row), np.insert(u, at, u_new, axis=0),
+                      np.insert(k, at, float(k_new)), np.insert(dens, at, dens_new))
         return Decision(admitted=True, payoff=gain - loss)
 
     def replan(self, view: View) -> dict[str, Alloc]:
-        for j in list(self._jobs):
-            if j not in view.active:
-                del self._jobs[j], self._left[j]
+        self._slot = None
+        c = self._cols
+        for j in [j for j in c.row if j not in view.active]:
+            c.drop(j)
+            del self._jobs[j]
         for j, st in view.active.items():
-            self._left[j] = st.remaining
-        build = Builder(self.capacity, self.pools)
-        for j, _, _, _ in self._ranked(view.t):
-            job = self._jobs[j]
-            n = min(self.request(job), ceil_eps(self._left[j]))
+            if j in c:
+                c.left[c.row[j]] = st.remaining
+        build = Builder(self.capacity, self.pools, self.facts)
+        rows, _, _, _ = self._ranked(view.t)
+        for i in rows.tolist():
+            job = self._jobs[c.ids[i]]  # type: ignore[index]
+            n = min(int(c.request[i]), ceil_eps(float(c.left[i])))
             if n > 0:
                 build.add(job, n, job.ps_needed(n))  # all or nothing: paused if it fails
         return build.allocs()
 
     def plan(self, view: View) -> dict[str, Alloc]:
+        self._slot = None
         out = super().plan(view)
+        c = self._cols
         for j, a in out.items():
-            if j in self._left:
-                self._left[j] = max(0.0, self._left[j] - a.n_workers)
+            if j in c:
+                i = c.row[j]
+                c.left[i] = max(0.0, c.left[i] - a.n_workers)
         return out
 
     def report(self) -> dict[str, Any]:

@@ -34,7 +34,7 @@ class SrtfPolicy(ReplanPolicy):
     def replan(self, view: View) -> dict[str, Alloc]:
         order = sorted(enumerate(view.active.values()),
                        key=lambda p: (ceil_eps(p[1].remaining / p[1].job.max_workers), p[0]))
-        build = Builder(self.capacity, self.pools)
+        build = Builder(self.capacity, self.pools, self.facts)
         for _, st in order:
             build.grow(st.job, work_cap(st.job, st.remaining))
         return build.allocs()

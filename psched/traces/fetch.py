@@ -81,11 +81,18 @@ SOURCES: dict[str, Source] = {s.name: s for s in (
 
 
 def list_sources() -> str:
-    """One line per source: name, format, and what fetch does for it."""
+    """Per source: name, format and what fetch does, then each file's address, size and
+    sha256 (or how to obtain a source without a direct address)."""
     lines = []
     for s in SOURCES.values():
-        what = f"{len(s.parts)} file(s)" if s.parts else "manual: " + s.how
-        lines.append(f"{s.name:18s} --format {s.fmt:16s} {what}")
+        what = f"{len(s.parts)} file(s)" if s.parts else "manual"
+        lines.append(f"{s.name:18s} --format {s.fmt:16s} {what}"
+                     + (f"; licence: {s.licence}" if s.licence else ""))
+        for part in s.parts:
+            size = f"  {part.size:,} bytes" if part.size else ""
+            lines.append(f"    {part.url}{size}\n    sha256 {part.sha256}")
+        if s.how:
+            lines.append(f"    {s.how}")
     return "\n".join(lines)
 
 

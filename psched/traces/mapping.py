@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from psched.errors import InputError
+from psched.limits import MAX_JOBS, Where, shown, validate_spec
 from psched.model import JobSpec, Resources, ceil_eps
 from psched.utility import Utility
 
@@ -199,13 +200,17 @@ def map_rows(rows: Sequence[TraceRow], opts: MappingOptions) -> tuple[list[JobSp
     first: dict[str, TraceRow] = {}
     for row in rows:
         if row.job_id in first:
-            raise InputError(f"duplicate job id {row.job_id!r} (first on line "
+            raise InputError(f"duplicate job id {shown(row.job_id)} (first on line "
                              f"{first[row.job_id].line})", path=row.path, line=row.line,
                              field="job_id")
         first[row.job_id] = row
     ordered = sorted(rows, key=lambda r: r.submit_s)
     origin = ordered[0].submit_s if ordered else 0.0
     kept = [r for r in ordered if _keep(r, opts, origin, report.skipped)]
+    if len(kept) > MAX_JOBS:
+        raise InputError(f"{len(kept)} jobs kept, more than {MAX_JOBS} in one trace: use "
+                         "--window-start/--window-end or --vc", path=kept[MAX_JOBS].path,
+                         line=kept[MAX_JOBS].line)
     report.t0_s = kept[0].submit_s if kept else origin
     rng = np.random.default_rng(opts.seed)
     n = len(kept)
@@ -262,7 +267,7 @@ def _map_one(row: TraceRow, i: int, draws: dict[str, np.ndarray], opts: MappingO
     slot = opts.slot_seconds
     model = row.model.lower() or sorted(ITERATION_SECONDS)[int(draws["model"][i])]
     if model not in MODEL_CATALOG:
-        raise bad("model_name", f"unknown model {row.model!r} (known: "
+        raise bad("model_name", f"unknown model {shown(row.model)} (known: "
                   f"{', '.join(sorted(MODEL_CATALOG))})")
     n0 = row.workers
     worker_s = row.duration_s * n0
@@ -289,7 +294,7 @@ def _map_one(row: TraceRow, i: int, draws: dict[str, np.ndarray], opts: MappingO
     ps = row.ps_demand or DEFAULT_PS
     arrival = math.floor((row.submit_s - t0) * opts.time_scale / slot + 1e-9)
     utility = _utility(row, i, draws, opts, t0, arrival, work, n_max, bad)
-    return JobSpec(
+    spec = JobSpec(
         job_id=row.job_id, arrival=arrival, epochs=1, max_workers=n_max,
         minibatches=minibatches, tau_s=tau_s, grad_mb=grad_mb, tau_includes_comm=True,
         worker_demand=Resources(gpu=worker.gpu, cpu=worker.cpu, memory_gb=worker.memory_gb,
@@ -298,6 +303,7 @@ def _map_one(row: TraceRow, i: int, draws: dict[str, np.ndarray], opts: MappingO
                             storage_gb=ps.storage_gb, bandwidth_gbps=big_b),
         utility=utility,
     )
+    return validate_spec(spec, where=Where(path=row.path, line=row.line), slot_seconds=slot)
 
 
 def _utility(row: TraceRow, i: int, draws: dict[str, np.ndarray], opts: MappingOptions,

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import tempfile
@@ -45,9 +44,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from psched.errors import InputError
-from psched.model import RESOURCES, JobSpec, Resources
+from psched.limits import MAX_JOBS, Where, shown, validate_spec
+from psched.model import RESOURCES, JobSpec
 from psched.traces.rows import csv_rows, read_text
-from psched.utility import UTILITY_KINDS, Utility
 
 __all__ = [
     "INT_COLUMNS",
@@ -79,6 +78,8 @@ NATIVE_COLUMNS: tuple[str, ...] = (
     *(f"worker_{r}" for r in RESOURCES), *(f"ps_{r}" for r in RESOURCES),
     *_UTILITY_COLUMNS, "workload", "hparams",
 )
+#: Longest number cell read (a longer one is refused before parsing).
+_MAX_NUMBER_CHARS = 100
 _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no", ""}
 
@@ -122,9 +123,11 @@ def parse_trace_text(text: str, *, path: str = "<input>") -> list[JobSpec]:
         if len(row) != len(header):
             raise InputError(f"row has {len(row)} fields, the header has {len(header)}",
                              path=path, line=line)
+        if len(specs) >= MAX_JOBS:
+            raise InputError(f"more than {MAX_JOBS} jobs in one trace", path=path, line=line)
         spec = _parse_row(dict(zip(header, row, strict=True)), path, line)
         if spec.job_id in first_line:
-            raise InputError(f"duplicate job_id {spec.job_id!r} (first on line "
+            raise InputError(f"duplicate job_id {shown(spec.job_id)} (first on line "
                              f"{first_line[spec.job_id]})", path=path, line=line,
                              field="job_id")
         first_line[spec.job_id] = line
@@ -207,10 +210,10 @@ def _check_header(columns: Sequence[str], path: str, line: int) -> list[str]:
     seen: set[str] = set()
     for col in columns:
         if col not in known:
-            raise InputError(f"unknown column {col!r} (known: {', '.join(NATIVE_COLUMNS)})",
+            raise InputError(f"unknown column {shown(col)} (known: {', '.join(NATIVE_COLUMNS)})",
                              path=path, line=line, field=repr(col)[1:-1] or "<empty>")
         if col in seen:
-            raise InputError(f"column {col!r} appears twice", path=path, line=line, field=col)
+            raise InputError(f"column {shown(col)} appears twice", path=path, line=line, field=col)
         seen.add(col)
     missing = [c for c in REQUIRED_COLUMNS if c not in seen]
     if missing:
@@ -219,83 +222,52 @@ def _check_header(columns: Sequence[str], path: str, line: int) -> list[str]:
     return list(columns)
 
 
+#: How the validator's field names read in this format (``worker_demand.gpu`` -> ``worker_gpu``).
+_NAMES = {"worker_demand.": "worker_", "ps_demand.": "ps_", "utility.kind": "utility",
+          "utility.": ""}
+
+
 def _parse_row(row: dict[str, str], path: str, line: int) -> JobSpec:
+    """One row's cells as typed values, checked by :func:`psched.limits.validate_spec`."""
     def bad(field: str, problem: str) -> InputError:
-        return InputError(f"{problem}, got {row.get(field, '').strip()!r}", path=path,
+        return InputError(f"{problem}, got {shown(row.get(field, '').strip())}", path=path,
                           line=line, field=field)
 
     def integer(field: str) -> int:
         raw = row[field].strip()
+        if len(raw) > _MAX_NUMBER_CHARS:
+            raise bad(field, "must be an integer")
         try:
-            value = int(raw)
+            return int(raw)
         except ValueError:
             try:
                 as_float = float(raw)
             except ValueError:
                 raise bad(field, "must be an integer") from None
-            if not as_float.is_integer():
+            if not (math.isfinite(as_float) and as_float.is_integer()):
                 raise bad(field, "must be an integer") from None
-            value = int(as_float)
-        if value < INT_COLUMNS[field]:
-            raise bad(field, f"must be >= {INT_COLUMNS[field]}")
-        return value
+            return int(as_float)
 
-    def number(field: str, *, positive: bool = False) -> float:
+    def number(field: str) -> float:
         raw = row.get(field, "0").strip()
         try:
-            value = float(raw)
+            if len(raw) > _MAX_NUMBER_CHARS:
+                raise ValueError(raw)
+            return float(raw)
         except ValueError:
             raise bad(field, "must be a number") from None
-        if not math.isfinite(value):
-            raise bad(field, "must be finite")
-        if value < 0 or (positive and value == 0):
-            raise bad(field, "must be > 0" if positive else "must be >= 0")
-        return value
 
-    job_id = row["job_id"].strip()
-    if not job_id:
-        raise bad("job_id", "must not be empty")
-    ints = {f: integer(f) for f in INT_COLUMNS}
-    tau_s, grad_mb = number("tau_s"), number("grad_mb")
     flag = row.get("tau_includes_comm", "").strip().lower()
     if flag not in _TRUE | _FALSE:
         raise bad("tau_includes_comm", "must be true or false")
-    includes_comm = flag in _TRUE
-    demands = {}
-    for role in ("worker", "ps"):
-        demands[role] = Resources(**{
-            r: number(f"{role}_{r}", positive=r == "bandwidth_gbps") for r in RESOURCES
-        })
-    if demands["worker"].bandwidth_gbps > demands["ps"].bandwidth_gbps:
-        raise bad("worker_bandwidth_gbps",
-                  f"worker bandwidth b exceeds PS bandwidth B = "
-                  f"{demands['ps'].bandwidth_gbps!r} (malformed, oasis.md section 7)")
-    if tau_s == 0 and (grad_mb == 0 or includes_comm):
-        raise bad("tau_s", "a mini-batch must take time: tau_s and grad_mb are both 0"
-                  if not includes_comm else "must be > 0 when tau_includes_comm is true")
-    kind = row["utility"].strip()
-    if kind not in UTILITY_KINDS:
-        raise bad("utility", f"must be one of {', '.join(UTILITY_KINDS)}")
-    utility = Utility(kind=kind, value=number("value"), decay=number("decay"),
-                      target=number("target"))
-    hparams = row.get("hparams", "").strip()
-    if hparams:
-        try:
-            parsed = json.loads(hparams)
-        except (ValueError, RecursionError) as err:
-            raise bad("hparams", f"bad JSON ({err})") from None
-        if not isinstance(parsed, dict):
-            raise bad("hparams", "must be a JSON object")
-    spec = JobSpec(
-        job_id=job_id, **ints, tau_s=tau_s, grad_mb=grad_mb,
-        worker_demand=demands["worker"], ps_demand=demands["ps"], utility=utility,
-        tau_includes_comm=includes_comm, workload=row.get("workload", "").strip(),
-        hparams=hparams,
-    )
-    try:
-        total = spec.epochs * spec.max_workers * spec.minibatches * spec.minibatch_seconds()
-    except OverflowError:
-        total = math.inf
-    if not math.isfinite(total):
-        raise bad("epochs", "total work E*N*M*(tau + 2e/b) overflows")
-    return spec
+    fields = {
+        "job_id": row["job_id"].strip(), **{f: integer(f) for f in INT_COLUMNS},
+        "tau_s": number("tau_s"), "grad_mb": number("grad_mb"),
+        "tau_includes_comm": flag in _TRUE,
+        "worker_demand": {r: number(f"worker_{r}") for r in RESOURCES},
+        "ps_demand": {r: number(f"ps_{r}") for r in RESOURCES},
+        "utility": {"kind": row["utility"].strip(), "value": number("value"),
+                    "decay": number("decay"), "target": number("target")},
+        "workload": row.get("workload", "").strip(), "hparams": row.get("hparams", "").strip(),
+    }
+    return validate_spec(fields, where=Where(path=path, line=line, names=_NAMES))

@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 from psched.errors import InputError
+from psched.limits import shown
 from psched.traces.mapping import TraceRow
 from psched.traces.rows import MAX_SECONDS, parse_timestamp, read_csv, read_text
 
@@ -100,14 +101,14 @@ def _philly_job(obj: Any, path: str, line: int) -> TraceRow:
         raise bad("job", f"must be a JSON object, got {type(obj).__name__}")
     job_id = obj.get("jobid")
     if not isinstance(job_id, str) or not job_id.strip():
-        raise bad("jobid", f"must be a non-empty string, got {job_id!r}")
+        raise bad("jobid", f"must be a non-empty string, got {shown(job_id)}")
     status = str(obj.get("status", "")).strip().lower()
     if status not in _STATUS:
-        raise bad("status", f"must be Pass, Killed or Failed, got {obj.get('status')!r}")
+        raise bad("status", f"must be Pass, Killed or Failed, got {shown(obj.get('status'))}")
     submitted = _time(obj.get("submitted_time"), "submitted_time", bad)
     attempts = obj.get("attempts")
     if not isinstance(attempts, list):
-        raise bad("attempts", f"must be a list, got {attempts!r}")
+        raise bad("attempts", f"must be a list, got {shown(attempts)}")
     vc = obj.get("vc")
     vc = vc if isinstance(vc, str) else ""
     if not attempts or not isinstance(attempts[-1], dict) or attempts[-1].get("end_time") in (
@@ -121,7 +122,7 @@ def _philly_job(obj: Any, path: str, line: int) -> TraceRow:
         raise bad("attempts[-1].end_time", "ends before it starts")
     detail = last.get("detail")
     if not isinstance(detail, list):
-        raise bad("attempts[-1].detail", f"must be a list, got {detail!r}")
+        raise bad("attempts[-1].detail", f"must be a list, got {shown(detail)}")
     gpus = 0
     for d in detail:
         if not isinstance(d, dict) or not isinstance(d.get("gpus"), list):
@@ -134,5 +135,5 @@ def _philly_job(obj: Any, path: str, line: int) -> TraceRow:
 def _time(value: Any, field: str, bad: Any) -> float:
     seconds = parse_timestamp(value) if isinstance(value, str) else None
     if seconds is None:
-        raise bad(field, f"must be a time like 2017-10-03 03:41:09, got {value!r}")
+        raise bad(field, f"must be a time like 2017-10-03 03:41:09, got {shown(value)}")
     return seconds

@@ -17,10 +17,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from psched.errors import InputError
+from psched.limits import shown
 
 __all__ = [
     "MAX_COUNT",
     "MAX_SECONDS",
+    "MAX_TRACE_BYTES",
     "Fields",
     "parse_timestamp",
     "read_csv",
@@ -32,15 +34,21 @@ __all__ = [
 MAX_SECONDS = 1e11
 #: Largest count accepted (GPUs, instances, workers).
 MAX_COUNT = 1_000_000
+#: Largest trace file read, bytes (its text and bytes together stay near 1 GB).
+MAX_TRACE_BYTES = 512 * 2**20
 
 
 def read_text(path: str | os.PathLike[str]) -> str:
     """The file as text (UTF-8, a BOM tolerated); :class:`InputError` if unreadable."""
     name = str(path)
     try:
-        raw = Path(path).read_bytes()
+        with Path(path).open("rb") as fh:
+            raw = fh.read(MAX_TRACE_BYTES + 1)
     except OSError as err:
         raise InputError(f"cannot read trace: {err.strerror or err}", path=name) from None
+    if len(raw) > MAX_TRACE_BYTES:
+        raise InputError(f"a trace file is at most {MAX_TRACE_BYTES} bytes (use --window-start"
+                         "/--window-end on a cut of it)", path=name)
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -73,7 +81,7 @@ class Fields:
 
     def bad(self, field: str, problem: str) -> InputError:
         """The error for ``field`` of this row."""
-        return InputError(f"{problem}, got {self.cells.get(field, '')!r}", path=self.path,
+        return InputError(f"{problem}, got {shown(self.cells.get(field, ''))}", path=self.path,
                           line=self.line, field=field)
 
     def text(self, field: str, *, required: bool = True) -> str:
@@ -192,7 +200,7 @@ def _check_header(columns: list[str], required: Sequence[str], path: str,
     seen: set[str] = set()
     for col in columns:
         if col in seen:
-            raise InputError(f"column {col!r} appears twice", path=path, line=line,
+            raise InputError(f"column {shown(col)} appears twice", path=path, line=line,
                              field=repr(col)[1:-1])
         seen.add(col)
     missing = [c for c in required if c not in seen]

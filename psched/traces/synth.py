@@ -22,6 +22,7 @@ import numpy as np
 
 from psched.errors import InputError
 from psched.model import Cluster, JobSpec, Pool, Resources, Server, comm_seconds
+from psched.traces.synth_philly import philly_cluster, philly_jobs
 from psched.utility import Utility
 
 __all__ = [
@@ -414,8 +415,11 @@ def fig5_instance(n_servers: int, *, seed: int, priority: tuple[float, float] = 
     return specs, Cluster(servers=tuple(servers), slot_seconds=slot_seconds)
 
 
-#: Scenario name -> (jobs function, cluster function), for ``psched run --scenario``.
-SCENARIOS: dict[str, tuple[Callable[..., tuple[list[JobSpec], SynthReport]],
+#: Scenario name -> (jobs function, cluster function), for ``psched run --scenario`` and
+#: ``psched trace synth``. A jobs function returns (jobs, report); a report with a
+#: ``default_slots`` attribute sets the horizon of a run without ``--slots``.
+SCENARIOS: dict[str, tuple[Callable[..., tuple[list[JobSpec], object]],
                            Callable[..., Cluster]]] = {
     "oasis-paper": (oasis_paper_jobs, oasis_paper_cluster),
+    "philly": (philly_jobs, philly_cluster),
 }

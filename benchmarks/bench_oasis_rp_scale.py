@@ -1,0 +1,101 @@
+"""Whole runs at trace scale: one policy per process, wall and CPU time, peak memory, outcome.
+
+Traces: ``philly-<n>`` (the synthetic Philly-like trace of ``psched trace synth --scenario
+philly``: most jobs short and 1-GPU, a tenth time-insensitive, a heavy tail; 1-hour slots,
+the default cluster of the trace, the horizon rule of ``oasis.md`` section 7 under the
+revised window rule) or ``ef-<name>`` (an ElasticFlow trace, loaded as
+``benchmarks/rivals_tables.py`` does). Each policy runs in its own child process, so that the
+peak resident memory (``ru_maxrss`` of that child) is the policy's run alone, trace loading
+included. One markdown row per policy.
+
+    python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 --policies oasis,oasis-rp,fifo,srtf
+    python benchmarks/bench_oasis_rp_scale.py --trace ef-cluster04 --policies oasis,oasis-rp
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import multiprocessing as mp  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def load(trace: str, seed: int) -> tuple[list[Any], Any, int]:
+    """Jobs, cluster and horizon of ``trace``."""
+    from psched.clusters import default_cluster_for_trace
+    from psched.horizon import trace_horizon
+
+    if trace.startswith("philly-"):
+        from psched.traces.synth_philly import philly_jobs
+
+        specs, _ = philly_jobs(int(trace.split("-", 1)[1]), seed=seed)
+        cluster = default_cluster_for_trace(specs, slot_seconds=3600.0)
+        return specs, cluster, trace_horizon(specs, 3600.0, None)
+    from rivals_tables import load as ef_load
+
+    specs, cluster, horizon, _ = ef_load(trace, seed)
+    return specs, cluster, horizon
+
+
+def _child(trace: str, policy: str, seed: int, out: Any) -> None:
+    from psched.metrics import summarize
+    from psched.policies import make_policy
+    from psched.simulator import simulate
+
+    w0, c0 = time.perf_counter(), time.process_time()
+    specs, cluster, horizon = load(trace, seed)
+    load_s = time.perf_counter() - w0
+    kw = {"certificate": False} if policy.startswith("oasis") else {}
+    res = simulate(specs, cluster, make_policy(policy, **kw), horizon, seed=seed)
+    s = summarize(res)
+    util = s["utilization"]
+    gpu = util.get("worker", {}).get("gpu") if isinstance(util, dict) else None
+    dec = np.array(res.decision_ms) if res.decision_ms else np.zeros(1)
+    out.send({"policy": policy, "jobs": len(specs), "horizon": horizon,
+              "servers": len(cluster.servers), "utility": s["total_utility"],
+              "completed": s["completed"], "rejected": s["rejected"], "gpu_util": gpu,
+              "wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0,
+              "load_s": load_s, "dec_p50": float(np.percentile(dec, 50)),
+              "dec_p99": float(np.percentile(dec, 99)),
+              "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", default="philly-80000")
+    ap.add_argument("--policies", default="oasis,oasis-rp,fifo,srtf")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    ctx = mp.get_context("fork")
+    print(f"load {os.getloadavg()[0]:.2f}")
+    print("| trace | policy | jobs | T | utility | completed | rejected share | GPU util |"
+          " decision p50 / p99 ms (wall) | run wall s | CPU s | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for policy in args.policies.split(","):
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_child, args=(args.trace, policy, args.seed, send))
+        proc.start()
+        m = recv.recv()
+        proc.join()
+        gpu = "" if m["gpu_util"] is None else f"{m['gpu_util']:.3f}"
+        print(f"| {args.trace} | {policy} | {m['jobs']} | {m['horizon']} | {m['utility']:.1f} |"
+              f" {m['completed']} | {m['rejected'] / m['jobs']:.3f} | {gpu} |"
+              f" {m['dec_p50']:.2f} / {m['dec_p99']:.1f} | {m['wall_s']:.1f} |"
+              f" {m['cpu_s']:.1f} | {m['maxrss_mb']:.0f} |", flush=True)
+    print(f"load {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

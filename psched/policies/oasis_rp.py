@@ -1,0 +1,493 @@
+"""``oasis-rp``: OASiS admission with a promise, and plans that may be revised.
+
+On arrival a job is priced and searched exactly as in OASiS (:mod:`psched.policies.oasis`:
+exponential prices, :func:`psched.oasis.solve_fast`) and admitted iff its payoff is positive.
+Admission **promises a completion slot** (``Decision.promised``, the ``promised`` column of
+``jobs.csv``). Unlike OASiS, how an admitted job runs is only a plan: it may change at later
+arrivals and at slot boundaries, but a plan is only ever replaced by one that still completes
+the job's remaining work by its promise, so **no promise is ever broken** (in simulation;
+on a real executor a job that runs behind is re-planned within its promise if it can be).
+Safety is structural: every revision keeps each job's old plan as the fallback and is undone
+as a whole unless every job involved has a new plan within its promise.
+
+Levers (constructor options, each can be switched on its own):
+
+repack : (a) when an arriving job finds no schedule, or only one whose utility is below
+    ``1 - repack_gap`` of its best (``repack_gap=0.05``), take out the future plans of the
+    admitted jobs that use slots of its window (at most ``repack_limit``, most slack first).
+    First order: the newcomer takes its best schedule, then each job, tightest promise first,
+    keeps its old plan if it still fits, else gets its best schedule within its promise.
+    If some job finds none (``repack_second="all"``, default): every job is re-planned as its
+    *cheapest* schedule that meets its promise (the exact search with a constant utility:
+    prices steer it to idle slots), then the newcomer searches again (``"clash"``: only the
+    jobs whose plan shares a slot and server with the newcomer's best move; ``"off"``: no
+    second order). ``repack_searches`` caps the searches of one re-pack (default: none).
+    Kept only if the newcomer is admitted and the planned utility of all jobs involved rises
+    (with ``pull`` on, after pulling the moved jobs forward again); otherwise undone.
+latest_promise : (b) promise the latest slot of the window whose utility is at least
+    ``1 - promise_rtol`` of the planned completion's (``promise_rtol=0.3``; 0 = the same
+    utility: a job whose utility is flat is promised the end of its window), while the plan
+    still aims early. This is the slack that re-packing uses.
+pull : (c) after a re-pack, and at a slot boundary after reality departed from a plan,
+    re-plan jobs to finish earlier where capacity allows (the exact search with the job's own
+    utility before its planned completion; kept only when it completes strictly earlier);
+    at most ``pull_limit`` jobs per boundary.
+reprice : (e) prices follow the current plans (they fall when plans move away); off, they
+    follow the high-water mark of planned usage (they never fall, as in OASiS).
+plan_late, fill : experimental, off by default (measured, did not pay): plan a job as its
+    cheapest schedule within its promise, and re-plan every job at each boundary to use
+    idle capacity now.
+floor_factor : multiplies the price floor L (>= 1; prices then charge sooner). Default 1.
+
+Deferred admission (d) is not offered: the loop admits a job only when it arrives.
+
+The certificate (:func:`psched.oasis.dual.dual_objective`) is computed as for OASiS at the
+final prices; weak duality holds for any non-negative prices, and every ``mu_i`` is recomputed
+there by the exact search, so ``dual_bound`` bounds the offline optimum for this run too.
+(The recorded payoffs are not dual feasible here: prices can fall. ``dual_bound_recorded`` is
+therefore not reported.)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from psched.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps
+from psched.oasis.dual import dual_objective, unscale
+from psched.policies.base import RunContext, View, register_policy
+from psched.policies.rp_book import (
+    Found,
+    PlanLedger,
+    latest_same_utility,
+    raise_floor,
+    search,
+    work_of,
+)
+from psched.prices import PriceParams, fixed_params, params_from_jobs
+
+__all__ = ["REJECT_PAYOFF", "OasisRpPolicy"]
+
+#: Rejection reason, as for ``oasis``: no schedule with a positive payoff, even after re-packing.
+REJECT_PAYOFF = "payoff<=0"
+
+log = logging.getLogger(__name__)
+
+
+@register_policy("oasis-rp")
+class OasisRpPolicy:
+    """OASiS with promises and revisable plans (levers: repack, latest_promise, pull, reprice)."""
+
+    name = "oasis-rp"
+    #: plans change after admission, so the loop and the service treat it as re-planning:
+    #: ``plan`` says what runs in each slot (a revised plan is a resize at the next boundary),
+    #: and decision time is per event slot (arrivals plus the boundary's revisions)
+    commits_on_arrival = False
+
+    def __init__(
+        self,
+        price_source: str = "hindsight",
+        estimate_factor: float = 1.0,
+        repack: bool = True,
+        latest_promise: bool = True,
+        pull: bool = True,
+        reprice: bool = True,
+        plan_late: bool = False,
+        fill: bool = False,
+        promise_rtol: float = 0.3,
+        floor_factor: float = 1.0,
+        repack_gap: float = 0.05,
+        repack_second: str = "all",
+        repack_searches: int | None = None,
+        repack_limit: int = 64,
+        pull_limit: int = 64,
+        certificate: bool = True,
+    ) -> None:
+        if price_source not in ("hindsight", "history"):
+            raise ValueError(f"price_source must be 'hindsight' or 'history', got {price_source!r}")
+        factor = float(estimate_factor)
+        if not (factor > 0 and math.isfinite(factor)):
+            raise ValueError(f"estimate_factor must be positive, got {estimate_factor!r}")
+        if repack_limit < 1 or pull_limit < 0:
+            raise ValueError("repack_limit must be >= 1 and pull_limit >= 0")
+        self.price_source = price_source
+        self.estimate_factor = factor
+        if not (floor_factor >= 1.0 and math.isfinite(floor_factor)):
+            raise ValueError(f"floor_factor must be >= 1, got {floor_factor!r}")
+        self.floor_factor = float(floor_factor)
+        self.repack = bool(repack)
+        self.latest_promise = bool(latest_promise)
+        self.pull = bool(pull)
+        self.reprice = bool(reprice)
+        self.plan_late = bool(plan_late)
+        self.fill = bool(fill)
+        if not 0.0 <= promise_rtol < 1.0:
+            raise ValueError(f"promise_rtol must be in [0, 1), got {promise_rtol!r}")
+        self.promise_rtol = float(promise_rtol)
+        self.repack_limit = int(repack_limit)
+        if not 0.0 < repack_gap <= 1.0:
+            raise ValueError(f"repack_gap must be in (0, 1], got {repack_gap!r}")
+        self.repack_gap = float(repack_gap)
+        if repack_second not in ("all", "clash", "off"):
+            raise ValueError(f"repack_second must be all, clash or off, got {repack_second!r}")
+        self.repack_second = repack_second
+        if repack_searches is not None and repack_searches < 1:
+            raise ValueError(f"repack_searches must be >= 1, got {repack_searches!r}")
+        self.repack_searches = repack_searches
+        self._budget: int | None = None
+        self.pull_limit = int(pull_limit)
+        self.certificate = bool(certificate)
+        self.params: PriceParams | None = None
+        self.ledger: PlanLedger | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._jobs: dict[str, Job] = {}
+        self._plans: dict[str, dict[int, Alloc]] = {}  # slot -> alloc, slots >= now
+        self._promise: dict[str, int] = {}
+        self._decided: list[tuple[Job, float]] = []
+        self._promised_utility = 0.0
+        self._dirty = False
+        self._stats = {"repack_tried": 0, "repack_kept": 0, "repack_moved": 0,
+                       "repack_admitted_utility": 0.0,
+                       "pulled": 0, "filled": 0, "replanned_behind": 0, "promise_at_risk": 0}
+        self._boundary_ms: list[float] = []
+        self._report: dict[str, Any] | None = None
+
+    # -- set-up -------------------------------------------------------------------------------
+    def start(self, ctx: RunContext) -> None:
+        jobs = ctx.known_jobs if self.price_source == "hindsight" else ctx.history_jobs
+        if not jobs:
+            raise ValueError(f"price_source={self.price_source!r} needs jobs in the run context")
+        try:
+            params = params_from_jobs(jobs, ctx.cluster, ctx.horizon, self.price_source)
+        except ValueError:
+            if self.price_source != "hindsight":
+                raise
+            log.warning("oasis-rp: no job in the trace can earn utility; flat prices")
+            params = fixed_params(1.0, 1.0, 1.0, 1.0)
+        if self.estimate_factor != 1.0:
+            params = params.scaled(self.estimate_factor)
+        if self.floor_factor != 1.0:
+            params = raise_floor(params, self.floor_factor)
+        self.params = params
+        self.ledger = PlanLedger(ctx.cluster, ctx.horizon, params, reprice=self.reprice)
+        self._reset()
+
+    def on_cluster_change(self, cluster: Cluster) -> None:
+        """Servers joined: priced from zero usage from now on."""
+        self._book().grow(cluster)
+        self._report = None
+        self._dirty = True
+
+    # -- arrivals -----------------------------------------------------------------------------
+    def on_arrival(self, job: Job, view: View) -> Decision:
+        book = self._book()
+        self._report = None
+        t = view.t
+        found = search(book, job, start=t, work=job.work, deadline=job.last_slot)
+        base = self._utility(job, found.completion)
+        if self.repack and (not found.schedule or base < (1.0 - self.repack_gap)
+                            * job.utility_at(job.fastest)):
+            got = self._repack(job, t, base)
+            if got.schedule:
+                found = got
+            elif found.schedule:
+                self._place(job, found.schedule)
+        elif found.schedule:
+            self._place(job, found.schedule)
+        if not found.schedule:
+            self._decided.append((job, 0.0))
+            return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0)
+        done = found.completion
+        assert done is not None
+        promise = latest_same_utility(job, done, self.promise_rtol) if self.latest_promise else done
+        if self.plan_late and promise > done:
+            self._late(job, t, promise)
+        self._jobs[job.job_id] = job
+        self._promise[job.job_id] = promise
+        self._decided.append((job, found.payoff))
+        self._promised_utility += job.utility_at(promise - job.arrival + 1)
+        return Decision(admitted=True, payoff=unscale(found.payoff, book.log_scale),
+                        schedule=dict(found.schedule), promised=promise)
+
+    def _late(self, job: Job, t: int, promise: int) -> None:
+        """Plan ``job`` as its cheapest schedule that meets ``promise`` (it was placed)."""
+        book = self._book()
+        old = self._plans[job.job_id]
+        book.add(job, old, sign=-1)
+        got = search(book, job, start=t, work=job.work, deadline=promise, flat=True,
+                     floor=-math.inf)
+        new = got.schedule or old
+        book.add(job, new)
+        book.raise_prices(new)
+        self._plans[job.job_id] = new
+
+    def _fill_now(self, t: int) -> None:
+        """Re-plan each job (tightest promise first) as its best schedule that completes no
+        later than planned; kept if it completes earlier or does more work in slot ``t``."""
+        book = self._book()
+        order = sorted(self._plans, key=lambda j: (self._promise[j], j))
+        for j in order[: self.pull_limit]:
+            old = self._plans[j]
+            done = max(old)
+            jj = self._jobs[j]
+            now = old[t].n_workers if t in old else 0
+            if now >= jj.max_workers:
+                continue
+            book.add(jj, old, sign=-1)
+            got = search(book, jj, start=t, work=work_of(old, t), deadline=done,
+                         floor=-math.inf)
+            new = got.schedule
+            if new and (max(new) < done or (t in new and new[t].n_workers > now)):
+                self._stats["filled"] += 1
+                book.add(jj, new)
+                book.raise_prices(new)
+                self._plans[j] = new
+            else:
+                book.add(jj, old)
+
+    def _place(self, job: Job, schedule: dict[int, Alloc]) -> None:
+        book = self._book()
+        book.add(job, schedule)
+        book.raise_prices(schedule)
+        self._plans[job.job_id] = dict(schedule)
+
+    @staticmethod
+    def _utility(job: Job, completion: int | None) -> float:
+        """Utility of completing in slot ``completion`` (0 for None)."""
+        return 0.0 if completion is None else job.utility_at(completion - job.arrival + 1)
+
+    def _repack(self, job: Job, t: int, base: float) -> Found:
+        """Lever (a): make room for ``job`` by re-planning admitted jobs within their promises.
+        Returns the newcomer's schedule (placed) or an empty result (nothing changed)."""
+        book = self._book()
+        end = job.last_slot
+        cands = [j for j, p in self._plans.items() if any(t <= s <= end for s in p)]
+        if not cands:
+            return Found(payoff=0.0, schedule={})
+        self._stats["repack_tried"] += 1
+        cands.sort(key=lambda j: (-(self._promise[j] - max(self._plans[j])), j))
+        cands = cands[: self.repack_limit]
+        saved = {j: self._plans[j] for j in cands}
+        self._budget = self.repack_searches
+        for j in cands:
+            book.add(self._jobs[j], saved[j], sign=-1)
+            del self._plans[j]
+        first = search(book, job, start=t, work=job.work, deadline=job.last_slot)
+        found = Found(payoff=0.0, schedule={})
+        moved: list[str] = []
+        if first.schedule:  # else: no room even with every candidate gone
+            # the newcomer's best first, then the candidates around it (old plan if it still
+            # fits, else their best within the promise); failing that, the candidates first
+            # (cheapest within their promises), then the newcomer
+            book.add(job, first.schedule)
+            moved = self._refit(cands, saved, t, keep_old=True)
+            if moved is not None:
+                found = first
+            elif self.repack_second == "off":
+                book.add(job, first.schedule, sign=-1)
+                self._unfit(cands)
+            else:
+                book.add(job, first.schedule, sign=-1)
+                self._unfit(cands)
+                clash = cands
+                if self.repack_second == "clash":
+                    clash = _clashing(cands, saved, first.schedule)
+                    for j in cands:
+                        if j not in clash:
+                            book.add(self._jobs[j], saved[j])
+                            self._plans[j] = saved[j]
+                moved = self._refit(clash, saved, t, keep_old=False)
+                if moved is not None:
+                    found = search(book, job, start=t, work=job.work, deadline=job.last_slot)
+                if not found.schedule:
+                    self._unfit(cands)
+                else:
+                    book.add(job, found.schedule)
+        if found.schedule:
+            assert moved is not None
+            self._plans[job.job_id] = found.schedule
+            if self.pull:
+                for j in moved:
+                    self._pull_one(j, t)
+            done = found.completion
+            assert done is not None
+            gain = job.utility_at(done - job.arrival + 1) - base + sum(
+                self._jobs[j].utility_at(max(self._plans[j]) - self._jobs[j].arrival + 1)
+                - self._jobs[j].utility_at(max(saved[j]) - self._jobs[j].arrival + 1)
+                for j in moved)
+            if gain > 0:
+                self._stats["repack_kept"] += 1
+                self._stats["repack_moved"] += len(moved)
+                self._stats["repack_admitted_utility"] += job.utility_at(done - job.arrival + 1)
+                touched = set(found.schedule)
+                for j in moved:
+                    touched.update(self._plans[j])
+                book.raise_prices(touched)
+                return Found(payoff=found.payoff, schedule=self._plans[job.job_id])
+            book.add(job, self._plans.pop(job.job_id), sign=-1)
+        # undo: every job back on its old plan (which fits: it did before)
+        self._unfit(cands)
+        for j in cands:
+            book.add(self._jobs[j], saved[j])
+            self._plans[j] = saved[j]
+        return Found(payoff=0.0, schedule={})
+
+    def _refit(self, cands: list[str], saved: dict[str, dict[int, Alloc]], t: int,
+               keep_old: bool) -> list[str] | None:
+        """Re-plan ``cands`` (taken out of the book), tightest promise first, within their
+        promises: ``keep_old`` keeps an old plan that still fits and otherwise searches the
+        job's best schedule; else each gets the cheapest schedule that meets its promise.
+        Returns the jobs that got a new plan, or None at the first that finds none (those
+        placed so far stay placed; :meth:`_unfit` takes them out)."""
+        book = self._book()
+        moved: list[str] = []
+        for j in sorted(cands, key=lambda j: (self._promise[j], j)):
+            jj = self._jobs[j]
+            if keep_old and book.fits(jj, saved[j]):
+                book.add(jj, saved[j])
+                self._plans[j] = saved[j]
+                continue
+            if self._budget is not None:
+                if self._budget <= 0:
+                    return None
+                self._budget -= 1
+            got = search(book, jj, start=t, work=work_of(saved[j]), deadline=self._promise[j],
+                         flat=not keep_old, floor=-math.inf)
+            if not got.schedule:
+                return None
+            book.add(jj, got.schedule)
+            self._plans[j] = got.schedule
+            moved.append(j)
+        return moved
+
+    def _unfit(self, cands: list[str]) -> None:
+        """Take the current plans of ``cands`` out of the book."""
+        book = self._book()
+        for j in cands:
+            plan = self._plans.pop(j, None)
+            if plan is not None:
+                book.add(self._jobs[j], plan, sign=-1)
+
+    # -- slot boundaries -----------------------------------------------------------------------
+    def _pull_one(self, j: str, t: int) -> bool:
+        """Lever (c): re-plan job ``j`` to complete strictly earlier if capacity allows."""
+        book = self._book()
+        old = self._plans[j]
+        done = max(old)
+        if done <= t:
+            return False
+        jj = self._jobs[j]
+        book.add(jj, old, sign=-1)
+        got = search(book, jj, start=t, work=work_of(old, t), deadline=done - 1,
+                     floor=-math.inf)
+        if got.schedule:
+            book.add(jj, got.schedule)
+            self._plans[j] = got.schedule
+            self._stats["pulled"] += 1
+            return True
+        book.add(jj, old)
+        return False
+
+    def _reconcile(self, view: View) -> None:
+        """Follow reality: drop plans of jobs that left, re-plan jobs whose measured work left
+        differs from their plan (a real executor), within the promise where possible."""
+        book = self._book()
+        t = view.t
+        for j in [j for j in self._plans if j not in view.active]:
+            book.add(self._jobs[j], {s: a for s, a in self._plans[j].items() if s >= t}, sign=-1)
+            del self._plans[j]
+        for j, status in view.active.items():
+            plan = self._plans.get(j)
+            if plan is None:
+                continue
+            left = max(0, ceil_eps(status.remaining))
+            if left == work_of(plan, t):
+                continue
+            self._stats["replanned_behind"] += 1
+            self._dirty = True
+            jj = self._jobs[j]
+            book.add(jj, plan, sign=-1)
+            got = search(book, jj, start=t, work=left, deadline=self._promise[j], floor=-math.inf)
+            if not got.schedule and left > 0:
+                self._stats["promise_at_risk"] += 1
+                got = search(book, jj, start=t, work=left, deadline=jj.last_slot,
+                             floor=-math.inf)
+            book.add(jj, got.schedule)
+            book.raise_prices(got.schedule)
+            self._plans[j] = got.schedule
+
+    def plan(self, view: View) -> SlotPlan:
+        c0 = time.process_time()
+        t = view.t
+        self._reconcile(view)
+        if self.pull and self._dirty:
+            self._dirty = False
+            order = sorted(self._plans, key=lambda j: (self._promise[j], j))
+            for j in order[: self.pull_limit]:
+                if self._pull_one(j, t):
+                    self._dirty = True
+        if self.fill:
+            self._fill_now(t)
+        out: dict[str, Alloc] = {}
+        for j in list(self._plans):
+            plan = self._plans[j]
+            alloc = plan.pop(t, None)
+            if alloc is not None and j in view.active:
+                out[j] = alloc
+            if not plan:
+                del self._plans[j]
+        if view.event or self._boundary_ms:
+            self._boundary_ms.append((time.process_time() - c0) * 1e3)
+        return out
+
+    # -- results --------------------------------------------------------------------------------
+    def promises(self) -> dict[str, int]:
+        """The promised completion slot of every admitted job."""
+        return dict(self._promise)
+
+    def report(self) -> dict[str, Any]:
+        if self._report is not None:
+            return dict(self._report)
+        if self.ledger is None or self.params is None:
+            return {}
+        out: dict[str, Any] = {}
+        if self.certificate:
+            out = dual_objective(self.ledger, self._decided)
+            out.pop("dual_bound_recorded", None)
+        out["promised_utility"] = self._promised_utility
+        out["committed_utility"] = self._promised_utility
+        if self.certificate:
+            achieved = self._promised_utility
+            out["certified_ratio"] = out["dual_bound"] / achieved if achieved > 0 else None
+        out.update(self._stats)
+        ms = np.array(self._boundary_ms) if self._boundary_ms else np.zeros(1)
+        out["boundary_ms_p50"] = float(np.percentile(ms, 50))
+        out["boundary_ms_p99"] = float(np.percentile(ms, 99))
+        out["levers"] = {"repack": self.repack, "latest_promise": self.latest_promise,
+                         "pull": self.pull, "reprice": self.reprice,
+                         "plan_late": self.plan_late, "fill": self.fill}
+        out["alpha"] = self.params.alpha
+        out["two_alpha"] = 2.0 * self.params.alpha
+        out["estimate_factor"] = self.estimate_factor
+        out.update(self.params.to_dict())
+        self._report = out
+        return dict(out)
+
+    def _book(self) -> PlanLedger:
+        if self.ledger is None:
+            raise RuntimeError("OasisRpPolicy.start was not called")
+        return self.ledger
+
+
+def _clashing(cands: list[str], saved: dict[str, dict[int, Alloc]],
+              schedule: dict[int, Alloc]) -> list[str]:
+    """The jobs of ``cands`` whose saved plan shares a (slot, server) with ``schedule``."""
+    used = {(t, h) for t, a in schedule.items() for h, _ in (*a.workers, *a.ps)}
+    return [j for j in cands
+            if any((t, h) in used for t, a in saved[j].items() for h, _ in (*a.workers, *a.ps))]

@@ -1,0 +1,166 @@
+"""The plan book of ``oasis-rp``: usage of revisable plans, their prices, and searches within
+a promise.
+
+:class:`PlanLedger` is the OASiS :class:`~psched.oasis.ledger.Ledger` with two changes: plans
+can be taken out again (:meth:`PlanLedger.add` with ``sign=-1``), and prices may come either
+from the usage of the current plans (re-pricing on) or from its high-water mark (re-pricing
+off: prices never fall, as in OASiS). Residual capacities always come from the current plans.
+
+:func:`search` runs the exact OASiS best-schedule search (:func:`psched.oasis.solve_fast`) for
+a job's remaining work from a given slot up to a deadline (its promise), either with the job's
+own utility or with a constant one (then it finds the cheapest schedule that meets the
+deadline: the price-aware re-pack).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from psched.model import Alloc, Cluster, Job
+from psched.oasis.fast import solve_fast
+from psched.oasis.ledger import JobInputs, Ledger
+from psched.oasis.schedule import Best, PlacementTables, placement_tables, schedule_allocs
+from psched.oasis.schedule import slot_costs as _slot_costs
+from psched.prices import PriceParams
+
+__all__ = ["Found", "PlanLedger", "latest_same_utility", "raise_floor", "search", "work_of"]
+
+
+class PlanLedger(Ledger):
+    """Usage of the current plans per pool, slot, server and resource; prices from it or from
+    its high-water mark."""
+
+    def __init__(self, cluster: Cluster, horizon: int, params: PriceParams,
+                 reprice: bool = True) -> None:
+        super().__init__(cluster, horizon, params)
+        self.reprice = reprice
+        self.high = None if reprice else tuple(np.zeros_like(u) for u in self.usage)
+
+    def grow(self, cluster: Cluster) -> None:
+        old = self.high
+        super().grow(cluster)
+        if old is not None:
+            self.high = tuple(
+                np.concatenate([h, np.zeros((self.horizon, u.shape[1] - h.shape[1], h.shape[2]))],
+                               axis=1) for h, u in zip(old, self.usage, strict=True))
+
+    def price_usage(self) -> tuple[np.ndarray, ...]:
+        """Prices follow the current plans (re-pricing on) or their high-water mark."""
+        return self.usage if self.high is None else self.high
+
+    def _entries(self, schedule: Mapping[int, Alloc], role: str
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(slot, position in pool, count) of every container group of one role."""
+        rows = [(t, h, c) for t, alloc in schedule.items() for h, c in getattr(alloc, role)]
+        if not rows:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z, z
+        arr = np.array(rows, dtype=np.int64)
+        return arr[:, 0], self._pos[arr[:, 1]], arr[:, 2]
+
+    def add(self, job: Job, schedule: Mapping[int, Alloc], sign: int = 1) -> None:
+        """Add (``sign=1``) or take out (``sign=-1``) a schedule's usage. O(entries R)."""
+        spec = job.spec
+        for pool, dem, role in ((0, spec.worker_demand.as_array(), "workers"),
+                                (1, spec.ps_demand.as_array(), "ps")):
+            ts, pos, cnt = self._entries(schedule, role)
+            if ts.size:
+                np.add.at(self.usage[pool], (ts, pos), (sign * cnt)[:, None] * dem[None, :])
+
+    def fits(self, job: Job, schedule: Mapping[int, Alloc]) -> bool:
+        """True if adding ``schedule`` keeps every server within capacity. O(entries R)."""
+        spec = job.spec
+        for pool, dem, role in ((0, spec.worker_demand.as_array(), "workers"),
+                                (1, spec.ps_demand.as_array(), "ps")):
+            ts, pos, cnt = self._entries(schedule, role)
+            if not ts.size:
+                continue
+            cap = self.capacity[pool][pos]
+            need = self.usage[pool][ts, pos] + cnt[:, None] * dem[None, :]
+            if np.any(need > cap + 1e-9 * np.maximum(1.0, cap)):
+                return False
+        return True
+
+    def raise_prices(self, slots: Iterable[int]) -> None:
+        """Re-pricing off: lift the high-water mark to the usage in ``slots``. O(|slots| H R)."""
+        if self.high is None:
+            return
+        idx = np.fromiter(set(slots), dtype=np.int64)
+        if idx.size == 0:
+            return
+        for high, use in zip(self.high, self.usage, strict=True):
+            high[idx] = np.maximum(high[idx], use[idx])
+
+
+@dataclass(frozen=True, kw_only=True)
+class Found:
+    """A search result: the schedule by absolute slot (empty if none) and its payoff."""
+
+    payoff: float  #: best payoff in cost units (the floor if nothing beat it)
+    schedule: dict[int, Alloc]  #: slot -> allocation; empty if nothing beat the floor
+
+    @property
+    def completion(self) -> int | None:
+        """Last slot with workers, or None."""
+        return max(self.schedule) if self.schedule else None
+
+
+def work_of(schedule: Mapping[int, Alloc], since: int = 0) -> int:
+    """Worker-slots a schedule does in slots ``>= since``."""
+    return sum(a.n_workers for t, a in schedule.items() if t >= since)
+
+
+def search(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline: int,
+           flat: bool = False, floor: float = 0.0) -> Found:
+    """The exact best schedule of ``work`` worker-slots of ``job`` in slots
+    ``start..deadline`` at the ledger's prices and residual capacities.
+
+    ``flat``: a constant utility, so the search finds the cheapest schedule that completes by
+    ``deadline`` (earliest completion among equal costs); the payoff is then meaningless and
+    ``floor`` should be ``-inf``. Durations count from the job's arrival.
+    Complexity: that of :func:`~psched.oasis.solve_fast` over the window.
+    """
+    last = min(job.last_slot, deadline)
+    if work <= 0 or last < max(start, job.arrival):
+        return Found(payoff=floor, schedule={})
+    sub = replace(job, work=int(work), window=last - job.arrival + 1)
+    inp = ledger.inputs(sub, start=start)
+    if inp.n_slots == 0:
+        return Found(payoff=floor, schedule={})
+    if flat:
+        inp = replace(inp, util=np.ones(inp.n_slots))
+    tables = placement_tables(inp)
+    best = solve_fast(inp, floor, costs=_slot_costs(inp, tables))
+    return _found(inp, best, tables)
+
+
+def _found(inp: JobInputs, best: Best, tables: PlacementTables) -> Found:
+    if best.counts is None:
+        return Found(payoff=best.payoff, schedule={})
+    return Found(payoff=best.payoff, schedule=schedule_allocs(inp, best.counts, tables))
+
+
+def latest_same_utility(job: Job, completion: int, rtol: float = 0.0) -> int:
+    """The latest slot of the job's window whose utility equals that of ``completion``, or
+    is at least ``1 - rtol`` of it (utilities are non-increasing, so every slot between them
+    keeps it too). O(window)."""
+    d0 = completion - job.arrival + 1
+    d = np.arange(d0, job.window + 1)
+    if d.size == 0:
+        return completion
+    keep = np.asarray(job.spec.utility(d), dtype=float) >= (1.0 - rtol) * float(job.utility_at(d0))
+    # utilities are non-increasing: the slots that keep the utility form a prefix
+    k = d.size if keep.all() else int(np.argmin(keep))
+    return completion + max(k, 1) - 1
+
+
+def raise_floor(params: PriceParams, factor: float) -> PriceParams:
+    """The price parameters with ``L`` multiplied by ``factor`` in both pools, never above the
+    smallest ``U`` of the pool (prices then charge sooner: ``ln(U/L)`` shrinks)."""
+    ll = tuple(min(lo + math.log(factor), float(np.min(u)))
+               for u, lo in zip(params.log_u, params.log_l, strict=True))
+    return replace(params, log_l=(ll[0], ll[1]))

@@ -1,0 +1,88 @@
+"""The scheduler service's configuration and the names it is known by.
+
+:class:`ServiceConfig` says how the service schedules (policy, slot length, horizon, price
+bounds, runtime options); it is journaled on first start and read back on restart, as is the
+cluster (:func:`cluster_from_dict` reads it back). The constants name the detached Ray actor
+(:func:`ray_cluster.service.service_actor`) and the reasons the service records for jobs it
+stops. The service itself is :mod:`ray_cluster.service.core`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from psched.errors import InputError
+from psched.model import Cluster, JobSpec, Pool, Resources, Server
+from psched.policies import make_policy
+from psched.policies.base import Policy
+from ray_cluster.journal import spec_from_json, spec_to_json
+
+__all__ = ["CANCELLED", "DROPPED_BEHIND", "FAILED", "SERVICE_NAME", "SERVICE_NAMESPACE",
+           "ServiceConfig", "cluster_from_dict"]
+
+SERVICE_NAME = "psched-scheduler"  #: name of the detached service actor
+SERVICE_NAMESPACE = "psched"  #: its Ray namespace
+DROPPED_BEHIND = "dropped_behind"  #: reason of a job dropped when its re-plan is rejected
+CANCELLED = "cancelled"  #: reason of a cancelled job
+FAILED = "failed"  #: reason of a job whose training raises every time (released, not retried)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ServiceConfig:
+    """How the service schedules; journaled on first start, read back on restart."""
+
+    policy: str = "oasis"  #: policy name (psched.policies)
+    policy_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)  #: its options
+    slot_seconds: float = 30.0  #: wall length of a slot
+    horizon: int = 500  #: slots the service runs at most
+    prices: tuple[float, float, float, float] | None = None  #: OASiS U_w, L_w, U_ps, L_ps
+    history: tuple[JobSpec, ...] = ()  #: reference jobs for OASiS's U and L when no prices
+    estimate_factor: float = 1.0  #: OASiS: scales U with L fixed
+    runtime: Mapping[str, Any] = dataclasses.field(default_factory=dict)  #: RuntimeConfig
+    allow_import: bool = False  #: user workloads by import path
+    replan: bool = True  #: re-decide jobs behind plan (policies committing on arrival)
+    #: re-plan waiting jobs into capacity freed by jobs that finished early (policies
+    #: committing on arrival that can ``release`` commitments; re-planners do it anyway)
+    reuse_freed: bool = True
+    #: explicit cap on a job's window (slots), for experiments; None (the default): a window
+    #: ends at the utility floor (1e-6 of the maximum) or the horizon (oasis.md section 7)
+    max_window: int | None = None
+    warm_processes: int = 4  #: fresh Ray processes kept waiting per node (RayExecutor)
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["history"] = [spec_to_json(s) for s in self.history]
+        d["policy_options"] = dict(self.policy_options)
+        d["runtime"] = dict(self.runtime)
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ServiceConfig:
+        d = dict(d)
+        d["history"] = tuple(spec_from_json(s) for s in d["history"])
+        d["prices"] = tuple(d["prices"]) if d["prices"] is not None else None
+        return cls(**d)
+
+    def make_policy(self) -> Policy:
+        opts = dict(self.policy_options)
+        if self.policy == "oasis":
+            if self.prices is not None:
+                u_w, l_w, u_p, l_p = self.prices
+                opts.update(price_source="fixed", u_worker=u_w, l_worker=l_w, u_ps=u_p,
+                            l_ps=l_p)
+            elif self.history:
+                opts.update(price_source="history")
+            else:
+                raise InputError("oasis needs price bounds: give --prices or --history",
+                                 field="prices")
+            opts.setdefault("estimate_factor", self.estimate_factor)
+        return make_policy(self.policy, **opts)
+
+
+def cluster_from_dict(d: Mapping[str, Any]) -> Cluster:
+    """The inverse of :meth:`psched.model.Cluster.to_dict`."""
+    return Cluster(servers=tuple(Server(server_id=s["id"], pool=Pool(s["pool"]),
+                                        capacity=Resources(**s["capacity"]))
+                                 for s in d["servers"]), slot_seconds=float(d["slot_seconds"]))

@@ -1,0 +1,492 @@
+"""The scheduler service: psched's one loop run in real time, journaled, restartable.
+
+:class:`SchedulerService` is a thin real-time driver of :class:`psched.simulator.SchedulerLoop`,
+the way SimPy's ``RealtimeEnvironment`` only overrides ``step``: the loop, the policy and the
+rules are the simulator's; what differs is the clock (:class:`RealtimeClock`, wall time that a
+stop interrupts), the executor (:class:`ray_cluster.executor.RayExecutor`: real training),
+and a lock that lets submissions in while the loop waits for the clock or the executor trains.
+Everything the service does to the loop goes through the loop's API: ``admit`` (decision and
+committed schedule), ``book`` (a later arrival slot), ``replan``, ``release``, ``drop``,
+``restore`` (:mod:`ray_cluster.service.replay`) and its before/after-slot hooks (node changes,
+cancellations, the journal, the live rules below).
+
+Decisions. A job submitted while the loop waits for slot ``t`` arrives in slot ``t``; one
+submitted while slot ``t`` runs arrives in ``t + 1``. It is decided at once and journaled with
+its decision in one transaction. A job submitted with an explicit future arrival (``psched
+run``) is journaled at once, booked in the loop and decided when its slot begins.
+
+Reality differs from the plan (the live rules):
+
+* *cancel*: the job stops at the next slot boundary and is released; its future commitments
+  stay in the ledger;
+* *a job whose workload raises every time* (:data:`ray_cluster.runtime.MAX_STRIKES`) is
+  dropped (reason ``failed``) and released; its future commitments stay, as for a cancel;
+* *behind plan* (``replan``): a job still unfinished after the last slot of its committed
+  schedule is re-decided for its remaining work ``ceil(W - done)`` at the current prices, from
+  the current slot, its utility still counted from its original arrival; a rejection drops it
+  (``dropped_behind``). Its old commitments are in the past;
+* *ahead of plan* (``reuse_freed``, a policy that can ``release`` commitments): a job that
+  finished before its committed schedule ended frees the rest of it (journaled ``release``),
+  and every other active job is offered the freed capacity: its future commitments are
+  released and it is re-decided from the next slot; the new schedule is kept if it completes
+  strictly earlier, else the old one is committed again (both journaled ``advance``, so a
+  restart re-applies them). A promise is never broken: no job completes later than planned;
+* *lost and joined nodes*: :mod:`ray_cluster.service.nodes`.
+
+A re-planning policy (FIFO, SRTF...) sees every completion and every admission as an event of
+the next slot and re-plans then: freed capacity is reused without a rule. Prices then no longer
+follow the paper's assumptions exactly (re-plans add usage, cancellations keep it, releases
+remove it), and the dual certificate covers the decisions made, counting a job once per
+decision: indicative only.
+
+Restart: :mod:`ray_cluster.service.replay`. U and L come from the configuration (``prices``)
+or from history jobs (``history``, with the estimate factor); both are journaled, so a restart
+prices exactly as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from psched.errors import InputError
+from psched.executor import FATAL, Executor, SlotReport
+from psched.model import RESOURCES, Alloc, Cluster, Decision, JobSpec, SlotPlan
+from psched.simulator import Admission, LoopState, QueueArrivals, RunResult, SchedulerLoop
+from ray_cluster.jobspec import check_submission
+from ray_cluster.journal import DecisionRow, Journal, check_journal
+from ray_cluster.service.config import (
+    CANCELLED,
+    DROPPED_BEHIND,
+    FAILED,
+    ServiceConfig,
+    cluster_from_dict,
+)
+from ray_cluster.service.nodes import Nodes
+from ray_cluster.service.replay import restore_loop
+
+__all__ = ["RealtimeClock", "SchedulerService"]
+
+log = logging.getLogger("ray_cluster.service")
+
+
+class RealtimeClock:
+    """Wall time: slot ``t`` begins ``t * slot_seconds`` after ``start``; ``stop`` cuts a
+    wait short (the driver then stops). Holds no lock: the driver waits without its lock."""
+
+    def __init__(self, slot_seconds: float, start: float, stop: threading.Event) -> None:
+        self.slot_seconds, self.start, self._stop = slot_seconds, start, stop
+
+    def wait_until(self, t: int) -> None:
+        """Return once slot ``t`` has begun or a stop was asked for."""
+        while not self._stop.is_set():
+            delay = self.start + t * self.slot_seconds - time.time()
+            if delay <= 0:
+                return
+            self._stop.wait(min(delay, 0.5))
+
+
+class SchedulerService:
+    """The live scheduler. See the module docstring.
+
+    Parameters
+    ----------
+    workdir
+        Folder of the journal (``journal.db``) and checkpoints (``ckpt/``).
+    config
+        Used on first start; a journal's own configuration wins on restart.
+    cluster, node_of
+        The cluster model and server index -> Ray node id (on restart, the journal's cluster).
+    executor
+        Default: a :class:`~ray_cluster.executor.RayExecutor` placing on ``node_of``.
+    """
+
+    def __init__(self, workdir: str | Path, *, config: ServiceConfig | None = None,
+                 cluster: Cluster | None = None, node_of: dict[int, str] | None = None,
+                 executor: Executor | None = None) -> None:
+        self.workdir = Path(workdir)
+        check_journal(self.workdir)  # unreadable, or empty while checkpoints exist: one line
+        self.journal = Journal(self.workdir / "journal.db")
+        meta = self.journal.meta()
+        self.restored = "config" in meta
+        if self.restored:
+            config = ServiceConfig.from_json(meta["config"])
+            cluster = cluster_from_dict(meta["cluster"])
+        if config is None or cluster is None:
+            raise ValueError("a new service needs a config and a cluster")
+        self.config = config
+        if not self.restored:
+            self.journal.set_meta({"config": config.to_json(), "cluster": cluster.to_dict(),
+                                   "node_of": {str(k): v for k, v in (node_of or {}).items()}})
+        self.executor = executor if executor is not None else self._ray_executor(cluster,
+                                                                                 node_of)
+        if getattr(self.executor, "lookahead", False) is None:
+            self.executor.lookahead = self.lookahead  # type: ignore[attr-defined]
+        self.schedules: dict[str, dict[int, Alloc]] = {}  #: each job's committed schedule
+        self.planned_end: dict[str, int] = {}  #: last slot of each job's committed schedule
+        self.error: str | None = None
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._phase: tuple[str, int] = ("wait", 0)
+        self._cancels: list[str] = []  # requested while a slot runs
+        self._booked: set[str] = set()  # journaled without a decision: decided when due
+        self._slot_started = 0.0
+        self._slot_plan: SlotPlan = {}
+        self._slot_info: dict[str, tuple[str, str]] = {}
+        self._thread: threading.Thread | None = None
+        self.policy = config.make_policy()
+        self.loop = SchedulerLoop(
+            cluster=cluster, policy=self.policy, horizon=config.horizon,
+            arrivals=QueueArrivals(), executor=self.executor,
+            history_jobs=config.history, max_window=config.max_window,
+            state=LoopState(usage=np.zeros((2, len(RESOURCES)))),
+            before_slot=[self._before_slot], after_slot=[self._after_slot])
+        self.loop.on_decision.append(self._decided)
+        self.nodes = Nodes(self.loop, self.journal, self.executor, node_of)
+        if self.restored:
+            self.nodes.regrow()
+            restore_loop(self.loop, self.journal)
+            self._booked = {s.job_id for s in self.loop.state.booked}
+            reported = getattr(self.executor, "reported", None)
+            if reported is not None:
+                for job_id in self.loop.state.active:
+                    reported[job_id] = self.loop.state.records[job_id].done
+        self._phase = ("wait", self.loop.state.t)
+        self.clock = RealtimeClock(config.slot_seconds,
+                                   time.time() - self.loop.state.t * config.slot_seconds,
+                                   self._stop)
+        self.loop.clock = self.clock
+
+    def _ray_executor(self, cluster: Cluster, node_of: dict[int, str] | None) -> Executor:
+        from ray_cluster.executor import RayExecutor
+        from ray_cluster.runtime.types import RuntimeConfig
+
+        rcfg = RuntimeConfig(**{"checkpoint_dir": str(self.workdir / "ckpt"),
+                                **dict(self.config.runtime)})
+        return RayExecutor(cluster, rcfg, slot_seconds=self.config.slot_seconds,
+                           node_of=node_of, allow_import=self.config.allow_import,
+                           lookahead=self.lookahead,
+                           warm_processes=self.config.warm_processes)
+
+    # -- what other modules read -------------------------------------------------------------
+    @property
+    def cluster(self) -> Cluster:
+        """The cluster model now (it grows when nodes join)."""
+        return self.loop.cluster
+
+    @property
+    def node_of(self) -> dict[int, str] | None:
+        """Server index -> Ray node id (changed in place on node loss and growth)."""
+        return self.nodes.node_of
+
+    @property
+    def inner_executor(self) -> Executor:
+        """The executor (the name older callers use)."""
+        return self.executor
+
+    def lookahead(self, t: int) -> SlotPlan | None:
+        """The plan of slot ``t`` as far as committed schedules know it (None for a policy
+        that re-plans every slot): the executor starts that slot's new actors a slot early."""
+        if not self.policy.commits_on_arrival:
+            return None
+        with self._lock:
+            return {j: self.schedules[j][t] for j in self.loop.state.active
+                    if t in self.schedules.get(j, {})}
+
+    # -- decisions -------------------------------------------------------------------------
+    def _decided(self, adm: Admission) -> None:
+        """Every decision of the loop: keep the committed schedule (the owner's record);
+        journal the decision of a booked job, made when its slot began."""
+        job_id = adm.job_id
+        if adm.schedule:
+            kept = {s: a for s, a in self.schedules.get(job_id, {}).items() if s < adm.slot}
+            self.schedules[job_id] = {**kept, **adm.schedule}
+            self.planned_end[job_id] = max(adm.schedule)
+        if job_id in self._booked:
+            self._booked.discard(job_id)
+            self.journal.decide(self._row(adm, "arrival", adm.latency_ms or 0.0))
+
+    @staticmethod
+    def _row(adm: Admission, kind: str, latency_ms: float) -> DecisionRow:
+        return DecisionRow(job_id=adm.job_id, kind=kind, slot=adm.slot, admitted=adm.admitted,
+                           reason=adm.reason, payoff=adm.payoff, work=adm.work,
+                           schedule=dict(adm.schedule), latency_ms=latency_ms)
+
+    @staticmethod
+    def _ms(t0: float) -> float:
+        return (time.perf_counter() - t0) * 1e3
+
+    # -- public API --------------------------------------------------------------------------
+    def submit(self, spec: JobSpec, *, arrival: int | None = None) -> dict[str, Any]:
+        """Journal and decide a job (at once, or at ``arrival`` if that slot is later).
+
+        Raises
+        ------
+        InputError
+            A job with this id was submitted before (never admitted twice).
+        """
+        t0 = time.perf_counter()
+        spec = check_submission(spec, allow_import=self.config.allow_import,
+                                slot_seconds=self.config.slot_seconds)  # trusts no caller
+        if spec.tau_s < 0:
+            spec = self._profile(spec)
+        with self._lock:
+            if self.loop.known(spec.job_id):
+                raise InputError(f"job {spec.job_id!r} was submitted before", field="id")
+            phase, slot = self._phase
+            now = slot if phase != "run" else slot + 1
+            if arrival is not None and arrival > now:
+                spec = dataclasses.replace(spec, arrival=arrival)
+                try:
+                    self.journal.submit(spec)
+                except sqlite3.IntegrityError:
+                    raise InputError(f"job {spec.job_id!r} was submitted before",
+                                     field="id") from None
+                self.loop.book(spec)
+                self._booked.add(spec.job_id)
+                return {"job_id": spec.job_id, "arrival": arrival, "decided": False}
+            spec = dataclasses.replace(spec, arrival=now)
+            adm = self.loop.admit(now, [spec])[0]
+            row = self._row(adm, "arrival", self._ms(t0))
+            try:
+                self.journal.submit(spec, row)
+            except sqlite3.IntegrityError:
+                raise InputError(f"job {spec.job_id!r} was submitted before",
+                                 field="id") from None
+        return {"job_id": spec.job_id, "arrival": now, "decided": True,
+                "admitted": row.admitted, "reason": row.reason, "payoff": row.payoff,
+                "planned_completion": max(row.schedule) if row.schedule else None,
+                "latency_ms": row.latency_ms}
+
+    def _profile(self, spec: JobSpec) -> JobSpec:
+        from ray_cluster.executor import profiled_spec
+        from ray_cluster.runtime.types import RuntimeConfig
+
+        out = profiled_spec(spec, RuntimeConfig(**dict(self.config.runtime)), steps=40,
+                            allow_import=self.config.allow_import)
+        log.info("profiled %s: %.4f s per mini-batch", spec.job_id, out.tau_s)
+        return check_submission(out, allow_import=self.config.allow_import,
+                                slot_seconds=self.config.slot_seconds)  # work now known
+
+    def cancel(self, job_id: str) -> bool:
+        """Stop a job at the next slot boundary (at once if the loop is between slots)."""
+        with self._lock:
+            if job_id not in self.loop.state.active:
+                return False
+            self.journal.event(job_id, self._phase[1], "cancel_requested")
+            if self._phase[0] != "run":
+                self._apply_cancel(job_id, self._phase[1])
+            else:
+                self._cancels.append(job_id)
+            return True
+
+    def _apply_cancel(self, job_id: str, t: int) -> None:
+        if self.loop.drop(job_id, CANCELLED):
+            self.journal.event(job_id, t, "cancel")
+
+    def status(self) -> dict[str, Any]:
+        """The service's slot and every job: state, progress, plan."""
+        with self._lock:
+            st = self.loop.state
+            jobs = [self._job_status(job_id) for job_id in st.records]
+            jobs += [{"job_id": s.job_id, "state": "queued", "arrival": s.arrival,
+                      "admitted": False, "reason": "", "payoff": None, "work": 0, "done": 0.0,
+                      "planned_completion": None, "completion": None, "utility": 0.0,
+                      "workers": 0, "ps": 0, "loss": ""} for s in st.booked]
+            return {"slot": self._phase[1], "phase": self._phase[0], "policy": self.policy.name,
+                    "allow_import": self.config.allow_import,
+                    "slot_seconds": self.config.slot_seconds, "error": self.error,
+                    "running": self._thread is not None and self._thread.is_alive(),
+                    "jobs": jobs}
+
+    def _job_status(self, job_id: str) -> dict[str, Any]:
+        st = self.loop.state
+        rec = st.records[job_id]
+        if rec.completion is not None:
+            state = "done"
+        elif job_id in st.active:
+            state = "running" if job_id in self._slot_plan else "waiting"
+        elif rec.admitted:
+            state = rec.reason or "stopped"
+        else:
+            state = "rejected"
+        alloc = self._slot_plan.get(job_id) if state == "running" else None
+        return {
+            "job_id": job_id, "state": state, "arrival": rec.job.arrival,
+            "admitted": rec.admitted, "reason": rec.reason, "payoff": rec.payoff,
+            "work": rec.job.work, "done": rec.done,
+            "planned_completion": self.planned_end.get(job_id),
+            "completion": rec.completion, "utility": rec.utility,
+            "workers": alloc.n_workers if alloc else 0,
+            "ps": alloc.n_ps if alloc else 0,
+            "loss": self._slot_info.get(job_id, ("", ""))[1],
+        }
+
+    def logs(self, job_id: str) -> list[str]:
+        """The journal's lines about one job."""
+        out = []
+        for d in self.journal.decisions():
+            if d.job_id == job_id:
+                out.append(f"slot {d.slot}: {d.kind}: {'admitted' if d.admitted else 'rejected'}"
+                           f" {d.reason} payoff={d.payoff} work={d.work} "
+                           f"planned={sorted(d.schedule)} ({d.latency_ms:.1f} ms)")
+        for t, _, amount, done, ckpt, info in self.journal.progress(job_id):
+            out.append(f"slot {t}: +{amount:.3f} -> {done:.3f} worker-slots {info} {ckpt}")
+        for _, slot, kind, info in self.journal.events(job_id):
+            out.append(f"slot {slot}: {kind} {info}".rstrip())
+        return out
+
+    def idle(self) -> bool:
+        """No job is active or waiting for its arrival slot."""
+        with self._lock:
+            return self.loop.idle()
+
+    # -- running: the real-time step ----------------------------------------------------------
+    def start(self, *, until_idle: bool = False) -> None:
+        """Run the loop in a thread (``until_idle``: stop once no job is left)."""
+        self._thread = threading.Thread(target=self._run, args=(until_idle,), daemon=True,
+                                        name="psched-service")
+        self._thread.start()
+
+    def run_for(self, slots: int) -> None:
+        """Run ``slots`` slots (or until the horizon) in the calling thread."""
+        self._run(False, slots)
+
+    def _run(self, until_idle: bool, max_slots: int | None = None) -> None:
+        st = self.loop.state
+        end = self.config.horizon if max_slots is None else min(self.config.horizon,
+                                                                 st.t + max_slots)
+        try:
+            while not self._stop.is_set() and st.t < end:
+                if until_idle and self.idle():
+                    break
+                self._step()
+        except Exception as err:  # the service reports, never dies silently
+            log.exception("service loop failed")
+            self.error = f"{type(err).__name__}: {err}"
+        finally:
+            self._phase = ("stopped", st.t)
+
+    def _step(self) -> None:
+        """One slot, as :meth:`SchedulerLoop.step`, with the lock held except while the clock
+        waits and the executor trains (submissions are decided meanwhile)."""
+        loop = self.loop
+        with self._lock:
+            t = loop.state.t
+            self._phase = ("wait", t)
+            for job_id in self._cancels:
+                self._apply_cancel(job_id, t)
+            self._cancels.clear()
+        self.clock.wait_until(t)
+        if self._stop.is_set():
+            return
+        with self._lock:
+            plan, jobs = loop.begin_slot(t)
+            self._slot_started, self._slot_plan = time.time(), dict(plan)
+            self._phase = ("run", t)
+        report = self.executor.apply(t, plan, jobs)
+        with self._lock:
+            self._slot_info = self._runtime_info(plan)
+            loop.end_slot(t, plan, jobs, report)
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def stop(self) -> None:
+        """Stop after the current slot (at once if waiting); the journal stays."""
+        self._stop.set()
+
+    def close(self) -> None:
+        self.stop()
+        self.join()
+        self.executor.close()
+        self.journal.close()
+
+    def result(self) -> RunResult:
+        with self._lock:
+            return self.loop.result()
+
+    # -- the loop's hooks (called with the lock held) -----------------------------------------
+    def _before_slot(self, t: int) -> None:
+        self.nodes.refresh(t)
+
+    def _after_slot(self, t: int, plan: SlotPlan, report: SlotReport) -> None:
+        st = self.loop.state
+        progress = {}
+        for job_id, amount in report.progress.items():
+            ckpt, info = self._slot_info.get(job_id, ("", ""))
+            progress[job_id] = (amount, st.records[job_id].done, ckpt, info)
+        events = [(j, "complete", "") for j in st.completed_last]
+        events += [(j, "failed", why) for j, why in report.failed.items()]
+        for job_id, why in report.failed.items():
+            if why.startswith(FATAL) and self.loop.drop(job_id, FAILED):
+                log.warning("slot %d: job %s failed for good: %s", t, job_id, why)
+        self.journal.slot_done(t, self._slot_started, plan, progress, events)
+        if self.config.replan and self.policy.commits_on_arrival:
+            for job_id in list(st.active):
+                planned = self.planned_end.get(job_id)
+                if planned is not None and planned < st.t:
+                    self._replan_behind(job_id, st.t)
+        early = [j for j in st.completed_last if self.planned_end.get(j, -1) > t]
+        if early and self.config.reuse_freed and self.policy.commits_on_arrival and \
+                hasattr(self.policy, "release") and hasattr(self.policy, "restore"):
+            self._reuse_freed(early, st.t)
+
+    def _replan_behind(self, job_id: str, t: int) -> None:
+        t0 = time.perf_counter()
+        rec = self.loop.state.records[job_id]
+        adm = self.loop.replan(job_id, t)
+        if not adm.admitted:
+            self.loop.drop(job_id, DROPPED_BEHIND)
+        self.journal.decide(self._row(adm, "replan", self._ms(t0)))
+        log.info("slot %d: job %s behind plan (%.2f of %d): re-plan %s", t, job_id, rec.done,
+                 rec.job.work, "admitted" if adm.admitted else "rejected, dropped")
+
+    def _reuse_freed(self, finished: list[str], t: int) -> None:
+        """Jobs finished before their committed schedules ended (module docstring)."""
+        for job_id in finished:
+            self.loop.release(job_id, t)
+            self.journal.decide(DecisionRow(job_id=job_id, kind="release", slot=t,
+                                            admitted=False, reason="", payoff=None, work=0,
+                                            schedule={}, latency_ms=0.0))
+        for job_id in list(self.loop.state.active):
+            old_end = self.planned_end.get(job_id)
+            if old_end is None or old_end <= t:
+                continue
+            old = {s: a for s, a in self.schedules[job_id].items() if s >= t}
+            t0 = time.perf_counter()
+            adm = self.loop.replan(job_id, t, release=True)
+            self.journal.decide(self._row(adm, "advance", self._ms(t0)))
+            if adm.admitted and adm.schedule and max(adm.schedule) < old_end:
+                log.info("slot %d: job %s moves into freed capacity: done by %d, not %d", t,
+                         job_id, max(adm.schedule), old_end)
+                continue
+            back = Decision(admitted=True, payoff=adm.payoff, schedule=old)
+            t0 = time.perf_counter()
+            again = self.loop.replan(job_id, t, release=True, forced=back,
+                                     work=sum(a.n_workers for a in old.values()))
+            self.journal.decide(self._row(again, "advance", self._ms(t0)))
+
+    def _runtime_info(self, plan: SlotPlan) -> dict[str, tuple[str, str]]:
+        out: dict[str, tuple[str, str]] = {}
+        runtimes: Mapping[str, Any] = getattr(self.executor, "runtimes", {})
+        for job_id in plan:
+            rt = runtimes.get(job_id)
+            if rt is None:
+                continue
+            ckpt = str(rt.store.path(rt.version)) if rt.version >= 0 else ""
+            last = rt.history[-1] if rt.history else None
+            loss = "" if last is None or last.train_loss is None else f"loss={last.train_loss:.4f}"
+            if last is not None and last.eval_loss is not None:
+                loss += f" eval={last.eval_loss:.4f}"
+            out[job_id] = (ckpt, loss.strip())
+        return out

@@ -1,0 +1,245 @@
+"""oasis-rp: promises are never broken, plans stay within the rules, the certificate holds.
+
+Every run is checked independently (:mod:`psched.promises`: completions re-derived from the
+allocation rows, or from ``jobs.csv``/``allocations.csv``) and by the schedule re-derivation of
+the policy property suite; Hypothesis draws small clusters and traces; each lever is switched
+on and off on its own.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from strategies import Instance, instances
+from test_oasis_certificate import T, offline_optimum, tiny_instance
+from test_policy_properties import check_schedule
+
+from psched.executor import SlotReport
+from psched.model import Cluster, Job, JobSpec, Pool, Resources, Server, SlotPlan
+from psched.output import write_run
+from psched.policies import make_policy
+from psched.policies.oasis_rp import OasisRpPolicy
+from psched.promises import broken_promises, broken_promises_in, completions_from_rows
+from psched.simulator import SchedulerLoop, TraceArrivals, simulate
+from psched.utility import Utility
+
+LEVERS = ("repack", "latest_promise", "pull", "reprice")
+#: every lever alone, all on, all off, and the options that change how re-packing works
+VARIANTS = [
+    {},
+    {k: False for k in LEVERS},
+    *({k: (k == on) for k in LEVERS} for on in LEVERS),
+    {"repack_second": "clash"},
+    {"repack_second": "off", "promise_rtol": 0.0},
+    {"plan_late": True, "fill": True},
+    {"repack_limit": 1, "repack_gap": 1.0},
+]
+SETTINGS = settings(max_examples=15, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _ids(v: dict[str, object]) -> str:
+    return ",".join(f"{k}={v[k]}" for k in sorted(v)) or "default"
+
+
+@pytest.mark.parametrize("options", VARIANTS, ids=_ids)
+@pytest.mark.parametrize("seed", [0, 5])
+@SETTINGS
+@given(instance=instances())
+def test_every_promise_is_kept_and_every_rule_holds(options: dict[str, object], seed: int,
+                                                   instance: Instance) -> None:
+    cluster, specs, horizon = instance
+    result = simulate(specs, cluster, make_policy("oasis-rp", **options), horizon, seed=seed)
+    check_schedule(result, cluster, horizon)
+    assert broken_promises(result) == []
+    for rec in result.records.values():
+        assert (rec.promised is not None) == rec.admitted
+        if rec.admitted:
+            assert rec.job.arrival <= rec.promised <= rec.job.last_slot
+            assert rec.completion is not None and rec.completion <= rec.promised
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(instance=instances(max_jobs=6, max_horizon=12))
+def test_promises_checked_from_the_output_files(tmp_path_factory: pytest.TempPathFactory,
+                                                instance: Instance) -> None:
+    cluster, specs, horizon = instance
+    results = {name: simulate(specs, cluster, make_policy(name), horizon)
+               for name in ("oasis", "oasis-rp")}
+    out = tmp_path_factory.mktemp("run") / "out"
+    write_run(out, {}, cluster, results, plots=False)
+    for name, res in results.items():
+        assert broken_promises_in(out / name) == []
+        with (out / name / "jobs.csv").open() as fh:
+            rows = {r["job_id"]: r for r in csv.DictReader(fh)}
+        for job_id, rec in res.records.items():
+            want = "" if rec.promised is None else str(rec.promised)
+            assert rows[job_id]["promised"] == want
+
+
+def test_the_file_check_reports_a_broken_promise(tmp_path: Path) -> None:
+    """The checker is not vacuous: a promise earlier than the executed completion is caught."""
+    cluster, specs = _blocking_pair()
+    res = simulate(specs, cluster, make_policy("oasis-rp"), 8)
+    write_run(tmp_path / "out", {}, cluster, {"oasis-rp": res}, plots=False)
+    folder = tmp_path / "out" / "oasis-rp"
+    jobs = list(csv.DictReader((folder / "jobs.csv").open()))
+    for r in jobs:
+        if r["promised"]:
+            r["promised"] = str(int(r["completion"]) - 1)
+    with (folder / "jobs.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(jobs[0]))
+        w.writeheader()
+        w.writerows(jobs)
+    lines = broken_promises_in(folder)
+    assert len(lines) == sum(1 for r in jobs if r["promised"])
+    assert all("completed in slot" in line for line in lines)
+
+
+def test_completions_are_rederived_from_worker_rows_only() -> None:
+    rows = [(0, "a", "worker", 2), (0, "a", "ps", 5), (1, "a", "worker", 1), (3, "b", "worker", 4)]
+    assert completions_from_rows(rows, {"a": 3, "b": 5}) == {"a": 1}
+
+
+def _server(name: str, pool: Pool, gpu: float) -> Server:
+    return Server(server_id=name, pool=pool,
+                  capacity=Resources(gpu=gpu, cpu=16, memory_gb=64, storage_gb=100,
+                                     bandwidth_gbps=25))
+
+
+def _spec(job_id: str, arrival: int, workers: int, slots_at_n: int, utility: Utility) -> JobSpec:
+    return JobSpec(job_id=job_id, arrival=arrival, epochs=1, max_workers=workers, minibatches=1,
+                   tau_s=slots_at_n * 3600.0, grad_mb=1.0, tau_includes_comm=True,
+                   worker_demand=Resources(gpu=1, cpu=1, memory_gb=1, bandwidth_gbps=1),
+                   ps_demand=Resources(cpu=1, memory_gb=1, bandwidth_gbps=4), utility=utility)
+
+
+def _blocking_pair() -> tuple[Cluster, list[JobSpec]]:
+    """A flat-utility job takes every GPU for two slots; then an urgent job arrives."""
+    cluster = Cluster(servers=(_server("w0", Pool.WORKER, 4), _server("p0", Pool.PS, 0)))
+    flat = _spec("flat", 0, 4, 2, Utility(kind="sigmoid", value=10.0, decay=0.0, target=2.0))
+    urgent = _spec("urgent", 1, 4, 1, Utility(kind="sigmoid", value=50.0, decay=5.0,
+                                              target=1.0))
+    return cluster, [flat, urgent]
+
+
+def test_a_flat_job_makes_room_for_an_urgent_one_within_its_promise() -> None:
+    """The worked instance of re-packing: OASiS books slots 0-1 for the flat job and the urgent
+    job (utility 25 in slot 1) can only run in slot 2 (utility 0.3); oasis-rp moves the flat
+    job's second slot after the urgent one, inside the flat job's promise (its window end)."""
+    cluster, specs = _blocking_pair()
+    base = simulate(specs, cluster, make_policy("oasis"), 8)
+    rp = simulate(specs, cluster, make_policy("oasis-rp"), 8)
+    assert base.records["urgent"].completion == 2
+    assert rp.records["urgent"].completion == 1
+    assert rp.records["flat"].completion == 2
+    assert rp.records["flat"].promised == 7  # the window end: the utility never decays
+    assert sum(r.utility for r in rp.records.values()) > sum(
+        r.utility for r in base.records.values()) + 20
+    assert rp.report["repack_kept"] == 1
+    assert broken_promises(rp) == []
+    off = simulate(specs, cluster, make_policy("oasis-rp", repack=False), 8)
+    assert [r.completion for r in off.records.values()] == [
+        r.completion for r in base.records.values()]
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(inst=tiny_instance())
+def test_certificate_bounds_the_exact_optimum(inst: tuple[list[Job], Cluster]) -> None:
+    jobs, cluster = inst
+    specs = [j.spec for j in jobs]
+    res = simulate(specs, cluster, make_policy("oasis-rp"), T, max_window=T)
+    opt = offline_optimum(jobs, cluster)
+    got = sum(r.utility for r in res.records.values())
+    assert got <= opt + 1e-9 * max(1.0, opt)
+    rep = res.report
+    assert rep["dual_bound"] >= opt - 1e-9 * max(1.0, opt)
+    assert rep["dual_bound_final_prices"] >= opt - 1e-9 * max(1.0, opt)
+    assert "dual_bound_recorded" not in rep  # recorded payoffs are not dual feasible here
+    assert rep["promised_utility"] <= got + 1e-9 * max(1.0, got)
+
+
+@pytest.mark.parametrize("options", VARIANTS[:3], ids=_ids)
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instance=instances())
+def test_same_seed_same_run(options: dict[str, object], instance: Instance) -> None:
+    cluster, specs, horizon = instance
+    runs = [simulate(specs, cluster, make_policy("oasis-rp", **options), horizon, seed=2)
+            for _ in range(2)]
+    assert runs[0].allocations == runs[1].allocations
+    assert [(r.admitted, r.promised, r.completion) for r in runs[0].records.values()] == [
+        (r.admitted, r.promised, r.completion) for r in runs[1].records.values()]
+
+
+@pytest.mark.parametrize("bad", [{"repack_limit": 0}, {"promise_rtol": 1.0},
+                                 {"repack_gap": 0.0}, {"repack_second": "maybe"},
+                                 {"price_source": "fixed"}, {"estimate_factor": -1.0},
+                                 {"floor_factor": 0.5}])
+def test_bad_options_are_refused(bad: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        OasisRpPolicy(**bad)  # type: ignore[arg-type]
+
+
+def test_promised_utility_never_exceeds_what_completed() -> None:
+    cluster, specs = _blocking_pair()
+    res = simulate(specs, cluster, make_policy("oasis-rp"), 8)
+    got = sum(r.utility for r in res.records.values())
+    assert math.isclose(res.report["promised_utility"], sum(
+        r.job.utility_at(r.promised - r.job.arrival + 1) for r in res.records.values()
+        if r.promised is not None))
+    assert res.report["promised_utility"] <= got
+
+
+class _LosesOneSlot:
+    """A simulated executor on which one job makes no progress in one slot (a slow node)."""
+
+    def __init__(self, job_id: str, slot: int) -> None:
+        self.job_id, self.slot = job_id, slot
+
+    def apply(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job]) -> SlotReport:
+        return SlotReport(slot=t, progress={
+            j: float(a.n_workers) for j, a in plan.items()
+            if a.n_workers and not (j == self.job_id and t == self.slot)})
+
+    def release(self, job_id: str) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_job_that_runs_behind_is_replanned_within_its_promise() -> None:
+    """Reality behind the plan (no progress in one slot): the job is re-planned from what it
+    measured and still completes by its promise, which had the slack."""
+    cluster, specs = _blocking_pair()
+    loop = SchedulerLoop(cluster=cluster, policy=make_policy("oasis-rp"), horizon=8,
+                         arrivals=TraceArrivals(specs), executor=_LosesOneSlot("flat", 0),
+                         known_jobs=specs)
+    res = loop.run()
+    flat = res.records["flat"]
+    assert res.report["replanned_behind"] >= 1
+    assert res.report["promise_at_risk"] == 0
+    assert flat.completion is not None and flat.completion <= flat.promised
+    assert res.records["urgent"].completion == 1
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(instance=instances())
+def test_with_every_lever_off_it_is_oasis(instance: Instance) -> None:
+    """No re-pack, no pull-forward: the same admissions and schedules as ``oasis``, and each
+    promise is the committed completion."""
+    cluster, specs, horizon = instance
+    base = simulate(specs, cluster, make_policy("oasis"), horizon)
+    off = simulate(specs, cluster, make_policy(
+        "oasis-rp", **{k: False for k in LEVERS}), horizon)
+    assert off.allocations == base.allocations
+    assert [(r.admitted, r.promised) for r in off.records.values()] == [
+        (r.admitted, r.promised) for r in base.records.values()]
