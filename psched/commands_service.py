@@ -260,15 +260,16 @@ def _service(args: argparse.Namespace) -> Any:
 def _config(args: argparse.Namespace, specs: list[Any] | None = None) -> Any:
     from ray_cluster.service import ServiceConfig
 
-    prices = None
+    prices: tuple[float, float, float, float] | None = None
     if args.prices:
         try:
-            prices = tuple(float(x) for x in args.prices.split(","))
+            got = tuple(float(x) for x in args.prices.split(","))
         except ValueError:
-            prices = ()
-        if len(prices) != 4 or min(prices) <= 0:
+            got = ()
+        if len(got) != 4 or min(got) <= 0:
             raise InputError(f"expected four positive numbers U_w,L_w,U_ps,L_ps, got "
                              f"{args.prices!r}", field="--prices")
+        prices = (got[0], got[1], got[2], got[3])
     history = [s for f in args.history for s in _load_jobs(f, allow_import=True)]
     if specs is not None and not history and prices is None:
         history = list(specs)
@@ -315,7 +316,7 @@ def _local_cluster(args: argparse.Namespace, slot_seconds: float) -> tuple[Any, 
 
     from ray_cluster.cluster_model import cluster_from_nodes
 
-    cluster, node_of = cluster_from_nodes(ray.nodes(), slot_seconds)
+    cluster, node_of = cluster_from_nodes(ray.nodes(), slot_seconds)  # type: ignore[no-untyped-call]
     if args.worker_cpus:
         servers = tuple(dataclasses.replace(s, capacity=dataclasses.replace(
             s.capacity, cpu=float(args.worker_cpus))) if s.pool.value == "worker" else s
