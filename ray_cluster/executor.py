@@ -355,15 +355,30 @@ class RayExecutor:
         by_job = {id(rt): job_id for job_id, rt in running.items()}
         while True:
             owner = {ref: rt for rt in running.values() for ref in rt.pending()}
-            if not owner:
+            due = [u for rt in running.values() if (u := rt.deferred_until) is not None]
+            if not owner and not due:
                 return
-            ready, _ = ray.wait(list(owner), num_returns=1)
-            rt = owner[ready[0]]
-            try:
-                rt.handle(ready[0])
-            except RayError as err:
-                self._give_up(t, by_job[id(rt)], f"recovery failed: {type(err).__name__}",
-                              failed)
+            timeout = max(0.0, min(due) - time.time()) if due else None
+            if owner:
+                ready, _ = ray.wait(list(owner), num_returns=1, timeout=timeout)
+                if ready:
+                    self._step(t, by_job[id(owner[ready[0]])], owner[ready[0]], failed,
+                               ready[0])
+            else:
+                time.sleep(timeout or 0.0)  # back-offs only: nothing else to wait for
+            for rt in running.values():  # a job whose back-off has ended launches again
+                self._step(t, by_job[id(rt)], rt, failed, None)
+
+    def _step(self, t: int, job_id: str, rt: JobRuntime, failed: dict[str, str],
+              ref: Any) -> None:
+        """Hand ``rt`` its finished reference ``ref`` (None: only :meth:`JobRuntime.poll`)."""
+        try:
+            if ref is not None:
+                rt.handle(ref)
+            else:
+                rt.poll()
+        except RayError as err:
+            self._give_up(t, job_id, f"recovery failed: {type(err).__name__}", failed)
 
     def _give_up(self, t: int, job_id: str, why: str, failed: dict[str, str]) -> None:
         log.warning("slot %d: job %s stops for this slot: %s", t, job_id, why)

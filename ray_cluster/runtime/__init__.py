@@ -5,7 +5,7 @@ layers: state, fleet, checkpoints, boundary, training) and :mod:`ray_cluster.run
 """
 
 from ray_cluster.runtime.job import JobRuntime
-from ray_cluster.runtime.training import MAX_STRIKES, PING_TIMEOUT_S
+from ray_cluster.runtime.training import MAX_STRIKES, PING_TIMEOUT_S, infrastructure_failure
 from ray_cluster.runtime.types import (
     MODES,
     NoPlacement,
@@ -26,5 +26,6 @@ __all__ = [
     "ProgressPoint",
     "RuntimeConfig",
     "TrainingJob",
+    "infrastructure_failure",
     "worker_slots",
 ]
