@@ -1,4 +1,4 @@
-"""``psched serve | submit | status | cancel | logs | run``: the Ray cluster front door.
+"""``psched serve | stop | submit | status | cancel | logs | run``: the Ray cluster front door.
 
 ``serve`` starts the scheduler service (:mod:`ray_cluster.service`) as a detached, named Ray
 actor: on an embedded local Ray by default (loopback only; ``serve`` then stays in the
@@ -23,19 +23,22 @@ from typing import Any
 
 from psched.errors import InputError
 
-__all__ = ["init_ray", "register"]
+__all__ = ["DEFAULT_DIR", "TOKEN_FILE", "ensure_token", "init_ray", "register", "use_token"]
 
 log = logging.getLogger(__name__)
 
 #: Default folder of the journal, checkpoints and the embedded Ray's address.
 DEFAULT_DIR = ".psched"
+#: The embedded Ray's authentication token, in ``--dir`` (mode 0600).
+TOKEN_FILE = "auth_token"
 _BAR = 20
 
 
 def register(commands: Any, trace_actions: Any) -> None:
-    """Add ``serve``, ``submit``, ``status``, ``cancel``, ``logs`` and ``run``."""
+    """Add ``serve``, ``stop``, ``submit``, ``status``, ``cancel``, ``logs`` and ``run``."""
     from psched.argtypes import (
         factor_arg,
+        positive_float,
         processes_arg,
         slot_seconds_arg,
         slots_arg,
@@ -61,6 +64,10 @@ def register(commands: Any, trace_actions: Any) -> None:
         p.add_argument("--allow-import", action="store_true",
                        help="allow user workloads given by import path")
         p.add_argument("--mode", default="async", help="training mode: async or sync")
+        p.add_argument("--checkpoint-every", type=positive_float, metavar="S",
+                       help="checkpoint every job also every S seconds within a slot, so a "
+                            "lost PS shard costs at most S seconds of training (default: "
+                            "at slot ends only)")
         p.add_argument("--warm-processes", type=processes_arg, default=4,
                        help="fresh Ray worker processes kept waiting per node, so actors a "
                             "boundary adds start at once (default 4; 0: none)")
@@ -68,7 +75,16 @@ def register(commands: Any, trace_actions: Any) -> None:
     s = commands.add_parser("serve", help="start the scheduler service on Ray")
     common(s)
     service_options(s)
+    s.add_argument("--fresh", action="store_true",
+                   help="start afresh if the journal cannot be read, or is empty while "
+                        "checkpoints exist (both are set aside as *.bad-<time>)")
     s.set_defaults(func=_cmd_serve)
+    sp = commands.add_parser("stop", help="stop the service: journal flushed, embedded Ray "
+                                          "stopped, orphaned processes reaped")
+    common(sp)
+    sp.add_argument("--timeout", type=positive_float, default=900.0,
+                    help="most seconds to wait for the slot in progress (default 900)")
+    sp.set_defaults(func=_cmd_stop)
     sb = commands.add_parser("submit", help="submit job spec files (TOML) to the service")
     common(sb)
     sb.add_argument("jobs", nargs="+", metavar="JOB.toml", help="job spec file(s) to submit")
@@ -103,31 +119,93 @@ def register(commands: Any, trace_actions: Any) -> None:
 
 # -- Ray connection -------------------------------------------------------------------------
 def init_ray(address: str | None, *, num_cpus: int | None = None,
-             resources: dict[str, float] | None = None) -> str:
+             resources: dict[str, float] | None = None,
+             token_dir: str | Path | None = None) -> str:
     """Connect to ``address`` (or ``RAY_ADDRESS``), else start an embedded Ray on 127.0.0.1.
 
     Returns the GCS address. The embedded Ray binds to the loopback interface only
-    (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, node IP 127.0.0.1), has no dashboard and a
-    capped object store. ``resources``: custom resources of the embedded node (for instance
-    ``psched_worker_cpu``, see :mod:`ray_cluster.cluster_model`).
+    (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, node IP 127.0.0.1), has no dashboard, a capped
+    object store and token authentication on, with the token in ``token_dir/auth_token``
+    (mode 0600; created if missing; a fresh private folder if ``token_dir`` is None).
+    Connecting to a loopback address keeps it on the loopback (Ray would rewrite
+    127.0.0.1 to the host's first interface). ``resources``: custom resources of the
+    embedded node (for instance ``psched_worker_cpu``, see :mod:`ray_cluster.cluster_model`).
     """
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     address = address or os.environ.get("RAY_ADDRESS")
-    if not address:  # read when Ray is first imported
+    embedded = not address
+    if embedded:
+        use_token(ensure_token(token_dir))
+    if embedded or _is_loopback(address or ""):  # read when Ray is first imported
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     import ray
     from ray._private import ray_constants
 
     if not ray.is_initialized():
+        if embedded or _is_loopback(address or ""):
+            ray_constants.ENABLE_RAY_CLUSTER = False  # Ray was imported before: loopback
         if address:
             ray.init(address=address, namespace=_namespace(), log_to_driver=False)
         else:
-            ray_constants.ENABLE_RAY_CLUSTER = False  # Ray was imported before: loopback
             ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
                      num_cpus=num_cpus or os.cpu_count() or 1,
                      object_store_memory=300 * 2**20, namespace=_namespace(),
                      resources=dict(resources or {}), log_to_driver=False)
     return str(ray.get_runtime_context().gcs_address)
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.removeprefix("ray://").rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def ensure_token(token_dir: str | Path | None) -> Path:
+    """The token file ``token_dir/auth_token`` (mode 0600), created with a random token if
+    missing; a group- or world-readable one is refused.
+
+    Raises
+    ------
+    InputError
+        If the file is readable by others or empty.
+    """
+    import secrets
+    import stat
+    import tempfile
+
+    folder = Path(token_dir) if token_dir is not None else Path(
+        tempfile.mkdtemp(prefix="psched-token-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / TOKEN_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        fd = -1
+    if fd < 0:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            raise InputError(f"token file is readable by others (mode {mode:o}); "
+                             "chmod 600 it", path=str(path))
+        if not path.read_text().strip():
+            raise InputError("token file is empty", path=str(path))
+        return path
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    return path
+
+
+def use_token(path: Path) -> None:
+    """Token authentication for this process and the Ray processes it starts, with the token
+    in ``path`` (Ray's ``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN_PATH``)."""
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(path.resolve())
+    os.environ.pop("RAY_AUTH_TOKEN", None)
+    if "ray._raylet" in sys.modules:  # Ray read its configuration already: read it again
+        from ray._raylet import (  # type: ignore[attr-defined]
+            AuthenticationTokenLoader,
+            Config,
+        )
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
 
 
 def _namespace() -> str:
@@ -136,7 +214,21 @@ def _namespace() -> str:
     return SERVICE_NAMESPACE
 
 
+def _reachable(address: str, timeout_s: float = 3.0) -> str | None:
+    """None if a TCP connection to ``address`` opens, else why not."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return None
+    except (OSError, ValueError) as err:
+        return getattr(err, "strerror", None) or str(err) or type(err).__name__
+
+
 def _service(args: argparse.Namespace) -> Any:
+    """The service actor: on ``--address``, ``RAY_ADDRESS`` or the address in ``--dir``
+    (with the token ``serve`` wrote there). A stale address fails at once, in one line."""
     import ray
 
     from ray_cluster.service import SERVICE_NAME, SERVICE_NAMESPACE
@@ -148,6 +240,13 @@ def _service(args: argparse.Namespace) -> Any:
             raise InputError("no service: start 'psched serve' (or give --address)",
                              path=str(f))
         address = f.read_text().strip()
+        token = Path(args.dir) / TOKEN_FILE
+        if token.exists():
+            use_token(token)
+        why = _reachable(address)
+        if why is not None:
+            raise InputError(f"no service at {address} ({why}): the address is stale; "
+                             "start 'psched serve'", path=str(f))
     init_ray(address)
     try:
         return ray.get_actor(SERVICE_NAME, namespace=SERVICE_NAMESPACE)
@@ -160,23 +259,31 @@ def _service(args: argparse.Namespace) -> Any:
 def _config(args: argparse.Namespace, specs: list[Any] | None = None) -> Any:
     from ray_cluster.service import ServiceConfig
 
-    prices = None
+    prices: tuple[float, float, float, float] | None = None
     if args.prices:
         try:
-            prices = tuple(float(x) for x in args.prices.split(","))
+            got = [float(x) for x in args.prices.split(",")]
         except ValueError:
-            prices = ()
-        if len(prices) != 4 or min(prices) <= 0:
+            got = []
+        if len(got) != 4 or not all(0 < v < float("inf") for v in got):
             raise InputError(f"expected four positive numbers U_w,L_w,U_ps,L_ps, got "
                              f"{args.prices!r}", field="--prices")
+        prices = (got[0], got[1], got[2], got[3])
     history = [s for f in args.history for s in _load_jobs(f, allow_import=True)]
     if specs is not None and not history and prices is None:
         history = list(specs)
     return ServiceConfig(policy=args.policy, slot_seconds=args.slot_seconds,
                          horizon=args.horizon or 500, prices=prices, history=tuple(history),
                          estimate_factor=args.price_estimate_factor,
-                         runtime={"mode": args.mode}, allow_import=args.allow_import,
+                         runtime=_runtime_options(args), allow_import=args.allow_import,
                          warm_processes=args.warm_processes)
+
+
+def _runtime_options(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"mode": args.mode}
+    if args.checkpoint_every is not None:
+        out["checkpoint_every_s"] = float(args.checkpoint_every)
+    return out
 
 
 def _load_jobs(path: str, *, allow_import: bool) -> list[Any]:
@@ -208,7 +315,8 @@ def _local_cluster(args: argparse.Namespace, slot_seconds: float) -> tuple[Any, 
 
     from ray_cluster.cluster_model import cluster_from_nodes
 
-    cluster, node_of = cluster_from_nodes(ray.nodes(), slot_seconds)
+    cluster, node_of = cluster_from_nodes(ray.nodes(),  # type: ignore[no-untyped-call]
+                                          slot_seconds)
     if args.worker_cpus:
         servers = tuple(dataclasses.replace(s, capacity=dataclasses.replace(
             s.capacity, cpu=float(args.worker_cpus))) if s.pool.value == "worker" else s
@@ -221,6 +329,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    from ray_cluster.journal import check_journal
     from ray_cluster.service import (
         SERVICE_NAME,
         SERVICE_NAMESPACE,
@@ -232,10 +341,24 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if config.policy == "oasis":
         config.make_policy()  # fails now, in one line, without prices or history
     embedded = not (args.address or os.environ.get("RAY_ADDRESS"))
-    address = init_ray(args.address, resources=_worker_resources(args, embedded))
     workdir = Path(args.dir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "address").write_text(address + "\n")
+    if embedded:
+        _refuse_if_serving(workdir)
+        reap_orphans(workdir)  # of a serve killed before it could stop its Ray
+    moved = check_journal(workdir, fresh=args.fresh)
+    if moved:
+        print(f"psched: {moved}", file=sys.stderr)
+    stop = _StopSignals() if embedded else None  # before Ray starts: no window without them
+    address = init_ray(args.address, resources=_worker_resources(args, embedded),
+                       token_dir=workdir)
+    if stop is not None:
+        stop.install()  # again: Ray's core worker installs its own SIGTERM handler
+    _write(workdir / "address", address + "\n")
+    if embedded:
+        _write(workdir / SERVE_PID_FILE, _process_line(os.getpid()))
+        _write(workdir / RAY_PIDS_FILE, "".join(_process_line(p.pid) for p in
+                                                 _children(os.getpid())))
     cluster, node_of = _local_cluster(args, config.slot_seconds)
     here = ray.get_runtime_context().get_node_id()  # the journal lives on this node
     actor = service_actor().options(
@@ -247,16 +370,178 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     ray.get(actor.ping.remote())
     print(f"psched service on {address} (policy {config.policy}, slot "
           f"{config.slot_seconds:g} s, {len(cluster.servers)} servers); journal "
-          f"{workdir / 'journal.db'}", flush=True)
-    if not embedded:
+          f"{workdir / 'journal.db'}; stop it with 'psched stop --dir {args.dir}'", flush=True)
+    if stop is None:
         return 0
     # the embedded Ray lives as long as this process; actor restarts are ridden out
-    with contextlib.suppress(KeyboardInterrupt):
-        watch_service(actor)
-    with contextlib.suppress(ray.exceptions.RayError):  # gone already: nothing to stop
-        ray.get(actor.stop.remote(), timeout=60)
-        ray.kill(actor)
+    how = watch_service(actor, stop=stop.event)
+    _shutdown(actor, workdir)
+    why = stop.name or ("its loop ended" if how == "stopped" else "its actor is gone")
+    print(f"psched service stopped ({why}); journal flushed", file=sys.stderr, flush=True)
+    return 130 if stop.name == "SIGINT" else 0
+
+
+#: Files ``serve`` keeps in ``--dir`` while it holds an embedded Ray.
+SERVE_PID_FILE, RAY_PIDS_FILE = "serve.pid", "ray.pids"
+
+
+class _StopSignals:
+    """SIGINT and SIGTERM stop ``serve`` cleanly: the handlers are installed explicitly,
+    because a shell starting ``serve &`` from a script makes it ignore SIGINT."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.event = threading.Event()
+        self.name = ""
+        self.install()
+
+    def install(self) -> None:
+        import signal
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        import signal
+
+        self.name = signal.Signals(signum).name
+        self.event.set()
+
+
+def _shutdown(actor: Any, workdir: Path) -> None:
+    """Stop the service (its journal closes), its actor, the embedded Ray, their orphans."""
+    import ray
+
+    try:
+        ray.get(actor.stop.remote(), timeout=600)
+    except ray.exceptions.RayError as err:
+        log.warning("service did not stop cleanly: %s", type(err).__name__)
+    with _suppress_ray_errors():
+        ray.kill(actor, no_restart=True)
     ray.shutdown()
+    for name in (SERVE_PID_FILE, "address"):
+        (workdir / name).unlink(missing_ok=True)
+    reap_orphans(workdir, grace_s=10.0)
+
+
+def _suppress_ray_errors() -> Any:
+    import ray
+
+    return contextlib.suppress(ray.exceptions.RayError, ValueError)
+
+
+def _write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole (a temporary file, then a rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _process_line(pid: int) -> str:
+    import psutil
+
+    return f"{pid} {psutil.Process(pid).create_time():.3f}\n"
+
+
+def _children(pid: int) -> list[Any]:
+    import psutil
+
+    try:
+        return list(psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return []
+
+
+def _listed(path: Path) -> list[Any]:
+    """The live processes listed in ``path`` (pid and start time must both match: a pid
+    reused by another process is never touched)."""
+    import psutil
+
+    out: list[Any] = []
+    if not path.exists():
+        return out
+    for line in path.read_text().split("\n"):
+        parts = line.split()
+        if len(parts) != 2:
+            continue
+        try:
+            p = psutil.Process(int(parts[0]))
+            if abs(p.create_time() - float(parts[1])) < 0.01:
+                out.append(p)
+        except (psutil.Error, ValueError):
+            continue
+    return out
+
+
+def _refuse_if_serving(workdir: Path) -> None:
+    alive = _listed(workdir / SERVE_PID_FILE)
+    if alive:
+        raise InputError(f"a service already runs on this folder (pid {alive[0].pid}); "
+                         f"stop it with 'psched stop --dir {workdir}'",
+                         path=str(workdir / SERVE_PID_FILE))
+
+
+def reap_orphans(workdir: str | Path, *, grace_s: float = 5.0) -> int:
+    """Stop the embedded Ray's processes that a ``serve`` recorded in ``ray.pids`` and that
+    outlived it (and their children): SIGTERM, then SIGKILL after ``grace_s``. Only while no
+    ``serve`` of this folder is alive. Returns how many were stopped."""
+    import psutil
+
+    workdir = Path(workdir)
+    if _listed(workdir / SERVE_PID_FILE):
+        return 0
+    procs = _listed(workdir / RAY_PIDS_FILE)
+    procs += [c for p in procs for c in _children(p.pid) if c not in procs]
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
+    (workdir / RAY_PIDS_FILE).unlink(missing_ok=True)
+    if procs:
+        log.warning("stopped %d process(es) of an earlier embedded Ray", len(procs))
+    return len(procs)
+
+
+def _cmd_stop(args: argparse.Namespace) -> int:
+    """Stop ``serve``: by SIGTERM to its process (it stops the service, flushes the journal,
+    stops its embedded Ray); a service on an existing cluster through Ray; then orphans."""
+    import psutil
+
+    workdir = Path(args.dir)
+    serve = _listed(workdir / SERVE_PID_FILE)
+    if serve:
+        serve[0].terminate()
+        try:
+            serve[0].wait(timeout=args.timeout)
+        except psutil.TimeoutExpired:
+            raise InputError(f"serve (pid {serve[0].pid}) did not stop within "
+                             f"{args.timeout:g} s", field="--timeout") from None
+        print(f"stopped the service of {workdir} (pid {serve[0].pid})")
+    elif args.address or os.environ.get("RAY_ADDRESS") or (workdir / "address").exists():
+        import ray
+
+        try:
+            actor = _service(args)
+        except InputError as err:
+            log.info("no service to stop: %s", err)
+        else:
+            ray.get(actor.stop.remote())
+            ray.kill(actor, no_restart=True)
+            print(f"stopped the service on {ray.get_runtime_context().gcs_address}")
+        if not (args.address or os.environ.get("RAY_ADDRESS")):
+            (workdir / "address").unlink(missing_ok=True)
+    reaped = reap_orphans(workdir)
+    if not _listed(workdir / SERVE_PID_FILE):
+        (workdir / SERVE_PID_FILE).unlink(missing_ok=True)
+    if reaped:
+        print(f"stopped {reaped} orphaned process(es) of an earlier embedded Ray")
+    if not serve and not reaped:
+        print(f"no service was running on {workdir}")
     return 0
 
 

@@ -348,22 +348,37 @@ class RayExecutor:
         return SlotReport(slot=t, progress=progress, failed=failed)
 
     def _train(self, t: int, running: dict[str, JobRuntime], failed: dict[str, str]) -> None:
-        """Dispatch every running job's finished tasks until all are quiescent. A job whose
-        recovery fails inside Ray (a replacement actor bound to a node that died meanwhile,
-        a checkpoint a lost shard cannot write) is given up for the rest of the slot; the
-        others go on."""
+        """Dispatch every running job's finished tasks until none is pending or backed off
+        (a job backing off is polled when its back-off ends). A job whose recovery fails
+        inside Ray (a replacement actor bound to a node that died meanwhile, a checkpoint a
+        lost shard cannot write) is given up for the rest of the slot; the others go on."""
         by_job = {id(rt): job_id for job_id, rt in running.items()}
         while True:
             owner = {ref: rt for rt in running.values() for ref in rt.pending()}
-            if not owner:
+            due = [u for rt in running.values() if (u := rt.deferred_until) is not None]
+            if not owner and not due:
                 return
-            ready, _ = ray.wait(list(owner), num_returns=1)
-            rt = owner[ready[0]]
-            try:
-                rt.handle(ready[0])
-            except RayError as err:
-                self._give_up(t, by_job[id(rt)], f"recovery failed: {type(err).__name__}",
-                              failed)
+            timeout = max(0.0, min(due) - time.time()) if due else None
+            if owner:
+                ready, _ = ray.wait(list(owner), num_returns=1, timeout=timeout)
+                if ready:
+                    self._step(t, by_job, owner[ready[0]], ready[0], failed)
+            else:
+                time.sleep(timeout or 0.0)  # back-offs only: nothing else to wait for
+            for rt in running.values():
+                self._step(t, by_job, rt, None, failed)
+
+    def _step(self, t: int, by_job: Mapping[int, str], rt: JobRuntime, ref: Any,
+              failed: dict[str, str]) -> None:
+        """Hand ``ref`` to its job (or, with None, poll the job's back-off); give the job up
+        for the slot if its recovery fails inside Ray."""
+        try:
+            if ref is None:
+                rt.poll()
+            else:
+                rt.handle(ref)
+        except RayError as err:
+            self._give_up(t, by_job[id(rt)], f"recovery failed: {type(err).__name__}", failed)
 
     def _give_up(self, t: int, job_id: str, why: str, failed: dict[str, str]) -> None:
         log.warning("slot %d: job %s stops for this slot: %s", t, job_id, why)

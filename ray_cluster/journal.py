@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -30,17 +31,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from psched.errors import InputError
 from psched.model import Alloc, JobSpec, Resources
 from psched.utility import Utility
 
 __all__ = [
     "DecisionRow",
     "Journal",
+    "JournalError",
     "alloc_from_json",
     "alloc_to_json",
+    "check_journal",
     "spec_from_json",
     "spec_to_json",
 ]
+
+log = logging.getLogger(__name__)
+
+#: The journal's file name in the service folder, and the checkpoints' folder.
+JOURNAL_FILE, CHECKPOINT_DIR = "journal.db", "ckpt"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -61,6 +70,74 @@ CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, slot INTEGER NOT NULL,
     kind TEXT NOT NULL, info TEXT NOT NULL, at REAL NOT NULL);
 """
+
+
+class JournalError(InputError):
+    """The journal cannot be read, or is empty while checkpoints exist: one line."""
+
+
+def _checkpointed_jobs(workdir: Path) -> int:
+    folder = workdir / CHECKPOINT_DIR
+    return sum(1 for _ in folder.iterdir()) if folder.is_dir() else 0
+
+
+def _journal_problem(path: Path, jobs: int) -> str | None:
+    """Why the journal at ``path`` cannot be trusted, or None (``jobs``: checkpointed jobs)."""
+    lost = f"while {CHECKPOINT_DIR}/ holds checkpoints of {jobs} job(s)"
+    if not path.exists() or path.stat().st_size == 0:
+        if jobs and not (path.exists() and Path(f"{path}-wal").exists()):
+            return f"is {'missing' if not path.exists() else 'empty'} {lost}"
+        if not path.exists():
+            return None
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            check = db.execute("PRAGMA quick_check").fetchall()
+            if check != [("ok",)]:
+                return f"cannot be read (integrity check: {str(check[0][0])[:120]})"
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+            config = ("meta" in tables and db.execute(
+                "SELECT COUNT(*) FROM meta WHERE key = 'config'").fetchone()[0] > 0)
+        finally:
+            db.close()
+    except sqlite3.Error as err:
+        return f"cannot be read ({str(err)[:120]})"
+    if not config and jobs:
+        return f"holds no service {lost}"
+    return None
+
+
+def check_journal(workdir: str | Path, *, fresh: bool = False) -> str | None:
+    """Refuse to start on a journal that cannot be read, or that is empty (or missing)
+    while checkpoints exist: silently starting afresh would lose every job it held.
+
+    With ``fresh``, the bad journal (and its ``-wal``/``-shm``) and the checkpoint folder are
+    moved aside to ``<name>.bad-<unix time>`` instead, and what was moved is returned (None if
+    the journal is fine). O(journal size) (SQLite's quick check).
+
+    Raises
+    ------
+    JournalError
+        One line naming the file and the problem, unless ``fresh``.
+    """
+    workdir = Path(workdir)
+    path = workdir / JOURNAL_FILE
+    problem = _journal_problem(path, _checkpointed_jobs(workdir))
+    if problem is None:
+        return None
+    if not fresh:
+        raise JournalError(f"the journal {problem}; its jobs would be lost: move it away, or "
+                           "start with --fresh to set it and the checkpoints aside",
+                           path=str(path))
+    stamp = int(time.time())
+    moved = []
+    for name in (JOURNAL_FILE, f"{JOURNAL_FILE}-wal", f"{JOURNAL_FILE}-shm", CHECKPOINT_DIR):
+        src = workdir / name
+        if src.exists():
+            src.rename(workdir / f"{name}.bad-{stamp}")
+            moved.append(f"{name}.bad-{stamp}")
+    log.warning("journal %s %s: moved aside: %s", path, problem, ", ".join(moved))
+    return f"the journal {problem}: moved aside to {', '.join(moved)}"
 
 
 def spec_to_json(spec: JobSpec) -> str:
@@ -114,9 +191,14 @@ class Journal:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False,
                                    isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as err:
+            self._db.close()
+            raise JournalError(f"the journal cannot be read ({err}): move it away, or start "
+                               "with --fresh", path=str(self.path)) from None
 
     def close(self) -> None:
         with self._lock:

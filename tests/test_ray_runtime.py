@@ -241,8 +241,8 @@ class _Broken(SoftmaxRegression):
 
 
 @pytest.mark.parametrize("mode", ["async", "sync"])
-def test_a_workload_that_always_raises_fails_the_job_instead_of_retrying(ray_session, tmp_path,
-                                                                         mode):
+def test_a_workload_that_always_raises_fails_the_job_after_one_strike_per_slot(ray_session,
+                                                                               tmp_path, mode):
     import sys
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests
@@ -253,9 +253,14 @@ def test_a_workload_that_always_raises_fails_the_job_instead_of_retrying(ray_ses
     rt = JobRuntime(job, RuntimeConfig(mode=mode, checkpoint_dir=str(tmp_path)))
     try:
         rt.resize([None, None], [None])
-        rt.run_until(time.time() + FAR)  # without the strikes: retries until the deadline
+        for slot in range(1, MAX_STRIKES + 1):  # one strike per slot: it backs off until the next
+            assert rt.fatal is None
+            rt.run_until(time.time() + FAR)  # without the strikes: retries until the deadline
+            assert rt._strikes == slot
         assert rt.fatal is not None and "broken workload" in rt.fatal
-        assert rt.batches == 0 and rt._strikes == MAX_STRIKES
+        assert rt.batches == 0
+        assert [why.split(":")[0] for why, _ in rt.backoffs] == [
+            f"strike {k}" for k in range(1, MAX_STRIKES)]
         assert all(_alive(w) for w in rt.workers)  # the actors were fine: no restarts
     finally:
         rt.close()

@@ -5,7 +5,14 @@ layers: state, fleet, checkpoints, boundary, training) and :mod:`ray_cluster.run
 """
 
 from ray_cluster.runtime.job import JobRuntime
-from ray_cluster.runtime.training import MAX_STRIKES, PING_TIMEOUT_S
+from ray_cluster.runtime.training import (
+    INFRA_BACKOFF_MAX_S,
+    INFRA_BACKOFF_S,
+    INFRASTRUCTURE_ERRORS,
+    MAX_STRIKES,
+    PING_TIMEOUT_S,
+    infrastructure_failure,
+)
 from ray_cluster.runtime.types import (
     MODES,
     NoPlacement,
@@ -17,6 +24,9 @@ from ray_cluster.runtime.types import (
 )
 
 __all__ = [
+    "INFRASTRUCTURE_ERRORS",
+    "INFRA_BACKOFF_MAX_S",
+    "INFRA_BACKOFF_S",
     "MAX_STRIKES",
     "MODES",
     "PING_TIMEOUT_S",
@@ -26,5 +36,6 @@ __all__ = [
     "ProgressPoint",
     "RuntimeConfig",
     "TrainingJob",
+    "infrastructure_failure",
     "worker_slots",
 ]

@@ -101,9 +101,13 @@ class RuntimeState:
         self._generation = 0  # bumps on every new batch stream, keeps seeds distinct
         self._spares: dict[str, list[tuple[int | None, Any]]] = {"worker": [], "ps": []}
         self.fatal: str | None = None  #: why training cannot go on (see :data:`MAX_STRIKES`)
-        self._strikes = 0  # segments in a row with errors of live workers and no progress
-        self._errors: list[str] = []  # errors of live workers in the current segment
+        self._strikes = 0  # strikes since the job last made progress (see MAX_STRIKES)
+        self._errors: list[str] = []  # errors of the workload in the current segment
+        self._infra = 0  # infrastructure failures in the current segment
+        self._infra_row = 0  # segments in a row lost to the infrastructure, no progress
+        self._resume_at = 0.0  # no new segment before this wall time (back-off)
         self._seg_batches = 0  # mini-batches applied when the segment began
+        self.backoffs: list[tuple[str, float]] = []  #: (why, seconds) of every back-off
 
     @property
     def done(self) -> bool:

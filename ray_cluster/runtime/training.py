@@ -18,15 +18,60 @@ from ray_cluster.runtime.types import (
     ProgressPoint,
 )
 
-__all__ = ["MAX_STRIKES", "PING_TIMEOUT_S", "Training"]
+__all__ = [
+    "INFRASTRUCTURE_ERRORS",
+    "INFRA_BACKOFF_MAX_S",
+    "INFRA_BACKOFF_S",
+    "MAX_STRIKES",
+    "PING_TIMEOUT_S",
+    "Training",
+    "infrastructure_failure",
+]
 
 log = logging.getLogger("ray_cluster.runtime")
 
 #: How long a liveness probe waits for an actor before calling it dead, seconds.
 PING_TIMEOUT_S = 30.0
-#: Segments in a row in which live workers raised and nothing was applied before a job is
-#: declared failed (a bug in the workload, bad hyper-parameters: retrying cannot help).
+#: Strikes before a job is declared failed (a bug in the workload, bad hyper-parameters:
+#: retrying cannot help). A strike is a segment in which live workers raised errors of the
+#: workload and nothing was applied; after one, the job backs off until its next slot, so
+#: the strikes fall in ``MAX_STRIKES`` different slots. Infrastructure failures
+#: (:func:`infrastructure_failure`) are never strikes.
 MAX_STRIKES = 3
+#: Back-off after the second segment in a row lost to infrastructure failures (the first is
+#: retried at once, after recovery), seconds; it doubles with each further such segment
+#: without progress, up to :data:`INFRA_BACKOFF_MAX_S`.
+INFRA_BACKOFF_S = 0.25
+INFRA_BACKOFF_MAX_S = 8.0
+#: Errors of the machinery rather than of the workload: a lost actor, node, object or
+#: worker process. Retried with back-off, never counted as strikes.
+INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
+    ray.exceptions.RayActorError,  # ActorDiedError, ActorUnavailableError
+    ray.exceptions.ObjectLostError,  # OwnerDiedError, ObjectReconstructionFailedError, ...
+    ray.exceptions.NodeDiedError,
+    ray.exceptions.WorkerCrashedError,
+    ray.exceptions.LocalRayletDiedError,
+    ray.exceptions.RaySystemError,
+    ray.exceptions.ActorUnschedulableError,
+    ray.exceptions.GetTimeoutError,
+    ray.exceptions.OutOfMemoryError,
+)
+
+
+def infrastructure_failure(err: BaseException) -> bool:
+    """Whether ``err`` (a task's error, or any error in its cause chain) is a failure of the
+    infrastructure (:data:`INFRASTRUCTURE_ERRORS`) rather than of the workload's code."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [err]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, INFRASTRUCTURE_ERRORS):
+            return True
+        todo += [getattr(e, "cause", None), e.__cause__, e.__context__]
+    return False
 
 
 def _alive(actor: Any) -> bool:
@@ -40,11 +85,26 @@ def _alive(actor: Any) -> bool:
 class Training(SlotBoundary):
     """One job's training within a slot."""
 
+    @property
+    def deferred_until(self) -> float | None:
+        """Wall time at which a backed-off job launches its next segment within this slot
+        (the owner calls :meth:`poll` then), or None."""
+        if self._pending or self.fatal or self._resume_at <= 0:
+            return None
+        return self._resume_at if self._resume_at < self._deadline else None
+
+    def poll(self) -> None:
+        """Launch the next segment if a back-off has ended."""
+        if self.deferred_until is not None and time.time() >= self._resume_at:
+            self._resume_at = 0.0
+            self._launch()
+
     def begin(self, deadline: float, until_batches: int | None = None) -> None:
         """Train until wall time ``deadline`` (``time.time()`` seconds), the sample budget, or
         ``until_batches`` mini-batches applied in all, whichever comes first (async workers in
         flight may overshoot a count by at most one mini-batch each)."""
         self._deadline = deadline
+        self._resume_at = 0.0  # a strike's back-off lasts until the next slot
         budget = self.job.budget
         self._stop_at = budget if until_batches is None else min(budget, until_batches)
         self._launch()
@@ -52,9 +112,10 @@ class Training(SlotBoundary):
     def _launch(self) -> None:
         now = time.time()
         if (self.fatal or not self.workers or self.batches >= self._stop_at
-                or now >= self._deadline):
+                or now >= self._deadline or now < self._resume_at):
             return
-        self._seg_batches, self._errors = self.batches, []
+        self._resume_at = 0.0
+        self._seg_batches, self._errors, self._infra = self.batches, [], 0
         every = self.config.checkpoint_every_s
         if every is not None and now >= self._last_ckpt + every:
             self.checkpoint()
@@ -76,8 +137,10 @@ class Training(SlotBoundary):
         except RayError as err:
             log.info("%s: worker %d failed: %s", self.job.job_id, i, type(err).__name__)
             worker_alive = _alive(self.workers[i])
-            if worker_alive:  # the task raised: an error of the workload, not a lost actor
+            if worker_alive and not infrastructure_failure(err):  # the workload's own error
                 self._errors.append(str(err).strip().splitlines()[-1][:300])
+            else:
+                self._infra += 1
             if (self.config.mode == "async" and not worker_alive
                     and all(_alive(s) for s in self.shards)):
                 self._replace_worker(i)  # async: the others go on; restart this one now
@@ -90,20 +153,41 @@ class Training(SlotBoundary):
             self._settle()
         except RayError:
             self._failed.append(-1)
+            self._infra += 1
             self._recover()
         self._strike()
         self._launch()
 
     def _strike(self) -> None:
-        """End of a segment: count it against the job if live workers raised and nothing was
-        applied; :data:`MAX_STRIKES` in a row make the job :attr:`fatal`."""
-        if self._errors and self.batches <= self._seg_batches:
+        """End of a segment. Progress clears the record. Otherwise errors of the workload are
+        a strike (:data:`MAX_STRIKES` make the job :attr:`fatal`; before that the job backs
+        off until its next slot), and infrastructure failures alone are never a strike: the
+        first such segment is retried at once, later ones in a row after a back-off doubling
+        from :data:`INFRA_BACKOFF_S`."""
+        if self.batches > self._seg_batches:
+            self._strikes = self._infra_row = 0
+            return
+        now = time.time()
+        if self._errors:
             self._strikes += 1
             if self._strikes >= MAX_STRIKES:
                 self.fatal = self._errors[-1]
-                self._mark(f"failed for good after {self._strikes} segments: {self.fatal}")
-        else:
-            self._strikes = 0
+                self._mark(f"failed for good after {self._strikes} strikes: {self.fatal}")
+                return
+            self._back_off(f"strike {self._strikes}: {self._errors[-1]}",
+                           max(0.0, self._deadline - now))
+            self._resume_at = self._deadline  # retried in the job's next slot
+        elif self._infra:
+            self._infra_row += 1
+            if self._infra_row == 1:
+                return  # recovered (actor replaced, shards rolled back): retry at once
+            wait = min(INFRA_BACKOFF_S * 2 ** (self._infra_row - 2), INFRA_BACKOFF_MAX_S)
+            self._back_off(f"infrastructure failure ({self._infra_row} in a row)", wait)
+            self._resume_at = now + wait
+
+    def _back_off(self, why: str, seconds: float) -> None:
+        self.backoffs.append((why, seconds))
+        self._mark(f"back-off {seconds:.2f} s after {why}")
 
     def _settle(self) -> None:
         """Every task of the segment (or sync step) has returned."""
@@ -146,9 +230,18 @@ class Training(SlotBoundary):
     def run_until(self, deadline: float, until_batches: int | None = None) -> None:
         """One job alone: :meth:`begin`, then wait on :meth:`pending` until nothing is left."""
         self.begin(deadline, until_batches)
-        while self._pending:
-            ready, _ = ray.wait(self.pending(), num_returns=1)
-            self.handle(ready[0])
+        while True:
+            until = self.deferred_until
+            if not self._pending and until is None:
+                return
+            timeout = None if until is None else max(0.0, until - time.time())
+            if self._pending:
+                ready, _ = ray.wait(self.pending(), num_returns=1, timeout=timeout)
+                if ready:
+                    self.handle(ready[0])
+            else:
+                time.sleep(timeout or 0.0)  # a back-off: nothing else to wait for
+            self.poll()
 
     def end(self) -> ProgressPoint:
         """Slot end: checkpoint, evaluate, record a progress point."""

@@ -62,7 +62,7 @@ from psched.executor import FATAL, Executor, SlotReport
 from psched.model import RESOURCES, Alloc, Cluster, Decision, JobSpec, SlotPlan
 from psched.simulator import Admission, LoopState, QueueArrivals, RunResult, SchedulerLoop
 from ray_cluster.jobspec import check_submission
-from ray_cluster.journal import DecisionRow, Journal
+from ray_cluster.journal import DecisionRow, Journal, check_journal
 from ray_cluster.service.config import (
     CANCELLED,
     DROPPED_BEHIND,
@@ -113,6 +113,7 @@ class SchedulerService:
                  cluster: Cluster | None = None, node_of: dict[int, str] | None = None,
                  executor: Executor | None = None) -> None:
         self.workdir = Path(workdir)
+        check_journal(self.workdir)  # unreadable, or empty while checkpoints exist: one line
         self.journal = Journal(self.workdir / "journal.db")
         meta = self.journal.meta()
         self.restored = "config" in meta

@@ -1,0 +1,344 @@
+"""The fault-injection suite: one fault at a time injected into real training on Ray.
+
+For each fault: no accepted job lost or journaled twice, every admitted job completes,
+training lost at most back to the latest checkpoint, and infrastructure faults never counted
+as strikes against a job. The scenarios live in :mod:`ray_cluster.faults` (the benchmark
+``benchmarks/bench_faults.py`` runs the same ones and tabulates time to resume). Runtime and
+service scenarios share the session's Ray (tests/conftest.py); the operator scenarios run
+``psched serve`` as a subprocess from a fresh environment (no ``RAY_*`` variable), with its
+own embedded Ray and token authentication on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.ray, pytest.mark.faults]
+
+ray = pytest.importorskip("ray")
+
+from ray_cluster import faults  # noqa: E402
+from ray_cluster.journal import check_journal, spec_to_json  # noqa: E402
+from ray_cluster.runtime import infrastructure_failure  # noqa: E402
+from ray_cluster.service import (  # noqa: E402
+    SERVICE_NAME,
+    SERVICE_NAMESPACE,
+    SchedulerService,
+    ServiceConfig,
+    service_actor,
+)
+
+SLOT_S = 1.5
+TAU_S = 0.004  # declared seconds per mini-batch of the tiny jobs (their plans' work)
+
+JOB_TOML = """\
+id = "{id}"
+workload = "softmax"
+epochs = 1
+partitions = 1
+minibatches = {m}
+grad_mb = 0.003
+tau_s = {tau}
+
+[hparams]
+dataset = "digits"
+
+[worker]
+cpu = 1
+memory_gb = 1
+bandwidth_gbps = 1
+
+[ps]
+cpu = 1
+memory_gb = 1
+bandwidth_gbps = 1
+
+[utility]
+kind = "sigmoid"
+value = 10
+decay = 0.3
+target = 8
+"""
+
+
+def _assert_clean(out: faults.FaultOutcome) -> None:
+    assert out.lost == 0 and out.duplicated == 0, out
+    assert out.admitted >= 1 and out.completed == out.admitted, out
+    assert out.strikes == 0, out
+
+
+# -- classification, no Ray needed ----------------------------------------------------------
+def test_infrastructure_errors_are_told_apart_from_the_workloads_own():
+    died = ray.exceptions.ActorDiedError()
+    wrapped = ray.exceptions.RayTaskError("train", "Traceback ...", died)
+    assert infrastructure_failure(died)
+    assert infrastructure_failure(wrapped)  # a worker's task failed because a shard died
+    assert infrastructure_failure(ray.exceptions.ObjectLostError("00" * 28, "", ""))
+    own = ray.exceptions.RayTaskError("train", "Traceback ...", ValueError("bad hparams"))
+    assert not infrastructure_failure(own)
+    assert not infrastructure_failure(ValueError("x"))
+
+
+# -- one job's runtime ------------------------------------------------------------------------
+def test_a_killed_worker_is_replaced_without_a_strike_or_a_rollback(ray_session, tmp_path):
+    out = faults.worker_kill(tmp_path)
+    _assert_clean(out)
+    assert out.notes == "rollbacks 0"
+
+
+def test_three_shard_kills_in_one_slot_roll_back_to_the_latest_checkpoint_and_never_strike(
+        ray_session, tmp_path):
+    out = faults.shard_kills(tmp_path, kills=3)
+    _assert_clean(out)  # before: three kills were three strikes and the job was dropped
+    assert out.notes == "rollbacks 3, each to the latest checkpoint: True"
+    assert len(out.resume_s) == 3
+
+
+# -- the service on the session Ray -----------------------------------------------------------
+def _actor(tmp_path: Path, cfg: ServiceConfig, head: str):
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    cluster = faults.one_server_cluster(cfg.slot_seconds)
+    return service_actor().options(
+        name=SERVICE_NAME, namespace=SERVICE_NAMESPACE, lifetime="detached",
+        scheduling_strategy=NodeAffinitySchedulingStrategy(head, soft=False),
+    ).remote(str(tmp_path), cfg.to_json(), cluster.to_dict(), {"0": head, "1": head})
+
+
+def _stop(actor) -> None:
+    with contextlib.suppress(ray.exceptions.RayError):
+        ray.get(actor.stop.remote(), timeout=120)
+    ray.kill(actor, no_restart=True)
+    for _ in range(50):
+        try:
+            ray.get_actor(SERVICE_NAME, namespace=SERVICE_NAMESPACE)
+        except ValueError:
+            return
+        time.sleep(0.2)
+
+
+def _head_raylet_pid(ray_session) -> int:
+    from ray._private import ray_constants
+
+    procs = ray_session.cluster.head_node.all_processes[ray_constants.PROCESS_TYPE_RAYLET]
+    return int(procs[0].process.pid)
+
+
+def _named():
+    return ray.get_actor(SERVICE_NAME, namespace=SERVICE_NAMESPACE)
+
+
+def test_the_service_actor_killed_by_sigkill_resumes_from_the_journal(ray_session, tmp_path):
+    specs = [faults.small_spec(f"a{i}", minibatches=600, tau_s=TAU_S) for i in range(3)]
+    cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=80, history=tuple(specs))
+    actor = _actor(tmp_path, cfg, ray_session.node_ids["head"])
+    db = tmp_path / "journal.db"
+    try:
+        acked = [s.job_id for s in specs
+                 if "error" not in ray.get(actor.submit.remote(spec_to_json(s)))]
+        while faults.slots_journaled(db) < 2:
+            time.sleep(0.2)
+        faults.kill_service_actor_process(_head_raylet_pid(ray_session))
+        faults.wait_jobs_over(lambda: ray.get(_named().status.remote(), timeout=30), 200)
+    finally:
+        _stop(_named())
+    _assert_clean(faults.journal_outcome(db, acked, "service actor kill -9"))
+
+
+def test_a_burst_of_200_submissions_survives_two_writer_kills(ray_session, tmp_path):
+    """The journal's writer (the service actor) is killed twice during 200 submissions:
+    every acknowledged job is journaled once, decided once, and every admitted one completes.
+    Fixed prices admit only the valuable few, so the run stays short."""
+    specs = [faults.small_spec(f"b{i:03d}", minibatches=200, tau_s=TAU_S,
+                               value=40.0 if i % 50 == 7 else 0.05) for i in range(200)]
+    cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=80, prices=(2.0, 0.5, 2.0, 0.5))
+    actor = _actor(tmp_path, cfg, ray_session.node_ids["head"])
+    db = tmp_path / "journal.db"
+    try:
+        acked, _ = faults.submit_burst(
+            _named, specs, kill_at=(60, 140),
+            kill=lambda: ray.kill(_named(), no_restart=False))
+        faults.wait_jobs_over(lambda: ray.get(_named().status.remote(), timeout=30), 200)
+    finally:
+        _stop(actor)
+    out = faults.journal_outcome(db, acked, "writer kill x2 in a burst")
+    assert out.accepted == 200
+    _assert_clean(out)
+    with sqlite3.connect(db) as con:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_a_node_lost_mid_slot_moves_its_jobs_and_every_job_completes(ray_session, tmp_path):
+    """A second node (``ray.cluster_utils.Cluster``) carries the worker server; its
+    processes are killed while a slot trains there."""
+    from psched.model import Cluster, Pool, Resources, Server
+
+    extra = ray_session.cluster.add_node(num_cpus=2, object_store_memory=100 * 2**20)
+    ray_session.cluster.wait_for_nodes()
+    cap = Resources(cpu=3, memory_gb=16, bandwidth_gbps=10)
+    cluster = Cluster(servers=(Server(server_id="n2/w", pool=Pool.WORKER, capacity=cap),
+                               Server(server_id="head/w", pool=Pool.WORKER, capacity=cap),
+                               Server(server_id="head/ps", pool=Pool.PS, capacity=cap)),
+                      slot_seconds=SLOT_S)
+    head = ray_session.node_ids["head"]
+    node_of = {0: extra.node_id, 1: head, 2: head}
+    specs = [faults.small_spec(f"n{i}", minibatches=900, tau_s=TAU_S) for i in range(2)]
+    cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=80, history=tuple(specs),
+                        runtime={"start_timeout_s": 20.0})
+    svc = SchedulerService(tmp_path, config=cfg, cluster=cluster, node_of=node_of)
+    removed = False
+    try:
+        acked = [s.job_id for s in specs if svc.submit(s).get("admitted") is not None]
+        svc.start()
+        end = time.time() + 60
+        while not removed and time.time() < end:
+            plan = dict(svc._slot_plan) if svc._phase[0] == "run" else {}
+            if any(h == 0 for a in plan.values() for h, _ in a.workers):
+                time.sleep(SLOT_S / 3)  # mid-slot
+                ray_session.cluster.remove_node(extra, allow_graceful=False)
+                removed = True
+            time.sleep(0.05)
+        assert removed, "no job ran on the node to remove"
+        faults.wait_jobs_over(svc.status, 200)
+        events = [kind for _, _, kind, _ in svc.journal.events()]
+    finally:
+        svc.close()
+        if not removed:
+            ray_session.cluster.remove_node(extra)
+    assert "node_lost" in events
+    _assert_clean(faults.journal_outcome(tmp_path / "journal.db", acked, "node loss"))
+
+
+# -- psched serve as an operator runs it ------------------------------------------------------
+def _job_files(folder: Path, ids: list[str], m: int) -> list[str]:
+    out = []
+    for job_id in ids:
+        f = folder / f"{job_id}.toml"
+        f.write_text(JOB_TOML.format(id=job_id, m=m, tau=TAU_S))
+        out.append(str(f))
+    return out
+
+
+def test_a_fresh_shell_submits_the_job_api_refuses_strangers_and_sigint_stops_serve(tmp_path):
+    work = tmp_path / "svc"
+    work.mkdir()
+    files = _job_files(tmp_path, ["f0"], m=300)
+    pwned = tmp_path / "pwned.txt"
+    with faults.serving(work, "--slot-seconds", str(SLOT_S), "--worker-cpus", "1",
+                        "--history", files[0]) as proc:
+        token = work / "auth_token"
+        assert token.stat().st_mode & 0o777 == 0o600
+        sub = faults.psched("submit", "--dir", str(work), *files)  # no RAY_* variable set
+        assert sub.returncode == 0, sub.stderr
+        assert "f0: arrival slot" in sub.stdout
+        port = faults.agent_port(work)
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/job_agent/jobs/", method="POST",
+            data=f'{{"entrypoint": "id > {pwned}"}}'.encode(),
+            headers={"Content-Type": "application/json"})
+        code = None
+        for _ in range(60):  # the agent's HTTP server may start after the service
+            try:
+                code = urllib.request.urlopen(req, timeout=10).status
+            except urllib.error.HTTPError as err:
+                code = err.code
+            except (urllib.error.URLError, OSError):
+                time.sleep(1.0)
+                continue
+            break
+        assert code in (401, 403), code  # before: 200, and the command ran
+        faults.wait_jobs_over(lambda: faults.cli_status(work), 150)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(120) == 130
+    assert not pwned.exists()
+    assert not (work / "address").exists()  # removed on a clean stop
+    with sqlite3.connect(work / "journal.db") as con:
+        assert con.execute("SELECT COUNT(*) FROM events WHERE kind = 'complete'"
+                           ).fetchone()[0] == 1
+
+
+def test_serve_outlives_its_actor_killed_then_killed_and_restarted_loses_nothing(tmp_path):
+    """``kill -9`` of the service actor (Ray restarts it; ``serve`` waits for it), then of
+    ``serve`` itself (a restart reaps the old Ray's orphans and resumes from the journal);
+    ``psched stop`` ends it."""
+    import psutil
+
+    work = tmp_path / "svc"
+    work.mkdir()
+    ids = ["d0", "d1"]
+    files = _job_files(tmp_path, ids, m=700)
+    args = ("--slot-seconds", str(SLOT_S), "--worker-cpus", "1", "--history", files[0],
+            "--checkpoint-every", "0.5")
+    proc = faults.start_serve(work, *args)
+    try:
+        assert faults.psched("submit", "--dir", str(work), *files).returncode == 0
+        while faults.slots_journaled(work / "journal.db") < 2:
+            time.sleep(0.2)
+        faults.kill_service_actor_process(proc.pid)
+        done = faults.slots_journaled(work / "journal.db")
+        while faults.slots_journaled(work / "journal.db") < done + 2:  # it goes on
+            assert proc.poll() is None, "serve died with its actor"
+            time.sleep(0.2)
+        ray_pids = [int(line.split()[0]) for line in
+                    (work / "ray.pids").read_text().splitlines()]
+        proc.send_signal(signal.SIGKILL)  # the driver dies, its embedded Ray with it
+        proc.wait(30)
+        st = faults.psched("status", "--dir", str(work), timeout_s=60)  # stale: one line
+        assert st.returncode != 0 and len(st.stderr.strip().splitlines()) == 1, st.stderr
+        proc = faults.start_serve(work, *args)  # reaps the old Ray's orphans, resumes
+        assert not [p for p in ray_pids if psutil.pid_exists(p)
+                    and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        faults.wait_jobs_over(lambda: faults.cli_status(work), 200)
+        stop = faults.psched("stop", "--dir", str(work), timeout_s=200)
+        assert stop.returncode == 0, stop.stderr
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _assert_clean(faults.journal_outcome(work / "journal.db", ids, "driver kill + restart"))
+    assert not (work / "serve.pid").exists() and not (work / "ray.pids").exists()
+
+
+# -- the journal -------------------------------------------------------------------------------
+def _garbage_pages(db: Path) -> None:
+    data = bytearray(db.read_bytes())
+    data[4096:] = os.urandom(len(data) - 4096)  # header intact, pages garbage
+    db.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["empty", "garbage header", "garbage pages"])
+def test_a_journal_that_cannot_be_trusted_stops_serve_in_one_line(tmp_path, damage):
+    from ray_cluster.journal import Journal
+
+    work = tmp_path / "svc"
+    j = Journal(work / "journal.db")
+    j.set_meta({"config": {"policy": "fifo"}})
+    for i in range(300):
+        j.event(f"j{i}", i, "complete", "x" * 200)
+    j.close()
+    (work / "ckpt" / "j0").mkdir(parents=True)
+    db = work / "journal.db"
+    if damage == "empty":
+        db.write_bytes(b"")
+    elif damage == "garbage header":
+        db.write_bytes(os.urandom(db.stat().st_size))
+    else:
+        _garbage_pages(db)
+    out = faults.psched("serve", "--dir", str(work), "--policy", "fifo", timeout_s=60)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(db) in lines[0] and "--fresh" in lines[0], out.stderr
+    assert not (work / "address").exists()  # no Ray was started
+    moved = check_journal(work, fresh=True)  # what --fresh does before starting
+    assert moved is not None and "moved aside" in moved
+    assert not db.exists() and not (work / "ckpt").exists()
+    assert check_journal(work) is None
