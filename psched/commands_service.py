@@ -131,6 +131,10 @@ def init_ray(address: str | None, *, num_cpus: int | None = None,
     127.0.0.1 to the host's first interface). ``resources``: custom resources of the
     embedded node (for instance ``psched_worker_cpu``, see :mod:`ray_cluster.cluster_model`).
     """
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        import ray
+
+        return str(ray.get_runtime_context().gcs_address)  # connected already: as it is
     address = address or os.environ.get("RAY_ADDRESS")
     embedded = not address
     if embedded:
@@ -199,10 +203,7 @@ def use_token(path: Path) -> None:
     os.environ["RAY_AUTH_TOKEN_PATH"] = str(path.resolve())
     os.environ.pop("RAY_AUTH_TOKEN", None)
     if "ray._raylet" in sys.modules:  # Ray read its configuration already: read it again
-        from ray._raylet import (  # type: ignore[attr-defined]
-            AuthenticationTokenLoader,
-            Config,
-        )
+        from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
 
         Config.initialize("")
         AuthenticationTokenLoader.instance().reset_cache()
@@ -262,10 +263,10 @@ def _config(args: argparse.Namespace, specs: list[Any] | None = None) -> Any:
     prices: tuple[float, float, float, float] | None = None
     if args.prices:
         try:
-            got = [float(x) for x in args.prices.split(",")]
+            got = tuple(float(x) for x in args.prices.split(","))
         except ValueError:
-            got = []
-        if len(got) != 4 or not all(0 < v < float("inf") for v in got):
+            got = ()
+        if len(got) != 4 or not all(0 < v < float("inf") for v in got):  # nan too
             raise InputError(f"expected four positive numbers U_w,L_w,U_ps,L_ps, got "
                              f"{args.prices!r}", field="--prices")
         prices = (got[0], got[1], got[2], got[3])
@@ -315,8 +316,7 @@ def _local_cluster(args: argparse.Namespace, slot_seconds: float) -> tuple[Any, 
 
     from ray_cluster.cluster_model import cluster_from_nodes
 
-    cluster, node_of = cluster_from_nodes(ray.nodes(),  # type: ignore[no-untyped-call]
-                                          slot_seconds)
+    cluster, node_of = cluster_from_nodes(ray.nodes(), slot_seconds)  # type: ignore[no-untyped-call]
     if args.worker_cpus:
         servers = tuple(dataclasses.replace(s, capacity=dataclasses.replace(
             s.capacity, cpu=float(args.worker_cpus))) if s.pool.value == "worker" else s
@@ -374,15 +374,23 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if stop is None:
         return 0
     # the embedded Ray lives as long as this process; actor restarts are ridden out
-    how = watch_service(actor, stop=stop.event)
+    with contextlib.suppress(_StopRequested):
+        watch_service(actor, sleep=stop.sleep)
     _shutdown(actor, workdir)
-    why = stop.name or ("its loop ended" if how == "stopped" else "its actor is gone")
-    print(f"psched service stopped ({why}); journal flushed", file=sys.stderr, flush=True)
-    return 130 if stop.name == "SIGINT" else 0
+    print(f"psched service stopped ({stop.name or 'its loop ended'}); journal flushed",
+          file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    logging.shutdown()
+    # everything is stopped and written: leave without waiting for threads Ray left behind
+    os._exit(130 if stop.name == "SIGINT" else 0)
 
 
 #: Files ``serve`` keeps in ``--dir`` while it holds an embedded Ray.
 SERVE_PID_FILE, RAY_PIDS_FILE = "serve.pid", "ray.pids"
+
+
+class _StopRequested(Exception):
+    """SIGINT or SIGTERM reached ``serve``."""
 
 
 class _StopSignals:
@@ -401,6 +409,11 @@ class _StopSignals:
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._handle)
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``; raise :class:`_StopRequested` once a stop signal came."""
+        if self.event.wait(seconds):
+            raise _StopRequested
 
     def _handle(self, signum: int, _frame: Any) -> None:
         import signal
@@ -507,20 +520,31 @@ def reap_orphans(workdir: str | Path, *, grace_s: float = 5.0) -> int:
     return len(procs)
 
 
+def _wait_gone(proc: Any, timeout_s: float) -> bool:
+    """Wait until ``proc`` has exited (a zombie its parent has not reaped yet counts)."""
+    import psutil
+
+    end = time.time() + timeout_s
+    while time.time() < end:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.Error:
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def _cmd_stop(args: argparse.Namespace) -> int:
     """Stop ``serve``: by SIGTERM to its process (it stops the service, flushes the journal,
     stops its embedded Ray); a service on an existing cluster through Ray; then orphans."""
-    import psutil
-
     workdir = Path(args.dir)
     serve = _listed(workdir / SERVE_PID_FILE)
     if serve:
         serve[0].terminate()
-        try:
-            serve[0].wait(timeout=args.timeout)
-        except psutil.TimeoutExpired:
+        if not _wait_gone(serve[0], args.timeout):
             raise InputError(f"serve (pid {serve[0].pid}) did not stop within "
-                             f"{args.timeout:g} s", field="--timeout") from None
+                             f"{args.timeout:g} s", field="--timeout")
         print(f"stopped the service of {workdir} (pid {serve[0].pid})")
     elif args.address or os.environ.get("RAY_ADDRESS") or (workdir / "address").exists():
         import ray

@@ -62,7 +62,19 @@ class RunFiles:
 
     @property
     def horizon(self) -> int:
-        return int(self.summary["params"]["horizon"])
+        """Slots of the run: ``params.horizon``, else one past the last slot any file names
+        (an output written by a library caller with no params)."""
+        given = self.summary.get("params", {}).get("horizon")
+        if given is not None:
+            return int(given)
+        last = -1
+        for files in self.policies.values():
+            if len(files.allocations):
+                last = max(last, int(files.allocations["slot"].max()))
+            done = pd.to_numeric(files.jobs.get("completion"), errors="coerce")
+            if done is not None and done.notna().any():
+                last = max(last, int(done.max()))
+        return max(last + 1, 1)
 
     @property
     def slot_seconds(self) -> float:

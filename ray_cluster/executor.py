@@ -348,10 +348,10 @@ class RayExecutor:
         return SlotReport(slot=t, progress=progress, failed=failed)
 
     def _train(self, t: int, running: dict[str, JobRuntime], failed: dict[str, str]) -> None:
-        """Dispatch every running job's finished tasks until none is pending or backed off
-        (a job backing off is polled when its back-off ends). A job whose recovery fails
-        inside Ray (a replacement actor bound to a node that died meanwhile, a checkpoint a
-        lost shard cannot write) is given up for the rest of the slot; the others go on."""
+        """Dispatch every running job's finished tasks until all are quiescent. A job whose
+        recovery fails inside Ray (a replacement actor bound to a node that died meanwhile,
+        a checkpoint a lost shard cannot write) is given up for the rest of the slot; the
+        others go on."""
         by_job = {id(rt): job_id for job_id, rt in running.items()}
         while True:
             owner = {ref: rt for rt in running.values() for ref in rt.pending()}
@@ -362,23 +362,23 @@ class RayExecutor:
             if owner:
                 ready, _ = ray.wait(list(owner), num_returns=1, timeout=timeout)
                 if ready:
-                    self._step(t, by_job, owner[ready[0]], ready[0], failed)
+                    self._step(t, by_job[id(owner[ready[0]])], owner[ready[0]], failed,
+                               ready[0])
             else:
                 time.sleep(timeout or 0.0)  # back-offs only: nothing else to wait for
-            for rt in running.values():
-                self._step(t, by_job, rt, None, failed)
+            for rt in running.values():  # a job whose back-off has ended launches again
+                self._step(t, by_job[id(rt)], rt, failed, None)
 
-    def _step(self, t: int, by_job: Mapping[int, str], rt: JobRuntime, ref: Any,
-              failed: dict[str, str]) -> None:
-        """Hand ``ref`` to its job (or, with None, poll the job's back-off); give the job up
-        for the slot if its recovery fails inside Ray."""
+    def _step(self, t: int, job_id: str, rt: JobRuntime, failed: dict[str, str],
+              ref: Any) -> None:
+        """Hand ``rt`` its finished reference ``ref`` (None: only :meth:`JobRuntime.poll`)."""
         try:
-            if ref is None:
-                rt.poll()
-            else:
+            if ref is not None:
                 rt.handle(ref)
+            else:
+                rt.poll()
         except RayError as err:
-            self._give_up(t, by_job[id(rt)], f"recovery failed: {type(err).__name__}", failed)
+            self._give_up(t, job_id, f"recovery failed: {type(err).__name__}", failed)
 
     def _give_up(self, t: int, job_id: str, why: str, failed: dict[str, str]) -> None:
         log.warning("slot %d: job %s stops for this slot: %s", t, job_id, why)

@@ -32,7 +32,6 @@ from ray_cluster.workloads import get_workload
 
 __all__ = [
     "FaultOutcome",
-    "agent_port",
     "journal_outcome",
     "kill_service_actor_process",
     "shard_kills",
@@ -54,8 +53,8 @@ class FaultOutcome:
     duplicated: int  #: jobs journaled (submitted or decided on arrival) more than once
     admitted: int  #: admitted jobs
     completed: int  #: admitted jobs that completed, each exactly once
-    lost_batches: int = 0  #: mini-batches trained and then rolled back
-    lost_s: float = 0.0  #: that training in seconds (lost_batches x seconds per batch)
+    lost_batches: int = 0  #: mini-batches known applied and then rolled back
+    lost_s: float = 0.0  #: most training time lost to one fault: fault time - last checkpoint
     interval_s: float | None = None  #: the checkpoint interval in force
     resume_s: list[float] = dataclasses.field(default_factory=list)  #: fault -> training again
     strikes: int = 0  #: strikes counted against the jobs (infrastructure faults: 0)
@@ -138,7 +137,8 @@ def shard_kills(workdir: Path, *, kills: int = 3, minibatches: int = 600,
         ready = not marks or ("back" in marks[-1] and r.version > marks[-1]["version"])
         if len(marks) < kills and ready and r.version >= 1 and len(r.rollbacks) == len(marks):
             latest = r.store.latest()
-            marks.append({"at": time.time(), "version": r.version,
+            now = time.time()
+            marks.append({"at": now, "version": r.version, "since_ckpt": now - r._last_ckpt,
                           "ckpt_batches": latest.batches if latest else 0})
             ray.kill(r.shards[-1], no_restart=True)
 
@@ -147,13 +147,12 @@ def shard_kills(workdir: Path, *, kills: int = 3, minibatches: int = 600,
         _drive(rt, inject)
         rt.end()
         lost = sum(max(0, live - back) for live, back in rt.rollbacks)
-        spb = rt.seconds_per_batch() or 0.0
         on_latest = all(back == m["ckpt_batches"] for (_, back), m in zip(rt.rollbacks, marks,
                                                                             strict=False))
         return FaultOutcome(
             fault=f"PS-shard kill x{kills} in one slot", accepted=1, lost=0, duplicated=0,
             admitted=1, completed=int(rt.done and rt.fatal is None), lost_batches=lost,
-            lost_s=lost * spb / 2, interval_s=every_s,  # two workers share the batches
+            lost_s=max((m["since_ckpt"] for m in marks), default=0.0), interval_s=every_s,
             resume_s=[m.get("back", float("nan")) for m in marks], strikes=rt._strikes,
             notes=f"rollbacks {len(rt.rollbacks)}, each to the latest checkpoint: {on_latest}")
     finally:
@@ -320,22 +319,6 @@ def start_serve(workdir: Path, *args: str, timeout_s: float = 180.0) -> subproce
             break
         time.sleep(0.5)
     return proc
-
-
-def agent_port(workdir: Path) -> int:
-    """The HTTP port of the job agent of the Ray that ``serve`` runs in ``workdir`` (asked
-    of Ray by a client holding the token, as any psched client connects)."""
-    code = ("import sys\nfrom pathlib import Path\n"
-            "from psched.commands_service import init_ray, use_token\n"
-            f"d = Path({str(workdir)!r})\nuse_token(d / 'auth_token')\n"
-            "init_ray((d / 'address').read_text().strip())\nimport ray, time\n"
-            "for _ in range(120):\n"
-            "    port = ray.nodes()[0]['DashboardAgentListenPort']\n"
-            "    if port > 0:\n        break\n    time.sleep(0.5)\n"
-            "print(port)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, env=operator_env(), check=True)
-    return int(out.stdout.strip().splitlines()[-1])
 
 
 def cli_status(workdir: Path) -> dict[str, Any]:

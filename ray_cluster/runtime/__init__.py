@@ -5,14 +5,7 @@ layers: state, fleet, checkpoints, boundary, training) and :mod:`ray_cluster.run
 """
 
 from ray_cluster.runtime.job import JobRuntime
-from ray_cluster.runtime.training import (
-    INFRA_BACKOFF_MAX_S,
-    INFRA_BACKOFF_S,
-    INFRASTRUCTURE_ERRORS,
-    MAX_STRIKES,
-    PING_TIMEOUT_S,
-    infrastructure_failure,
-)
+from ray_cluster.runtime.training import MAX_STRIKES, PING_TIMEOUT_S, infrastructure_failure
 from ray_cluster.runtime.types import (
     MODES,
     NoPlacement,
@@ -24,9 +17,6 @@ from ray_cluster.runtime.types import (
 )
 
 __all__ = [
-    "INFRASTRUCTURE_ERRORS",
-    "INFRA_BACKOFF_MAX_S",
-    "INFRA_BACKOFF_S",
     "MAX_STRIKES",
     "MODES",
     "PING_TIMEOUT_S",

@@ -18,15 +18,8 @@ from ray_cluster.runtime.types import (
     ProgressPoint,
 )
 
-__all__ = [
-    "INFRASTRUCTURE_ERRORS",
-    "INFRA_BACKOFF_MAX_S",
-    "INFRA_BACKOFF_S",
-    "MAX_STRIKES",
-    "PING_TIMEOUT_S",
-    "Training",
-    "infrastructure_failure",
-]
+__all__ = ["INFRASTRUCTURE_ERRORS", "INFRA_BACKOFF_MAX_S", "INFRA_BACKOFF_S", "MAX_STRIKES",
+           "PING_TIMEOUT_S", "Training", "infrastructure_failure"]
 
 log = logging.getLogger("ray_cluster.runtime")
 

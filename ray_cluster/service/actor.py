@@ -10,7 +10,6 @@ the process that started it runs meanwhile: it polls the actor and rides out its
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -96,26 +95,20 @@ def service_actor() -> Any:
 
 
 def watch_service(actor: Any, *, poll_s: float = 2.0, give_up_s: float = 300.0,
-                  sleep: Callable[[float], object] | None = None,
-                  stop: threading.Event | None = None) -> str:
+                  sleep: Callable[[float], None] = time.sleep) -> str:
     """Poll the service actor until its loop stops; ride out its restarts.
 
     While Ray restarts the actor (``ActorUnavailableError``, ``RayActorError``, a timeout)
     the poll is retried with exponential back-off (0.1 s doubling to ``poll_s``); the
     restarted actor resumes from its journal. Returns ``"stopped"`` when the service reports
     that its loop no longer runs, ``"gone"`` when the named actor no longer exists (killed
-    for good, ``psched stop``) or stayed unreachable for ``give_up_s`` seconds, and
-    ``"signalled"`` once ``stop`` is set (``psched serve``'s SIGINT/SIGTERM handlers set it;
-    the waits between polls end at once then). ``sleep`` defaults to ``stop.wait`` or
-    :func:`time.sleep`.
+    for good, ``psched stop``) or stayed unreachable for ``give_up_s`` seconds.
     """
     import ray
     from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
-    if sleep is None:
-        sleep = stop.wait if stop is not None else time.sleep
     delay, down_since = 0.1, None
-    while stop is None or not stop.is_set():
+    while True:
         try:
             state = ray.get(actor.status.remote(), timeout=60)
         except (ActorUnavailableError, RayActorError, GetTimeoutError) as err:
@@ -136,7 +129,6 @@ def watch_service(actor: Any, *, poll_s: float = 2.0, give_up_s: float = 300.0,
         if not state["running"]:
             return "stopped"
         sleep(poll_s)
-    return "signalled"
 
 
 def _named_actor_exists() -> bool:
