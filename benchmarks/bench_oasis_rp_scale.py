@@ -8,7 +8,8 @@ revised window rule) or ``ef-<name>`` (an ElasticFlow trace, loaded as
 peak resident memory (``ru_maxrss`` of that child) is the policy's run alone, trace loading
 included. One markdown row per policy.
 
-    python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 --policies oasis,oasis-rp,fifo,srtf
+    python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 \
+        --policies oasis,oasis-rp,fifo,srtf
     python benchmarks/bench_oasis_rp_scale.py --trace ef-cluster04 --policies oasis,oasis-rp
 """
 

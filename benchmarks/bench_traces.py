@@ -182,7 +182,7 @@ def main() -> None:
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--profile", metavar="POLICY", help="cProfile one cell in this process")
     args = ap.parse_args()
-    if hasattr(os, "sched_setaffinity"):
+    if hasattr(os, "sched_setaffinity") and not os.environ.get("PSCHED_BENCH_NO_PIN"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
     sizes = [int(x) for x in args.jobs.split(",")]
     if args.philly:

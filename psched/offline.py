@@ -152,7 +152,7 @@ class _JobCols:
 
     x: int  #: admitted and completed
     c0: int  #: completion indicators, one per slot of ``slots``
-    d0: int  #: alive indicators ``d_t = sum_{t' >= t} c_t'``, one per slot
+    d0: int  #: alive indicators ``d_t = sum_{t' >= t} c_t'``, one per slot (-1: not modelled)
     y0: int  #: workers, slot-major (``len(slots) x H``)
     z0: int  #: PS, slot-major (``len(slots) x K``)
     w0: int  #: cumulative work through each slot (-1 when not modelled)
@@ -178,6 +178,9 @@ class Formulation:
     #: identical servers of a pool ordered by load in every slot (placement within a slot is
     #: free, so one of every permutation class stays)
     symmetry: bool = False
+    #: ``d_t`` as variables (``d_t = c_t + d_{t+1}``, linear in the window) rather than each
+    #: link row summing ``c_t' , t' >= t`` (quadratic in the window; easier for the simplex)
+    alive_vars: bool = False
     #: a pool of identical servers is one server of the summed capacity where that is exact
     #: (:func:`psched.aggregate.exact_aggregate`); schedules are placed back by first fit
     aggregate: bool = True
@@ -210,31 +213,46 @@ def _variables(jobs: Sequence[Job], cap_w: np.ndarray, cap_p: np.ndarray, horizo
         slots = _slots(job, horizon, window)
         n_s, n_h, n_k = len(slots), cap_w.shape[0], cap_p.shape[0]
         n_w = n_s if form.cumulative_work else 0
+        n_d = n_s if form.alive_vars else 0
         c0 = n + 1
-        jc = _JobCols(x=n, c0=c0, d0=c0 + n_s, y0=c0 + 2 * n_s, z0=c0 + 2 * n_s + n_s * n_h,
-                      w0=c0 + 2 * n_s + n_s * (n_h + n_k) if n_w else -1, slots=slots)
+        y0 = c0 + n_s + n_d
+        jc = _JobCols(x=n, c0=c0, d0=c0 + n_s if n_d else -1, y0=y0, z0=y0 + n_s * n_h,
+                      w0=y0 + n_s * (n_h + n_k) if n_w else -1, slots=slots)
         first_done = job.arrival + job.fastest - 1  # no completion before the fastest duration
         util = np.array([job.utility_at(t - job.arrival + 1) for t in slots])
         done_ok = np.array([t >= first_done for t in slots], dtype=float)
         lim_y = _server_limits(job.spec.worker_demand.as_array(), cap_w, job.max_workers)
         lim_z = _server_limits(job.spec.ps_demand.as_array(), cap_p, job.max_workers)
-        obj.append(np.concatenate([[0.0], -util, np.zeros(n_s * (1 + n_h + n_k) + n_w)]))
-        ub.append(np.concatenate([[1.0], done_ok, np.ones(n_s), np.tile(lim_y, n_s),
+        obj.append(np.concatenate([[0.0], -util, np.zeros(n_d + n_s * (n_h + n_k) + n_w)]))
+        ub.append(np.concatenate([[1.0], done_ok, np.ones(n_d), np.tile(lim_y, n_s),
                                   np.tile(lim_z, n_s), np.full(n_w, float(job.max_workers * n_s))]))
-        integer.append(np.concatenate([np.ones(1 + n_s, bool), np.zeros(n_s, bool),
+        integer.append(np.concatenate([np.ones(1 + n_s, bool), np.zeros(n_d, bool),
                                        np.ones(n_s * (n_h + n_k), bool), np.zeros(n_w, bool)]))
         cols.append(jc)
-        n += 1 + n_s * (2 + n_h + n_k) + n_w
+        n += 1 + n_s * (1 + n_h + n_k) + n_d + n_w
     cat = np.concatenate
     return (cols, cat(obj) if obj else np.zeros(0), cat(ub) if ub else np.zeros(0),
             cat(integer) if integer else np.zeros(0, bool))
 
 
+def _alive(jc: _JobCols, j: int) -> tuple[list[int], list[float]]:
+    """The expression ``d`` of slot ``j`` (0-based in the window): 0 past the window."""
+    n_s = len(jc.slots)
+    if j >= n_s:
+        return [], []
+    if jc.d0 >= 0:
+        return [jc.d0 + j], [1.0]
+    return list(range(jc.c0 + j, jc.c0 + n_s)), [1.0] * (n_s - j)
+
+
 def _completion_rows(rows: Rows, jc: _JobCols) -> None:
-    """``d_t = c_t + d_{t+1}`` (``d`` past the window is 0) and ``d_first = x``."""
+    """``sum_t c_t = x``; with alive variables ``d_t = c_t + d_{t+1}`` and ``d_first = x``."""
     n_s = len(jc.slots)
     if n_s == 0:
         rows.add([jc.x], [1.0], 0.0, 0.0)
+        return
+    if jc.d0 < 0:
+        rows.add([*range(jc.c0, jc.c0 + n_s), jc.x], [1.0] * n_s + [-1.0], 0.0, 0.0)
         return
     for j in range(n_s):
         nxt = [jc.d0 + j + 1] if j + 1 < n_s else []
@@ -249,7 +267,9 @@ def _worker_rows(rows: Rows, job: Job, jc: _JobCols, n_h: int, n_k: int) -> None
     for j in range(len(jc.slots)):
         ys = list(range(jc.y0 + j * n_h, jc.y0 + (j + 1) * n_h))
         zs = list(range(jc.z0 + j * n_k, jc.z0 + (j + 1) * n_k))
-        rows.add([*ys, jc.d0 + j], [1.0] * n_h + [-float(job.max_workers)], -np.inf, 0.0)
+        dc, dv = _alive(jc, j)
+        rows.add([*ys, *dc], [1.0] * n_h + [-float(job.max_workers) * v for v in dv],
+                 -np.inf, 0.0)
         rows.add(zs + ys, [1.0] * n_k + [-1.0] * n_h, -np.inf, 0.0)
         rows.add(zs + ys, [1.0] * n_k + [-ratio] * n_h, -delta, np.inf)
 
@@ -269,8 +289,9 @@ def _work_rows(rows: Rows, job: Job, jc: _JobCols, n_h: int, cumulative: bool) -
         prev = [jc.w0 + j - 1] if j else []
         rows.add([jc.w0 + j, *prev, *ys], [1.0] + [-1.0] * (len(prev) + n_h), 0.0, 0.0)
         if j + 1 < n_s:  # the last slot is the plain work row
-            rows.add([jc.w0 + j, jc.x, jc.d0 + j + 1],
-                     [1.0, -float(job.work), float(job.work)], 0.0, np.inf)
+            dc, dv = _alive(jc, j + 1)
+            rows.add([jc.w0 + j, jc.x, *dc],
+                     [1.0, -float(job.work)] + [float(job.work) * v for v in dv], 0.0, np.inf)
 
 
 def _capacity_rows(rows: Rows, jobs: Sequence[Job], cols: list[_JobCols], cap_w: np.ndarray,
@@ -417,7 +438,8 @@ def _job_vector(xv: np.ndarray, jc: _JobCols, done_t: int,
     end = done_t - jc.slots.start
     xv[jc.x] = 1.0
     xv[jc.c0 + end] = 1.0
-    xv[jc.d0: jc.d0 + end + 1] = 1.0
+    if jc.d0 >= 0:
+        xv[jc.d0: jc.d0 + end + 1] = 1.0
     work = 0.0
     for j, t in enumerate(jc.slots[: end + 1]):
         for (tt, role, srv), n in usage.items():

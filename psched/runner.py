@@ -116,8 +116,9 @@ def prepare(req: SimulateRequest, *, jobs: Sequence[JobSpec] | None = None,
         specs, report = jobs_fn(req.jobs or 100, seed=req.seed, slots=horizon,
                                 slot_seconds=slot_s, options=dict(req.scenario_opt))
         params["scenario_report"] = _as_dict(report)
-        if req.slots is None and getattr(report, "default_slots", None):
-            horizon = int(report.default_slots)  # a trace-like scenario: the trace's rule
+        default_slots = getattr(report, "default_slots", None)
+        if req.slots is None and default_slots:
+            horizon = int(default_slots)  # a trace-like scenario: the trace's rule
         if cluster is None:
             cluster = cluster_fn(seed=req.seed, slot_seconds=slot_s)
             params["cluster_source"] = f"scenario {req.scenario}"

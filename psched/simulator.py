@@ -277,6 +277,45 @@ BeforeSlot = Callable[[int], None]
 #: An after-slot hook: called with the slot, its executed plan and the executor's report,
 #: once the loop recorded the slot.
 AfterSlot = Callable[[int, SlotPlan, SlotReport], None]
+class _ActiveStatuses:
+    """The ``View.active`` mapping, kept between slots: a job's :class:`JobStatus` is rebuilt
+    only when the loop touched its record (it ran or made progress) or it is new; finished
+    jobs leave. Each slot then costs O(jobs touched) plus a C-level copy and key comparison of
+    the active list, instead of one object per active job. Any mismatch with the loop's
+    state (a restored state, jobs dropped or re-admitted) rebuilds it from the records."""
+
+    def __init__(self) -> None:
+        self._state: LoopState | None = None
+        self._by_job: dict[str, JobStatus] = {}  # in the order of ``state.active``
+        self._touched: set[str] = set()
+
+    def touch(self, *job_sets: Iterable[str]) -> None:
+        """Jobs whose records the slot changed."""
+        for jobs in job_sets:
+            self._touched.update(jobs)
+
+    def of(self, st: LoopState) -> dict[str, JobStatus]:
+        """A fresh dict of every active job's status, in arrival order."""
+        records, cache = st.records, self._by_job
+        if self._state is not st:
+            self._state, cache = st, {}
+        else:
+            for j in self._touched:
+                if j in cache:
+                    cache[j] = _status(records[j])
+            for j in st.completed_last:
+                cache.pop(j, None)
+            for j in st.active[len(cache):]:
+                cache[j] = _status(records[j])
+        self._touched = set()
+        if list(cache) != st.active:
+            cache = {j: _status(records[j]) for j in st.active}
+        self._by_job = cache
+        return dict(cache)
+
+
+def _status(rec: JobRecord) -> JobStatus:
+    return JobStatus(job=rec.job, done=rec.done, first_slot=rec.first_slot)
 
 
 class SchedulerLoop:
@@ -328,6 +367,7 @@ class SchedulerLoop:
         self.on_decision: list[Callable[[Admission], None]] = []
         self._pool_rows = _pool_rows(cluster)
         self._checker = PlanChecker()  # check and usage, recomputed only where plans changed
+        self._statuses = _ActiveStatuses()  # the View's JobStatus objects, kept between slots
         self._clusters: list[tuple[int, Cluster]] = [(0, cluster)]  # (from slot, cluster)
         ctx = RunContext(
             cluster=cluster,
@@ -381,11 +421,7 @@ class SchedulerLoop:
             t=t,
             cluster=self.cluster,
             horizon=self.horizon,
-            active={
-                j: JobStatus(job=records[j].job, done=records[j].done,
-                             first_slot=records[j].first_slot)
-                for j in st.active
-            },
+            active=self._statuses.of(st),
             arrived=tuple(st.arrived),
             completed=tuple(st.completed_last),
         )
@@ -408,6 +444,7 @@ class SchedulerLoop:
         st = self.state
         self.record(t, plan, jobs)
         self._advance(t, report.progress)
+        self._statuses.touch(plan, report.progress)
         st.t += 1
         st.slots_run += 1
         for hook in self.after_slot:
@@ -584,6 +621,7 @@ class SchedulerLoop:
                 st.active.remove(job_id)
         st.arrived.clear()
         st.completed_last = []
+        self._statuses = _ActiveStatuses()  # records changed wholesale: rebuild the View
 
     def record(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job]) -> None:
         """Record an executed plan of slot ``t`` (a restarted service replays its journal)."""

@@ -249,8 +249,8 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
     try:
         # each seed's jobs are loaded once, here, and shipped through the object store: no
         # node but this one reads the trace, and no cell pays for mapping it again
-        refs = {seed: ray.put(load_cell_jobs(spec, seed)) for seed in sorted({c.seed
-                                                                          for c in todo})}
+        seeds = sorted({c.seed for c in todo})
+        refs: dict[int, Any] = {seed: ray.put(load_cell_jobs(spec, seed)) for seed in seeds}
         task = ray.remote(num_cpus=cpus_per_cell, max_retries=0,
                           scheduling_strategy="SPREAD")(_cell_task)
         pending = {task.remote(spec, c, refs[c.seed]): c for c in todo}

@@ -204,8 +204,10 @@ def test_guard_makes_the_old_solver_exact_on_presolve_traps(seed: int) -> None:
 
 @pytest.mark.parametrize("form", [Formulation(cumulative_work=True), Formulation(symmetry=True),
                                   Formulation(cumulative_work=True, symmetry=True),
-                                  Formulation(aggregate=False)],
-                         ids=["cumulative", "symmetry", "both", "per-server"])
+                                  Formulation(aggregate=False), Formulation(alive_vars=True),
+                                  Formulation(alive_vars=True, cumulative_work=True)],
+                         ids=["cumulative", "symmetry", "both", "per-server", "alive",
+                              "alive-cumulative"])
 @pytest.mark.parametrize("seed", [0, 3, 5, 8, 25, 43])
 def test_strengthened_formulations_keep_the_optimum(form: Formulation, seed: int) -> None:
     jobs, cluster, horizon = (tiny_instance if seed % 2 else trap_instance)(seed)
@@ -300,7 +302,7 @@ def test_every_policy_schedule_is_a_point_of_the_model_worth_its_utility(seed: i
     jobs = [j for j in (resolve_job(s, cluster.slot_seconds, horizon) for s in specs)
             if j.window > 0]
     for form in (Formulation(), Formulation(cumulative_work=True),
-                 Formulation(aggregate=False)):
+                 Formulation(aggregate=False), Formulation(alive_vars=True)):
         cap_w, cap_p, _, _ = _model_caps(jobs, cluster, form)
         model = _build(jobs, cap_w, cap_p, horizon, "job", form)
         for name in available_policies():

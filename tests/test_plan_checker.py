@@ -4,12 +4,16 @@ matrices, slot after slot, whatever changes between slots."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from psched.checker import PlanChecker, check_plan, plan_usage
 from psched.errors import PlanViolation
 from psched.model import Alloc, Cluster, JobSpec, Pool, Resources, Server, resolve_job
+from psched.policies import JobStatus, make_policy
+from psched.simulator import SchedulerLoop, TraceArrivals
+from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 from psched.utility import Utility
 
 CLUSTER = Cluster(servers=(
@@ -62,3 +66,27 @@ def test_incremental_checker_gives_the_same_verdicts_and_usage(seq) -> None:
             np.testing.assert_array_equal(checker.usage(plan, CLUSTER, active),
                                           plan_usage(plan, CLUSTER, active))
             previous = plan
+
+
+@pytest.mark.parametrize("name", ["fifo", "srtf", "drf"])
+@pytest.mark.parametrize("seed", [0, 3])
+def test_view_active_is_what_the_records_say_every_slot(name: str, seed: int) -> None:
+    """The loop keeps View.active between slots; each slot it equals a fresh build."""
+    specs, _ = oasis_paper_jobs(40, seed=seed, slots=40)
+    policy = make_policy(name)
+    loop = SchedulerLoop(cluster=oasis_paper_cluster(seed=seed), policy=policy, horizon=40,
+                         arrivals=TraceArrivals(specs), seed=seed)
+    inner = policy.plan
+    checked = []
+
+    def plan(view):
+        recs = loop.state.records
+        assert view.active == {j: JobStatus(job=recs[j].job, done=recs[j].done,
+                                            first_slot=recs[j].first_slot)
+                               for j in loop.state.active}
+        checked.append(len(view.active))
+        return inner(view)
+
+    policy.plan = plan
+    loop.run()
+    assert len(checked) == 40 and max(checked) > 5

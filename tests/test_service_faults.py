@@ -78,7 +78,7 @@ def test_the_watcher_rides_out_a_restart_of_the_service_actor(ray_session, tmp_p
                capacity=Resources(cpu=2, memory_gb=16, bandwidth_gbps=10))), slot_seconds=SLOT_S)
     head = ray_session.node_ids["head"]
     specs = [_spec(f"r{i}", n=1, m=int(2 * SLOT_S / tau), tau_s=tau) for i in range(2)]
-    cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=14, history=tuple(specs))
+    cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=200, history=tuple(specs))
     actor = service_actor().options(
         name=SERVICE_NAME, namespace=SERVICE_NAMESPACE, lifetime="detached",
     ).remote(str(tmp_path), cfg.to_json(), cluster.to_dict(), {"0": head, "1": head})
@@ -103,17 +103,34 @@ def test_the_watcher_rides_out_a_restart_of_the_service_actor(ray_session, tmp_p
                     break
             time.sleep(0.25)
         ray.kill(actor, no_restart=False)  # a crash: Ray restarts the actor
-        watcher.join(timeout=240)
-        assert outcome == ["stopped"]  # it watched until the loop reached its horizon
-        st = ray.get(actor.status.remote())
-        assert st["error"] is None and st["slot"] == cfg.horizon
+        st = _wait_done(actor, admitted, 240)
+        assert st["error"] is None and st["running"]
+        assert watcher.is_alive() and not outcome  # still watching the restarted service
+        ray.get(actor.stop.remote())  # the loop stops: the watcher's work is done
+        watcher.join(timeout=60)
+        assert outcome == ["stopped"]
     finally:
-        ray.get(actor.stop.remote())
         ray.kill(actor, no_restart=True)
     with sqlite3.connect(tmp_path / "journal.db") as con:
         done = dict(con.execute("SELECT job_id, COUNT(*) FROM events WHERE kind='complete' "
                                 "GROUP BY job_id").fetchall())
     assert done == dict.fromkeys(admitted, 1)  # every admitted job completed, once
+
+
+def _wait_done(actor, jobs: set[str], timeout_s: float) -> dict:
+    """The service's status once every job in ``jobs`` is done (its restarts ridden out)."""
+    end = time.time() + timeout_s
+    st: dict = {}
+    while time.time() < end:
+        try:
+            st = ray.get(actor.status.remote(), timeout=30)
+        except ray.exceptions.RayError:  # restarting
+            time.sleep(0.5)
+            continue
+        if {j["job_id"] for j in st["jobs"] if j["state"] == "done"} >= jobs:
+            return st
+        time.sleep(0.5)
+    raise AssertionError(f"jobs not done after {timeout_s} s: {st}")
 
 
 def test_the_watcher_says_gone_when_the_service_was_stopped_for_good(ray_session, tmp_path):

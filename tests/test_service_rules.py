@@ -12,7 +12,9 @@ import dataclasses
 import random
 
 import pytest
-from test_journal import HISTORY, SLOT_S, _cluster, _outcome, _spec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_journal import HISTORY, SLOT_S, _cluster, _drive, _outcome, _spec
 
 from psched.executor import SimulatedExecutor, SlotReport
 from ray_cluster.service import SchedulerService, ServiceConfig
@@ -193,3 +195,37 @@ def test_a_lost_node_is_journaled_and_the_executor_gives_up_the_actors_there(tmp
     assert len(lines) == len(on_n1)
     svc.run_for(8)
     assert svc.loop.state.records["j1"].completion is not None
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                HealthCheck.function_scoped_fixture])
+@given(crash_at=st.integers(1, 12), seed=st.integers(0, 1000),
+       rate=st.sampled_from([1.5, 2.0, 3.0]))
+def test_restart_while_reality_runs_ahead_loses_and_duplicates_nothing(tmp_path_factory,
+                                                                        crash_at, seed, rate):
+    """With releases and advances in the journal, a service killed at any slot and restarted
+    ends exactly as one never interrupted, and every promise holds."""
+    rng = random.Random(seed)
+    plan = sorted(((rng.randrange(0, 8), [_spec(i, n=rng.randint(1, 3),
+                                                  work_s=rng.choice([0.02, 0.04, 0.08]),
+                                                  value=rng.uniform(1, 20))])
+                   for i in range(6)), key=lambda x: x[0])
+    end = 30
+    ref = SchedulerService(tmp_path_factory.mktemp("ref"), config=_config(), cluster=_cluster(),
+                           executor=FastExecutor(rate))
+    promised: dict[str, int] = {}
+    ref.loop.on_decision.append(lambda adm: promised.setdefault(adm.job_id, max(adm.schedule))
+                                if adm.schedule else None)
+    _drive(ref, plan, end)
+    work = tmp_path_factory.mktemp("crash")
+    first = SchedulerService(work, config=_config(), cluster=_cluster(),
+                             executor=FastExecutor(rate))
+    _drive(first, plan, crash_at)
+    first.journal.close()  # the process dies: nothing else is saved
+    again = SchedulerService(work, executor=FastExecutor(rate))
+    _drive(again, [(s, b) for s, b in plan if s >= crash_at], end)
+    assert _outcome(again) == _outcome(ref)
+    assert again.loop.state.allocations == ref.loop.state.allocations
+    for job_id, slot in promised.items():
+        rec = ref.loop.state.records[job_id]
+        assert rec.completion is not None and rec.completion <= slot

@@ -62,7 +62,7 @@ class JobColumns:
 
     def _alloc(self, size: int) -> None:
         def grow(a: np.ndarray | None, shape: tuple[int, ...], dtype: type) -> np.ndarray:
-            out = np.zeros(shape, dtype=dtype)
+            out: np.ndarray = np.zeros(shape, dtype=dtype)
             if a is not None:
                 out[: self._n] = a[: self._n]
             return out

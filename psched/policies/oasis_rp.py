@@ -147,7 +147,7 @@ class OasisRpPolicy:
 
     def _reset(self) -> None:
         self._jobs: dict[str, Job] = {}
-        self._plans: dict[str, dict[int, Alloc]] = {}  # slot -> alloc, slots >= now
+        self._plans = _Plans()  # job -> {slot -> alloc}, slots >= now
         self._promise: dict[str, int] = {}
         self._decided: list[tuple[Job, float]] = []
         self._promised_utility = 0.0
@@ -267,7 +267,7 @@ class OasisRpPolicy:
         Returns the newcomer's schedule (placed) or an empty result (nothing changed)."""
         book = self._book()
         end = job.last_slot
-        cands = [j for j, p in self._plans.items() if any(t <= s <= end for s in p)]
+        cands = [j for j, p in self._plans.items() if min(p) <= end]
         if not cands:
             return Found(payoff=0.0, schedule={})
         self._stats["repack_tried"] += 1
@@ -280,7 +280,7 @@ class OasisRpPolicy:
             del self._plans[j]
         first = search(book, job, start=t, work=job.work, deadline=job.last_slot)
         found = Found(payoff=0.0, schedule={})
-        moved: list[str] = []
+        moved: list[str] | None = []
         if first.schedule:  # else: no room even with every candidate gone
             # the newcomer's best first, then the candidates around it (old plan if it still
             # fits, else their best within the promise); failing that, the candidates first
@@ -407,7 +407,7 @@ class OasisRpPolicy:
             if plan is None:
                 continue
             left = max(0, ceil_eps(status.remaining))
-            if left == work_of(plan, t):
+            if left == self._plans.left[j]:  # the plan holds slots >= t only
                 continue
             self._stats["replanned_behind"] += 1
             self._dirty = True
@@ -438,8 +438,10 @@ class OasisRpPolicy:
         for j in list(self._plans):
             plan = self._plans[j]
             alloc = plan.pop(t, None)
-            if alloc is not None and j in view.active:
-                out[j] = alloc
+            if alloc is not None:
+                self._plans.left[j] -= alloc.n_workers
+                if j in view.active:
+                    out[j] = alloc
             if not plan:
                 del self._plans[j]
         if view.event or self._boundary_ms:
@@ -491,3 +493,23 @@ def _clashing(cands: list[str], saved: dict[str, dict[int, Alloc]],
     used = {(t, h) for t, a in schedule.items() for h, _ in (*a.workers, *a.ps)}
     return [j for j in cands
             if any((t, h) in used for t, a in saved[j].items() for h, _ in (*a.workers, *a.ps))]
+
+
+class _Plans(dict[str, dict[int, Alloc]]):
+    """Plans by job, with each plan's worker-slots kept alongside (``left``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.left: dict[str, int] = {}
+
+    def __setitem__(self, key: str, value: dict[int, Alloc]) -> None:
+        super().__setitem__(key, value)
+        self.left[key] = work_of(value)
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self.left.pop(key, None)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        self.left.pop(key, None)
+        return super().pop(key, *default)

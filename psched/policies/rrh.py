@@ -168,7 +168,7 @@ class RrhPolicy(FifoPolicy):
         build = Builder(self.capacity, self.pools, self.facts)
         rows, _, _, _ = self._ranked(view.t)
         for i in rows.tolist():
-            job = self._jobs[c.ids[i]]  # type: ignore[index]
+            job = self._jobs[c.ids[i]]
             n = min(int(c.request[i]), ceil_eps(float(c.left[i])))
             if n > 0:
                 build.add(job, n, job.ps_needed(n))  # all or nothing: paused if it fails

@@ -4,7 +4,9 @@ Its parts, by role (none imports this package; they import each other downwards 
 
 * :mod:`ray_cluster.service.config` -- :class:`ServiceConfig`, the actor's names, the reasons;
 * :mod:`ray_cluster.service.core` -- :class:`SchedulerService`, the real-time driver of
-  :class:`psched.simulator.SchedulerLoop`, and the live rules;
+  :class:`psched.simulator.SchedulerLoop` (submit, cancel, status, the real-time step);
+* :mod:`ray_cluster.service.rules` -- the live rules after each slot (failed, behind, ahead
+  of plan) and the committed schedules;
 * :mod:`ray_cluster.service.nodes` -- lost and joined Ray nodes;
 * :mod:`ray_cluster.service.replay` -- a restart rebuilds the loop from the journal;
 * :mod:`ray_cluster.service.actor` -- the detached Ray actor, its watcher, ``run_trace``.

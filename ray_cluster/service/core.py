@@ -8,30 +8,17 @@ and a lock that lets submissions in while the loop waits for the clock or the ex
 Everything the service does to the loop goes through the loop's API: ``admit`` (decision and
 committed schedule), ``book`` (a later arrival slot), ``replan``, ``release``, ``drop``,
 ``restore`` (:mod:`ray_cluster.service.replay`) and its before/after-slot hooks (node changes,
-cancellations, the journal, the live rules below).
+cancellations, the journal, the live rules).
 
 Decisions. A job submitted while the loop waits for slot ``t`` arrives in slot ``t``; one
 submitted while slot ``t`` runs arrives in ``t + 1``. It is decided at once and journaled with
 its decision in one transaction. A job submitted with an explicit future arrival (``psched
 run``) is journaled at once, booked in the loop and decided when its slot begins.
 
-Reality differs from the plan (the live rules):
-
-* *cancel*: the job stops at the next slot boundary and is released; its future commitments
-  stay in the ledger;
-* *a job whose workload raises every time* (:data:`ray_cluster.runtime.MAX_STRIKES`) is
-  dropped (reason ``failed``) and released; its future commitments stay, as for a cancel;
-* *behind plan* (``replan``): a job still unfinished after the last slot of its committed
-  schedule is re-decided for its remaining work ``ceil(W - done)`` at the current prices, from
-  the current slot, its utility still counted from its original arrival; a rejection drops it
-  (``dropped_behind``). Its old commitments are in the past;
-* *ahead of plan* (``reuse_freed``, a policy that can ``release`` commitments): a job that
-  finished before its committed schedule ended frees the rest of it (journaled ``release``),
-  and every other active job is offered the freed capacity: its future commitments are
-  released and it is re-decided from the next slot; the new schedule is kept if it completes
-  strictly earlier, else the old one is committed again (both journaled ``advance``, so a
-  restart re-applies them). A promise is never broken: no job completes later than planned;
-* *lost and joined nodes*: :mod:`ray_cluster.service.nodes`.
+Reality differs from the plan. A *cancel* stops the job at the next slot boundary and releases
+it (its future commitments stay in the ledger); the rules after each slot (a job failed for
+good, behind plan, ahead of plan) are :mod:`ray_cluster.service.rules`; lost and joined nodes
+are :mod:`ray_cluster.service.nodes`.
 
 A re-planning policy (FIFO, SRTF...) sees every completion and every admission as an event of
 the next slot and re-plans then: freed capacity is reused without a rule. Prices then no longer
@@ -58,20 +45,19 @@ from typing import Any
 import numpy as np
 
 from psched.errors import InputError
-from psched.executor import FATAL, Executor, SlotReport
-from psched.model import RESOURCES, Alloc, Cluster, Decision, JobSpec, SlotPlan
+from psched.executor import Executor, SlotReport
+from psched.model import RESOURCES, Alloc, Cluster, JobSpec, SlotPlan
 from psched.simulator import Admission, LoopState, QueueArrivals, RunResult, SchedulerLoop
 from ray_cluster.jobspec import check_submission
-from ray_cluster.journal import DecisionRow, Journal, check_journal
+from ray_cluster.journal import Journal, check_journal
 from ray_cluster.service.config import (
     CANCELLED,
-    DROPPED_BEHIND,
-    FAILED,
     ServiceConfig,
     cluster_from_dict,
 )
 from ray_cluster.service.nodes import Nodes
 from ray_cluster.service.replay import restore_loop
+from ray_cluster.service.rules import Commitments, LiveRules, decision_row
 
 __all__ = ["RealtimeClock", "SchedulerService"]
 
@@ -130,8 +116,7 @@ class SchedulerService:
                                                                                  node_of)
         if getattr(self.executor, "lookahead", False) is None:
             self.executor.lookahead = self.lookahead  # type: ignore[attr-defined]
-        self.schedules: dict[str, dict[int, Alloc]] = {}  #: each job's committed schedule
-        self.planned_end: dict[str, int] = {}  #: last slot of each job's committed schedule
+        self.commitments = Commitments()
         self.error: str | None = None
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -151,6 +136,7 @@ class SchedulerService:
             before_slot=[self._before_slot], after_slot=[self._after_slot])
         self.loop.on_decision.append(self._decided)
         self.nodes = Nodes(self.loop, self.journal, self.executor, node_of)
+        self.rules = LiveRules(self.loop, self.journal, config, self.commitments)
         if self.restored:
             self.nodes.regrow()
             restore_loop(self.loop, self.journal)
@@ -188,6 +174,16 @@ class SchedulerService:
         return self.nodes.node_of
 
     @property
+    def schedules(self) -> dict[str, dict[int, Alloc]]:
+        """Each job's committed schedule (slot -> allocation)."""
+        return self.commitments.schedules
+
+    @property
+    def planned_end(self) -> dict[str, int]:
+        """The last slot of each job's committed schedule."""
+        return self.commitments.planned_end
+
+    @property
     def inner_executor(self) -> Executor:
         """The executor (the name older callers use)."""
         return self.executor
@@ -198,31 +194,16 @@ class SchedulerService:
         if not self.policy.commits_on_arrival:
             return None
         with self._lock:
-            return {j: self.schedules[j][t] for j in self.loop.state.active
-                    if t in self.schedules.get(j, {})}
+            return self.commitments.plan_at(t, self.loop.state.active)
 
     # -- decisions -------------------------------------------------------------------------
     def _decided(self, adm: Admission) -> None:
-        """Every decision of the loop: keep the committed schedule (the owner's record);
-        journal the decision of a booked job, made when its slot began."""
-        job_id = adm.job_id
-        if adm.schedule:
-            kept = {s: a for s, a in self.schedules.get(job_id, {}).items() if s < adm.slot}
-            self.schedules[job_id] = {**kept, **adm.schedule}
-            self.planned_end[job_id] = max(adm.schedule)
-        if job_id in self._booked:
-            self._booked.discard(job_id)
-            self.journal.decide(self._row(adm, "arrival", adm.latency_ms or 0.0))
-
-    @staticmethod
-    def _row(adm: Admission, kind: str, latency_ms: float) -> DecisionRow:
-        return DecisionRow(job_id=adm.job_id, kind=kind, slot=adm.slot, admitted=adm.admitted,
-                           reason=adm.reason, payoff=adm.payoff, work=adm.work,
-                           schedule=dict(adm.schedule), latency_ms=latency_ms)
-
-    @staticmethod
-    def _ms(t0: float) -> float:
-        return (time.perf_counter() - t0) * 1e3
+        """Every decision of the loop: keep the committed schedule; journal the decision of
+        a booked job, made when its slot began."""
+        self.commitments.record(adm)
+        if adm.job_id in self._booked:
+            self._booked.discard(adm.job_id)
+            self.journal.decide(decision_row(adm, "arrival", adm.latency_ms or 0.0))
 
     # -- public API --------------------------------------------------------------------------
     def submit(self, spec: JobSpec, *, arrival: int | None = None) -> dict[str, Any]:
@@ -255,7 +236,7 @@ class SchedulerService:
                 return {"job_id": spec.job_id, "arrival": arrival, "decided": False}
             spec = dataclasses.replace(spec, arrival=now)
             adm = self.loop.admit(now, [spec])[0]
-            row = self._row(adm, "arrival", self._ms(t0))
+            row = decision_row(adm, "arrival", (time.perf_counter() - t0) * 1e3)
             try:
                 self.journal.submit(spec, row)
             except sqlite3.IntegrityError:
@@ -420,61 +401,7 @@ class SchedulerService:
         self.nodes.refresh(t)
 
     def _after_slot(self, t: int, plan: SlotPlan, report: SlotReport) -> None:
-        st = self.loop.state
-        progress = {}
-        for job_id, amount in report.progress.items():
-            ckpt, info = self._slot_info.get(job_id, ("", ""))
-            progress[job_id] = (amount, st.records[job_id].done, ckpt, info)
-        events = [(j, "complete", "") for j in st.completed_last]
-        events += [(j, "failed", why) for j, why in report.failed.items()]
-        for job_id, why in report.failed.items():
-            if why.startswith(FATAL) and self.loop.drop(job_id, FAILED):
-                log.warning("slot %d: job %s failed for good: %s", t, job_id, why)
-        self.journal.slot_done(t, self._slot_started, plan, progress, events)
-        if self.config.replan and self.policy.commits_on_arrival:
-            for job_id in list(st.active):
-                planned = self.planned_end.get(job_id)
-                if planned is not None and planned < st.t:
-                    self._replan_behind(job_id, st.t)
-        early = [j for j in st.completed_last if self.planned_end.get(j, -1) > t]
-        if early and self.config.reuse_freed and self.policy.commits_on_arrival and \
-                hasattr(self.policy, "release") and hasattr(self.policy, "restore"):
-            self._reuse_freed(early, st.t)
-
-    def _replan_behind(self, job_id: str, t: int) -> None:
-        t0 = time.perf_counter()
-        rec = self.loop.state.records[job_id]
-        adm = self.loop.replan(job_id, t)
-        if not adm.admitted:
-            self.loop.drop(job_id, DROPPED_BEHIND)
-        self.journal.decide(self._row(adm, "replan", self._ms(t0)))
-        log.info("slot %d: job %s behind plan (%.2f of %d): re-plan %s", t, job_id, rec.done,
-                 rec.job.work, "admitted" if adm.admitted else "rejected, dropped")
-
-    def _reuse_freed(self, finished: list[str], t: int) -> None:
-        """Jobs finished before their committed schedules ended (module docstring)."""
-        for job_id in finished:
-            self.loop.release(job_id, t)
-            self.journal.decide(DecisionRow(job_id=job_id, kind="release", slot=t,
-                                            admitted=False, reason="", payoff=None, work=0,
-                                            schedule={}, latency_ms=0.0))
-        for job_id in list(self.loop.state.active):
-            old_end = self.planned_end.get(job_id)
-            if old_end is None or old_end <= t:
-                continue
-            old = {s: a for s, a in self.schedules[job_id].items() if s >= t}
-            t0 = time.perf_counter()
-            adm = self.loop.replan(job_id, t, release=True)
-            self.journal.decide(self._row(adm, "advance", self._ms(t0)))
-            if adm.admitted and adm.schedule and max(adm.schedule) < old_end:
-                log.info("slot %d: job %s moves into freed capacity: done by %d, not %d", t,
-                         job_id, max(adm.schedule), old_end)
-                continue
-            back = Decision(admitted=True, payoff=adm.payoff, schedule=old)
-            t0 = time.perf_counter()
-            again = self.loop.replan(job_id, t, release=True, forced=back,
-                                     work=sum(a.n_workers for a in old.values()))
-            self.journal.decide(self._row(again, "advance", self._ms(t0)))
+        self.rules.after_slot(t, plan, report, started=self._slot_started, info=self._slot_info)
 
     def _runtime_info(self, plan: SlotPlan) -> dict[str, tuple[str, str]]:
         out: dict[str, tuple[str, str]] = {}

@@ -1,0 +1,144 @@
+"""The live rules: what the service does when reality departs from the plan.
+
+:class:`Commitments` is the service's record of each job's committed schedule, kept from the
+loop's decisions (its ``on_decision`` hook). :class:`LiveRules` runs after every slot (an
+after-slot hook of the loop) and applies, in order:
+
+* the slot is journaled (executed plan, measured progress, completions, failures);
+* *a job whose workload raises every time* (:data:`ray_cluster.runtime.MAX_STRIKES`) is
+  dropped (reason ``failed``) and released; its future commitments stay, as for a cancel;
+* *behind plan* (``ServiceConfig.replan``, a policy committing on arrival): a job still
+  unfinished after the last slot of its committed schedule is re-decided for its remaining
+  work ``ceil(W - done)`` at the current prices, from the next slot, its utility still
+  counted from its original arrival; a rejection drops it (``dropped_behind``);
+* *ahead of plan* (``ServiceConfig.reuse_freed``, a policy that can ``release`` and
+  ``restore`` commitments): a job that finished before its committed schedule ended frees
+  the rest of it (journaled ``release``), and every other active job is offered the freed
+  capacity: its future commitments are released and it is re-decided from the next slot; the
+  new schedule is kept if it completes strictly earlier, else the old one is committed again
+  (both journaled ``advance``, so a restart re-applies them). No job completes later than
+  promised.
+
+Each rule is one policy decision per job it touches: O(active jobs) decisions after a slot
+in which a job finished early, none otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from psched.executor import FATAL, SlotReport
+from psched.model import Alloc, Decision, SlotPlan
+from psched.simulator import Admission, SchedulerLoop
+from ray_cluster.journal import DecisionRow, Journal
+from ray_cluster.service.config import DROPPED_BEHIND, FAILED, ServiceConfig
+
+__all__ = ["Commitments", "LiveRules", "decision_row"]
+
+log = logging.getLogger("ray_cluster.service")
+
+
+def decision_row(adm: Admission, kind: str, latency_ms: float) -> DecisionRow:
+    """The journal row of a decision of the loop."""
+    return DecisionRow(job_id=adm.job_id, kind=kind, slot=adm.slot, admitted=adm.admitted,
+                       reason=adm.reason, payoff=adm.payoff, work=adm.work,
+                       schedule=dict(adm.schedule), latency_ms=latency_ms)
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1e3
+
+
+class Commitments:
+    """Each job's committed schedule, as the loop's decisions report it."""
+
+    def __init__(self) -> None:
+        self.schedules: dict[str, dict[int, Alloc]] = {}  #: slot -> allocation, per job
+        self.planned_end: dict[str, int] = {}  #: last slot of each job's schedule
+
+    def record(self, adm: Admission) -> None:
+        """A decision of the loop: a new schedule replaces the job's from its slot on."""
+        if not adm.schedule:
+            return
+        kept = {s: a for s, a in self.schedules.get(adm.job_id, {}).items() if s < adm.slot}
+        self.schedules[adm.job_id] = {**kept, **adm.schedule}
+        self.planned_end[adm.job_id] = max(adm.schedule)
+
+    def plan_at(self, t: int, jobs: list[str]) -> SlotPlan:
+        """The committed plan of slot ``t`` for ``jobs``."""
+        return {j: self.schedules[j][t] for j in jobs if t in self.schedules.get(j, {})}
+
+
+class LiveRules:
+    """The after-slot rules of the module docstring, on the service's loop and journal."""
+
+    def __init__(self, loop: SchedulerLoop, journal: Journal, config: ServiceConfig,
+                 commitments: Commitments) -> None:
+        self.loop, self.journal, self.config = loop, journal, config
+        self.commitments = commitments
+
+    def after_slot(self, t: int, plan: SlotPlan, report: SlotReport, *, started: float,
+                   info: Mapping[str, tuple[str, str]]) -> None:
+        """Slot ``t`` ran ``plan`` (wall start ``started``; per job its checkpoint and loss
+        line ``info``): journal it and apply the rules."""
+        st = self.loop.state
+        progress = {}
+        for job_id, amount in report.progress.items():
+            ckpt, line = info.get(job_id, ("", ""))
+            progress[job_id] = (amount, st.records[job_id].done, ckpt, line)
+        events = [(j, "complete", "") for j in st.completed_last]
+        events += [(j, "failed", why) for j, why in report.failed.items()]
+        for job_id, why in report.failed.items():
+            if why.startswith(FATAL) and self.loop.drop(job_id, FAILED):
+                log.warning("slot %d: job %s failed for good: %s", t, job_id, why)
+        self.journal.slot_done(t, started, plan, progress, events)
+        policy = self.loop.policy
+        planned_end = self.commitments.planned_end
+        if self.config.replan and policy.commits_on_arrival:
+            for job_id in list(st.active):
+                end = planned_end.get(job_id)
+                if end is not None and end < st.t:
+                    self.replan_behind(job_id, st.t)
+        early = [j for j in st.completed_last if planned_end.get(j, -1) > t]
+        if early and self.config.reuse_freed and policy.commits_on_arrival and \
+                hasattr(policy, "release") and hasattr(policy, "restore"):
+            self.reuse_freed(early, st.t)
+
+    def replan_behind(self, job_id: str, t: int) -> None:
+        """A job behind its plan is re-decided from slot ``t`` (dropped if rejected)."""
+        t0 = time.perf_counter()
+        rec = self.loop.state.records[job_id]
+        adm = self.loop.replan(job_id, t)
+        if not adm.admitted:
+            self.loop.drop(job_id, DROPPED_BEHIND)
+        self.journal.decide(decision_row(adm, "replan", _ms(t0)))
+        log.info("slot %d: job %s behind plan (%.2f of %d): re-plan %s", t, job_id, rec.done,
+                 rec.job.work, "admitted" if adm.admitted else "rejected, dropped")
+
+    def reuse_freed(self, finished: list[str], t: int) -> None:
+        """``finished`` ended before their schedules did: release the rest of those and
+        re-decide every other active job into the freed capacity from slot ``t``."""
+        for job_id in finished:
+            self.loop.release(job_id, t)
+            self.journal.decide(DecisionRow(job_id=job_id, kind="release", slot=t,
+                                            admitted=False, reason="", payoff=None, work=0,
+                                            schedule={}, latency_ms=0.0))
+        for job_id in list(self.loop.state.active):
+            old_end = self.commitments.planned_end.get(job_id)
+            if old_end is None or old_end <= t:
+                continue
+            old = {s: a for s, a in self.commitments.schedules[job_id].items() if s >= t}
+            t0 = time.perf_counter()
+            adm = self.loop.replan(job_id, t, release=True)
+            self.journal.decide(decision_row(adm, "advance", _ms(t0)))
+            if adm.admitted and adm.schedule and max(adm.schedule) < old_end:
+                log.info("slot %d: job %s moves into freed capacity: done by %d, not %d", t,
+                         job_id, max(adm.schedule), old_end)
+                continue
+            back = Decision(admitted=True, payoff=adm.payoff, schedule=old)
+            t0 = time.perf_counter()
+            again = self.loop.replan(job_id, t, release=True, forced=back,
+                                     work=sum(a.n_workers for a in old.values()))
+            self.journal.decide(decision_row(again, "advance", _ms(t0)))
