@@ -35,7 +35,7 @@ _BAR = 20
 
 
 def register(commands: Any, trace_actions: Any) -> None:
-    """Add ``serve``, ``submit``, ``status``, ``cancel``, ``logs`` and ``run``."""
+    """Add ``serve``, ``stop``, ``submit``, ``status``, ``cancel``, ``logs`` and ``run``."""
     from psched.argtypes import (
         factor_arg,
         positive_float,
@@ -266,7 +266,7 @@ def _config(args: argparse.Namespace, specs: list[Any] | None = None) -> Any:
             got = tuple(float(x) for x in args.prices.split(","))
         except ValueError:
             got = ()
-        if len(got) != 4 or min(got) <= 0:
+        if len(got) != 4 or not all(0 < v < float("inf") for v in got):  # nan too
             raise InputError(f"expected four positive numbers U_w,L_w,U_ps,L_ps, got "
                              f"{args.prices!r}", field="--prices")
         prices = (got[0], got[1], got[2], got[3])

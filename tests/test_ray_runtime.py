@@ -240,6 +240,7 @@ class _Broken(SoftmaxRegression):
         raise ValueError("broken workload")
 
 
+@pytest.mark.ray
 @pytest.mark.parametrize("mode", ["async", "sync"])
 def test_a_workload_that_always_raises_fails_the_job_after_one_strike_per_slot(ray_session,
                                                                                tmp_path, mode):

@@ -87,6 +87,7 @@ class SlotBoundary(Checkpoints):
                 ray.cancel(ref, force=True)
         self._pending.clear()
         self._failed = []
+        self._resume_at = 0.0  # nothing to resume in this slot: no actors
         spares = [a for k in self._spares for _, a in self._spares[k]]
         for actor in self.workers + self.shards + spares:
             with contextlib.suppress(RayError, ValueError):

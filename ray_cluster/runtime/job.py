@@ -18,7 +18,9 @@ are checkpoints taken, so all shards are at one global version.
 Failures: a dead worker is replaced on its server and training goes on (its in-flight step is
 lost); a dead shard rolls the whole job back to the last committed checkpoint -- a checkpoint is
 taken when the job starts, at every interval and at every slot end, so at most the steps since
-the last one are lost.
+the last one are lost. Such infrastructure failures are retried (with a back-off when they
+repeat) and never held against the job; errors raised by the workload's own code are strikes,
+at most one per slot, and :data:`~ray_cluster.runtime.MAX_STRIKES` of them fail the job.
 
 The class is built in layers, one module per role, each using only the layers below it:
 :mod:`~ray_cluster.runtime.state` (actors, counters, history, queries) <-
