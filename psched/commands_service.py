@@ -50,15 +50,18 @@ def register(commands: Any, trace_actions: Any) -> None:
                        help=f"service folder: journal, checkpoints (default {DEFAULT_DIR})")
 
     def service_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--policy", default="oasis", help="policy name (default oasis)")
+        p.add_argument("--policy", default="oasis",
+                       help="policy name (default oasis; oasis-rp: promises kept, plans "
+                            "revised, a revision is a resize at the next boundary)")
         p.add_argument("--slot-seconds", type=slot_seconds_arg, default=30.0,
                        help="slot length in seconds (default 30)")
         p.add_argument("--horizon", type=slots_arg, help="most slots to run")
-        p.add_argument("--prices", help="OASiS U_w,L_w,U_ps,L_ps (instead of --history)")
+        p.add_argument("--prices", help="oasis/oasis-rp: U_w,L_w,U_ps,L_ps (instead of --history)")
         p.add_argument("--history", action="append", default=[], metavar="FILE",
-                       help="OASiS: U and L from these jobs (trace CSV or job TOML)")
+                       help="oasis/oasis-rp: U and L from these jobs (trace CSV or job "
+                            "TOML)")
         p.add_argument("--price-estimate-factor", type=factor_arg, default=1.0,
-                       help="OASiS: scale U by this factor (default 1)")
+                       help="oasis/oasis-rp: scale U by this factor (default 1)")
         p.add_argument("--worker-cpus", type=factor_arg,
                        help="embedded Ray: worker capacity in CPUs (default: the cores)")
         p.add_argument("--allow-import", action="store_true",
@@ -338,8 +341,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     )
 
     config = _config(args)
-    if config.policy == "oasis":
-        config.make_policy()  # fails now, in one line, without prices or history
+    config.make_policy()  # fails now, in one line: unknown policy, or no price bounds
     embedded = not (args.address or os.environ.get("RAY_ADDRESS"))
     workdir = Path(args.dir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -627,7 +629,7 @@ def format_status(st: dict[str, Any]) -> str:
     lines = [f"slot {st['slot']} ({st['phase']}), policy {st['policy']}, "
              f"{st['slot_seconds']:g} s slots" + (f"  ERROR {st['error']}" if st['error'] else "")]
     lines.append(f"{'job':<16} {'state':<15} {'arr':>4} {'w/ps':>6} {'progress':<{_BAR + 2}} "
-                 f"{'done/W':>11} {'plan':>5} {'end':>5} {'utility':>8}  loss")
+                 f"{'done/W':>11} {'plan':>5} {'prom':>5} {'end':>5} {'utility':>8}  loss")
     for j in st["jobs"]:
         frac = min(1.0, j["done"] / j["work"]) if j["work"] else 0.0
         bar = "#" * round(frac * _BAR)
@@ -636,6 +638,7 @@ def format_status(st: dict[str, Any]) -> str:
             f"{j['workers']:>3}/{j['ps']:<2} [{bar:<{_BAR}}] "
             f"{j['done']:>5.1f}/{j['work']:<5} "
             f"{'' if j['planned_completion'] is None else j['planned_completion']:>5} "
+            f"{'' if j.get('promised') is None else j['promised']:>5} "
             f"{'' if j['completion'] is None else j['completion']:>5} "
             f"{j['utility']:>8.3g}  {j['loss']}")
     return "\n".join(lines)

@@ -270,6 +270,7 @@ class Admission:
     #: the committed schedule by slot (policies that commit on arrival), else empty
     schedule: Mapping[int, Alloc] = field(default_factory=dict)
     latency_ms: float | None = None  #: the policy's decision time; None if screened out
+    promised: int | None = None  #: the completion slot promised on admission, if any
 
 
 #: A before-slot hook: called with slot ``t`` once it has begun, before its arrivals.
@@ -532,7 +533,8 @@ class SchedulerLoop:
             rec.reason = decision.reason or "rejected"
         return Admission(job_id=spec.job_id, slot=t, admitted=decision.admitted,
                          reason=rec.reason, payoff=decision.payoff, work=job.work,
-                         schedule=dict(decision.schedule or {}), latency_ms=ms)
+                         schedule=dict(decision.schedule or {}), latency_ms=ms,
+                         promised=rec.promised)
 
     def _decide(self, job: Job, t: int, forced: Decision | None) -> tuple[Decision, float]:
         view = View(t=t, cluster=self.cluster, horizon=self.horizon, active={})

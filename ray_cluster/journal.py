@@ -7,7 +7,11 @@ What is written, each in one transaction, before the service acts on it:
 * ``submissions`` -- every accepted job spec (data: JSON of :class:`psched.model.JobSpec`),
   ``job_id`` unique, so no job is submitted twice;
 * ``decisions`` -- each admission decision (arrival or re-plan): slot, admitted, reason,
-  payoff, the work decided on and the committed schedule;
+  payoff, the work decided on, the committed schedule and the promised completion slot; and
+  each revision of a plan by a policy that revises plans (``oasis-rp``; kind ``revise``: the
+  job's plan from that slot on, empty if none is left);
+* ``policy_state`` -- such a policy's latest boundary state (one row, JSON), written in the
+  transaction of the revisions;
 * ``slots`` + ``progress`` -- one transaction per finished slot: the plan executed, each job's
   measured progress and total, its latest checkpoint location;
 * ``events`` -- cancellations, completions, drops, lost nodes.
@@ -60,12 +64,14 @@ CREATE TABLE IF NOT EXISTS decisions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, kind TEXT NOT NULL,
     slot INTEGER NOT NULL, admitted INTEGER NOT NULL, reason TEXT NOT NULL, payoff REAL,
     work INTEGER NOT NULL, schedule TEXT NOT NULL, latency_ms REAL NOT NULL,
-    decided REAL NOT NULL);
+    decided REAL NOT NULL, promised INTEGER);
 CREATE TABLE IF NOT EXISTS slots (
     t INTEGER PRIMARY KEY, started REAL NOT NULL, ended REAL NOT NULL, plan TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS progress (
     t INTEGER NOT NULL, job_id TEXT NOT NULL, amount REAL NOT NULL, done REAL NOT NULL,
     checkpoint TEXT NOT NULL, info TEXT NOT NULL, PRIMARY KEY (t, job_id));
+CREATE TABLE IF NOT EXISTS policy_state (
+    id INTEGER PRIMARY KEY CHECK (id = 0), slot INTEGER NOT NULL, state TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, slot INTEGER NOT NULL,
     kind TEXT NOT NULL, info TEXT NOT NULL, at REAL NOT NULL);
@@ -172,7 +178,7 @@ class DecisionRow:
     """One journaled decision."""
 
     job_id: str  #: the job
-    kind: str  #: "arrival" or "replan"
+    kind: str  #: "arrival", "replan", "advance", "release" or "revise"
     slot: int  #: the slot the decision was made for (its first usable slot)
     admitted: bool  #: admitted
     reason: str  #: rejection reason ("" if admitted)
@@ -180,6 +186,7 @@ class DecisionRow:
     work: int  #: worker-slots decided on (the job's W, or what was left at a re-plan)
     schedule: dict[int, Alloc]  #: committed schedule (empty if none)
     latency_ms: float  #: submission-to-decision time (policy time for trace arrivals)
+    promised: int | None = None  #: the completion slot promised on admission, if any
 
 
 class Journal:
@@ -195,6 +202,9 @@ class Journal:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
+            cols = {r[1] for r in self._db.execute("PRAGMA table_info(decisions)")}
+            if "promised" not in cols:  # a journal written before promises were journaled
+                self._db.execute("ALTER TABLE decisions ADD COLUMN promised INTEGER")
         except sqlite3.DatabaseError as err:
             self._db.close()
             raise JournalError(f"the journal cannot be read ({err}): move it away, or start "
@@ -225,8 +235,11 @@ class Journal:
         self._tx([("INSERT OR IGNORE INTO meta VALUES (?, ?)", (k, json.dumps(v)))
                   for k, v in values.items()])
 
-    def submit(self, spec: JobSpec, decision: DecisionRow | None = None) -> None:
-        """Record a submission (and its decision, same transaction).
+    def submit(self, spec: JobSpec, decision: DecisionRow | None = None,
+               revisions: list[DecisionRow] = (),  # type: ignore[assignment]
+               state: tuple[int, Mapping[str, Any]] | None = None) -> None:
+        """Record a submission (its decision, the revisions it caused and the policy's
+        state after it: same transaction).
 
         Raises ``sqlite3.IntegrityError`` if the job id was submitted before.
         """
@@ -235,17 +248,37 @@ class Journal:
                   (spec.job_id, spec_to_json(spec), now))]
         if decision is not None:
             stmts.append(self._decision_stmt(decision, now))
+        stmts += [self._decision_stmt(r, now) for r in revisions]
+        if state is not None:
+            stmts.append(self._state_stmt(*state))
         self._tx(stmts)
 
     @staticmethod
     def _decision_stmt(d: DecisionRow, now: float) -> tuple[str, tuple[Any, ...]]:
         return ("INSERT INTO decisions (job_id, kind, slot, admitted, reason, payoff, work, "
-                "schedule, latency_ms, decided) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "schedule, latency_ms, decided, promised) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (d.job_id, d.kind, d.slot, int(d.admitted), d.reason, d.payoff, d.work,
-                 alloc_to_json(d.schedule), d.latency_ms, now))
+                 alloc_to_json(d.schedule), d.latency_ms, now, d.promised))
+
+    @staticmethod
+    def _state_stmt(slot: int, state: Mapping[str, Any]) -> tuple[str, tuple[Any, ...]]:
+        return ("INSERT OR REPLACE INTO policy_state VALUES (0, ?, ?)",
+                (slot, json.dumps(state, sort_keys=True)))
 
     def decide(self, decision: DecisionRow) -> None:
         self._tx([self._decision_stmt(decision, time.time())])
+
+    def revise(self, revisions: list[DecisionRow],
+               state: tuple[int, Mapping[str, Any]] | None = None) -> None:
+        """Record plan revisions (kind ``revise``) and the policy's state (slot, JSON) after
+        them, in one transaction; nothing if there is neither."""
+        now = time.time()
+        stmts = [self._decision_stmt(r, now) for r in revisions]
+        if state is not None:
+            stmts.append(self._state_stmt(*state))
+        if stmts:
+            self._tx(stmts)
 
     def slot_done(self, t: int, started: float, plan: Mapping[str, Alloc],
                   progress: Mapping[str, tuple[float, float, str, str]],
@@ -281,10 +314,16 @@ class Journal:
     def decisions(self) -> Iterator[DecisionRow]:
         """Every decision, in the order made."""
         for row in self._rows("SELECT job_id, kind, slot, admitted, reason, payoff, work, "
-                              "schedule, latency_ms FROM decisions ORDER BY seq"):
+                              "schedule, latency_ms, promised FROM decisions ORDER BY seq"):
             yield DecisionRow(job_id=row[0], kind=row[1], slot=row[2], admitted=bool(row[3]),
                               reason=row[4], payoff=row[5], work=row[6],
-                              schedule=alloc_from_json(row[7]), latency_ms=row[8])
+                              schedule=alloc_from_json(row[7]), latency_ms=row[8],
+                              promised=row[9])
+
+    def policy_state(self) -> dict[str, Any] | None:
+        """The policy's latest journaled boundary state, or None."""
+        rows = self._rows("SELECT state FROM policy_state WHERE id = 0")
+        return json.loads(rows[0][0]) if rows else None
 
     def slots(self) -> list[tuple[int, float, float, dict[str, Alloc]]]:
         """Finished slots: (t, started, ended, plan), in order."""

@@ -27,6 +27,7 @@ __all__ = [
     "View",
     "available_policies",
     "make_policy",
+    "policy_factory",
     "register_policy",
 ]
 
@@ -123,9 +124,21 @@ def available_policies() -> list[str]:
     return list(_REGISTRY)
 
 
-def make_policy(name: str, **options: Any) -> Policy:
-    """A fresh policy by name; ``options`` go to its factory."""
+def policy_factory(name: str) -> Callable[..., Policy]:
+    """The factory (class) registered as ``name``: read its declared capabilities (class
+    attributes such as ``commits_on_arrival``) without making one.
+
+    Raises
+    ------
+    KeyError
+        No policy of that name.
+    """
     _load_builtins()
     if name not in _REGISTRY:
         raise KeyError(f"unknown policy {name!r}; available: {', '.join(_REGISTRY)}")
-    return _REGISTRY[name](**options)
+    return _REGISTRY[name]
+
+
+def make_policy(name: str, **options: Any) -> Policy:
+    """A fresh policy by name; ``options`` go to its factory."""
+    return policy_factory(name)(**options)

@@ -50,6 +50,9 @@ class OasisPolicy:
 
     name = "oasis"
     commits_on_arrival = True
+    #: prices with U and L: ``price_source`` may be ``"fixed"`` or ``"history"`` (a live
+    #: service has no hindsight; :class:`ray_cluster.service.ServiceConfig` supplies them)
+    takes_price_bounds = True
 
     def __init__(
         self,

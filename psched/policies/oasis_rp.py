@@ -53,6 +53,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -87,6 +88,9 @@ class OasisRpPolicy:
     #: ``plan`` says what runs in each slot (a revised plan is a resize at the next boundary),
     #: and decision time is per event slot (arrivals plus the boundary's revisions)
     commits_on_arrival = False
+    #: prices with U and L: ``price_source`` may be ``"fixed"`` (``u_worker``, ``l_worker``,
+    #: ``u_ps``, ``l_ps``) or ``"history"`` (a live service has no hindsight)
+    takes_price_bounds = True
 
     def __init__(
         self,
@@ -106,9 +110,17 @@ class OasisRpPolicy:
         repack_limit: int = 64,
         pull_limit: int = 64,
         certificate: bool = True,
+        u_worker: float | Mapping[str, float] | None = None,
+        l_worker: float | None = None,
+        u_ps: float | Mapping[str, float] | None = None,
+        l_ps: float | None = None,
     ) -> None:
-        if price_source not in ("hindsight", "history"):
-            raise ValueError(f"price_source must be 'hindsight' or 'history', got {price_source!r}")
+        if price_source not in ("hindsight", "history", "fixed"):
+            raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
+                             f"got {price_source!r}")
+        self._fixed = (u_worker, l_worker, u_ps, l_ps)
+        if price_source == "fixed" and None in self._fixed:
+            raise ValueError("price_source='fixed' needs u_worker, l_worker, u_ps and l_ps")
         factor = float(estimate_factor)
         if not (factor > 0 and math.isfinite(factor)):
             raise ValueError(f"estimate_factor must be positive, got {estimate_factor!r}")
@@ -160,6 +172,9 @@ class OasisRpPolicy:
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self, ctx: RunContext) -> None:
+        if self.price_source == "fixed":
+            self._start(ctx, fixed_params(*self._fixed))  # type: ignore[arg-type]
+            return
         jobs = ctx.known_jobs if self.price_source == "hindsight" else ctx.history_jobs
         if not jobs:
             raise ValueError(f"price_source={self.price_source!r} needs jobs in the run context")
@@ -170,6 +185,9 @@ class OasisRpPolicy:
                 raise
             log.warning("oasis-rp: no job in the trace can earn utility; flat prices")
             params = fixed_params(1.0, 1.0, 1.0, 1.0)
+        self._start(ctx, params)
+
+    def _start(self, ctx: RunContext, params: PriceParams) -> None:
         if self.estimate_factor != 1.0:
             params = params.scaled(self.estimate_factor)
         if self.floor_factor != 1.0:
@@ -404,10 +422,11 @@ class OasisRpPolicy:
             del self._plans[j]
         for j, status in view.active.items():
             plan = self._plans.get(j)
-            if plan is None:
+            if plan is None and j not in self._promise:
                 continue
+            plan = plan or {}  # no plan left: a job behind after its last planned slot
             left = max(0, ceil_eps(status.remaining))
-            if left == self._plans.left[j]:  # the plan holds slots >= t only
+            if left == self._plans.left.get(j, 0):  # the plan holds slots >= t only
                 continue
             self._stats["replanned_behind"] += 1
             self._dirty = True
@@ -447,6 +466,71 @@ class OasisRpPolicy:
         if view.event or self._boundary_ms:
             self._boundary_ms.append((time.process_time() - c0) * 1e3)
         return out
+
+    # -- the live service: revisions journaled, restored after a restart ----------------------
+    def current_plans(self) -> dict[str, dict[int, Alloc]]:
+        """Every job's current plan (slot -> allocation, slots not yet run), a copy: a live
+        service journals what changed (a revision) after each decision and boundary.
+        O(plan entries)."""
+        return {j: dict(p) for j, p in self._plans.items()}
+
+    def boundary_state(self) -> dict[str, Any]:
+        """What a restarted service needs besides the promises and plans (JSON): whether the
+        next boundary pulls, and the counters of :meth:`report`."""
+        return {"dirty": self._dirty, "stats": dict(self._stats)}
+
+    def restore(self, job: Job, decision: Decision) -> None:
+        """Re-apply an arrival decision made before (a restarted service replaying its
+        journal): the promise ``decision.promised`` (the planned completion if the journal
+        has none) and ``decision.schedule`` as the plan, whatever deciding again would give.
+        Later revisions follow through :meth:`restore_plan`; :meth:`resume` ends the replay.
+        O(schedule entries)."""
+        book = self._book()
+        self._report = None
+        if not decision.admitted or not decision.schedule:
+            self._decided.append((job, 0.0))
+            return
+        payoff = decision.payoff or 0.0
+        self._decided.append(
+            (job, math.exp(math.log(payoff) - book.log_scale) if payoff > 0 else 0.0))
+        schedule = dict(decision.schedule)
+        promise = decision.promised if decision.promised is not None else max(schedule)
+        self._jobs[job.job_id] = job
+        self._promise[job.job_id] = promise
+        self._promised_utility += job.utility_at(promise - job.arrival + 1)
+        self._place(job, schedule)
+
+    def restore_plan(self, job_id: str, t: int, schedule: Mapping[int, Alloc]) -> None:
+        """Re-apply a revision made before: from slot ``t`` on, ``job_id`` (restored) runs
+        ``schedule`` (empty: no plan left). O(plan entries)."""
+        book = self._book()
+        job = self._jobs[job_id]
+        old = self._plans.get(job_id, {})
+        book.add(job, {s: a for s, a in old.items() if s >= t}, sign=-1)
+        book.add(job, schedule)
+        book.raise_prices(schedule)
+        new = {**{s: a for s, a in old.items() if s < t}, **schedule}
+        if new:
+            self._plans[job_id] = new
+        else:
+            self._plans.pop(job_id, None)
+
+    def resume(self, t: int, state: Mapping[str, Any] | None = None) -> None:
+        """End of a journal replay, the loop at slot ``t``: plans keep their slots from ``t``
+        on (earlier ones ran; their usage stays in the book, as in an uninterrupted run) and
+        ``state`` (the last :meth:`boundary_state` journaled) is taken back. With the plans
+        of every revision re-applied, later decisions are those of an uninterrupted run
+        (prices are rebuilt from the plans: bit-identical when every demand is a small
+        binary fraction, such as whole cores and GB). O(plan entries)."""
+        for j in list(self._plans):
+            rest = {s: a for s, a in self._plans[j].items() if s >= t}
+            if rest:
+                self._plans[j] = rest
+            else:
+                del self._plans[j]
+        if state:
+            self._dirty = bool(state.get("dirty", self._dirty))
+            self._stats.update(state.get("stats", {}))
 
     # -- results --------------------------------------------------------------------------------
     def promises(self) -> dict[str, int]:

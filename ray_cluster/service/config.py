@@ -15,8 +15,7 @@ from typing import Any
 
 from psched.errors import InputError
 from psched.model import Cluster, JobSpec, Pool, Resources, Server
-from psched.policies import make_policy
-from psched.policies.base import Policy
+from psched.policies.base import Policy, policy_factory
 from ray_cluster.journal import spec_from_json, spec_to_json
 
 __all__ = ["CANCELLED", "DROPPED_BEHIND", "FAILED", "SERVICE_NAME", "SERVICE_NAMESPACE",
@@ -66,8 +65,21 @@ class ServiceConfig:
         return cls(**d)
 
     def make_policy(self) -> Policy:
+        """A fresh policy as configured. A policy that declares ``takes_price_bounds``
+        (``oasis``, ``oasis-rp``) gets its U and L from ``prices`` (``price_source="fixed"``)
+        or from the ``history`` jobs, and ``estimate_factor``; the service has no hindsight.
+
+        Raises
+        ------
+        InputError
+            An unknown policy name, or a priced policy without ``prices`` or ``history``.
+        """
         opts = dict(self.policy_options)
-        if self.policy == "oasis":
+        try:
+            factory = policy_factory(self.policy)
+        except KeyError as err:
+            raise InputError(str(err.args[0]), field="policy") from None
+        if getattr(factory, "takes_price_bounds", False):
             if self.prices is not None:
                 u_w, l_w, u_p, l_p = self.prices
                 opts.update(price_source="fixed", u_worker=u_w, l_worker=l_w, u_ps=u_p,
@@ -75,10 +87,10 @@ class ServiceConfig:
             elif self.history:
                 opts.update(price_source="history")
             else:
-                raise InputError("oasis needs price bounds: give --prices or --history",
-                                 field="prices")
+                raise InputError(f"{self.policy} needs price bounds: give --prices or "
+                                 "--history", field="prices")
             opts.setdefault("estimate_factor", self.estimate_factor)
-        return make_policy(self.policy, **opts)
+        return factory(**opts)
 
 
 def cluster_from_dict(d: Mapping[str, Any]) -> Cluster:

@@ -57,6 +57,7 @@ from ray_cluster.service.config import (
 )
 from ray_cluster.service.nodes import Nodes
 from ray_cluster.service.replay import restore_loop
+from ray_cluster.service.revisions import PlanRevisions
 from ray_cluster.service.rules import Commitments, LiveRules, decision_row
 
 __all__ = ["RealtimeClock", "SchedulerService"]
@@ -137,9 +138,10 @@ class SchedulerService:
         self.loop.on_decision.append(self._decided)
         self.nodes = Nodes(self.loop, self.journal, self.executor, node_of)
         self.rules = LiveRules(self.loop, self.journal, config, self.commitments)
+        self.revisions = PlanRevisions(self.policy, self.commitments)
         if self.restored:
             self.nodes.regrow()
-            restore_loop(self.loop, self.journal)
+            restore_loop(self.loop, self.journal, on_revision=self.revisions.replayed)
             self._booked = {s.job_id for s in self.loop.state.booked}
             reported = getattr(self.executor, "reported", None)
             if reported is not None:
@@ -189,9 +191,10 @@ class SchedulerService:
         return self.executor
 
     def lookahead(self, t: int) -> SlotPlan | None:
-        """The plan of slot ``t`` as far as committed schedules know it (None for a policy
-        that re-plans every slot): the executor starts that slot's new actors a slot early."""
-        if not self.policy.commits_on_arrival:
+        """The plan of slot ``t`` as far as committed schedules or current plans know it (None
+        for a policy that re-plans every slot without plans): the executor starts that slot's
+        new actors a slot early."""
+        if not (self.policy.commits_on_arrival or self.revisions.enabled):
             return None
         with self._lock:
             return self.commitments.plan_at(t, self.loop.state.active)
@@ -204,6 +207,7 @@ class SchedulerService:
         if adm.job_id in self._booked:
             self._booked.discard(adm.job_id)
             self.journal.decide(decision_row(adm, "arrival", adm.latency_ms or 0.0))
+            self.journal.revise(*self.revisions.capture(adm.slot))
 
     # -- public API --------------------------------------------------------------------------
     def submit(self, spec: JobSpec, *, arrival: int | None = None) -> dict[str, Any]:
@@ -237,15 +241,16 @@ class SchedulerService:
             spec = dataclasses.replace(spec, arrival=now)
             adm = self.loop.admit(now, [spec])[0]
             row = decision_row(adm, "arrival", (time.perf_counter() - t0) * 1e3)
+            revised, state = self.revisions.capture(now)
             try:
-                self.journal.submit(spec, row)
+                self.journal.submit(spec, row, revised, state)
             except sqlite3.IntegrityError:
                 raise InputError(f"job {spec.job_id!r} was submitted before",
                                  field="id") from None
         return {"job_id": spec.job_id, "arrival": now, "decided": True,
                 "admitted": row.admitted, "reason": row.reason, "payoff": row.payoff,
                 "planned_completion": max(row.schedule) if row.schedule else None,
-                "latency_ms": row.latency_ms}
+                "promised": row.promised, "latency_ms": row.latency_ms}
 
     def _profile(self, spec: JobSpec) -> JobSpec:
         from ray_cluster.executor import profiled_spec
@@ -280,7 +285,8 @@ class SchedulerService:
             jobs = [self._job_status(job_id) for job_id in st.records]
             jobs += [{"job_id": s.job_id, "state": "queued", "arrival": s.arrival,
                       "admitted": False, "reason": "", "payoff": None, "work": 0, "done": 0.0,
-                      "planned_completion": None, "completion": None, "utility": 0.0,
+                      "planned_completion": None, "promised": None, "completion": None,
+                      "utility": 0.0,
                       "workers": 0, "ps": 0, "loss": ""} for s in st.booked]
             return {"slot": self._phase[1], "phase": self._phase[0], "policy": self.policy.name,
                     "allow_import": self.config.allow_import,
@@ -305,7 +311,7 @@ class SchedulerService:
             "admitted": rec.admitted, "reason": rec.reason, "payoff": rec.payoff,
             "work": rec.job.work, "done": rec.done,
             "planned_completion": self.planned_end.get(job_id),
-            "completion": rec.completion, "utility": rec.utility,
+            "promised": rec.promised, "completion": rec.completion, "utility": rec.utility,
             "workers": alloc.n_workers if alloc else 0,
             "ps": alloc.n_ps if alloc else 0,
             "loss": self._slot_info.get(job_id, ("", ""))[1],
@@ -371,6 +377,7 @@ class SchedulerService:
             return
         with self._lock:
             plan, jobs = loop.begin_slot(t)
+            self.journal.revise(*self.revisions.capture(t, executed=plan))
             self._slot_started, self._slot_plan = time.time(), dict(plan)
             self._phase = ("run", t)
         report = self.executor.apply(t, plan, jobs)

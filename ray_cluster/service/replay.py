@@ -7,7 +7,11 @@ each as it was -- the same commitments, prices and certificate, even where decid
 differ; any other policy decides again (they are deterministic; a mismatch is logged and the
 journal wins). A ``release`` row lets the policy forget a job's commitments from its slot
 on (a job that finished early); an ``advance`` row releases a job's future commitments before
-its decision is re-applied. Jobs submitted for a later slot and not yet decided are booked
+its decision is re-applied. A ``revise`` row (a policy that revises plans, ``oasis-rp``:
+:mod:`ray_cluster.service.revisions`) re-applies the job's plan from its slot on (the
+policy's ``restore_plan``); at the end the policy's ``resume(t, state)`` keeps the plans
+from slot ``t`` on and takes back its journaled boundary state, so every admitted job keeps
+its promise and its current plan. Jobs submitted for a later slot and not yet decided are booked
 again. Then :meth:`~psched.simulator.SchedulerLoop.restore` takes the finished slots
 (executed plans, progress, completions, cancellations, failures); running jobs resume from
 their latest checkpoints. Slots are counted in service time: slot ``t`` (the first not
@@ -20,12 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 
 from psched.executor import FATAL
 from psched.model import Decision
 from psched.simulator import SchedulerLoop
 from ray_cluster.journal import DecisionRow, Journal
 from ray_cluster.service.config import CANCELLED, DROPPED_BEHIND, FAILED
+from ray_cluster.service.revisions import REVISE
 
 __all__ = ["forced_decision", "restore_loop"]
 
@@ -35,17 +41,25 @@ log = logging.getLogger("ray_cluster.service")
 def forced_decision(row: DecisionRow) -> Decision:
     """The decision a journal row records."""
     return Decision(admitted=row.admitted, reason=row.reason, payoff=row.payoff,
-                    schedule=row.schedule or None)
+                    schedule=row.schedule or None, promised=row.promised)
 
 
-def restore_loop(loop: SchedulerLoop, journal: Journal) -> None:
+def restore_loop(loop: SchedulerLoop, journal: Journal,
+                 on_revision: Callable[[DecisionRow], None] | None = None) -> None:
     """Rebuild ``loop`` (a fresh one, its policy started) from ``journal`` (module
-    docstring); the loop's ``on_decision`` hooks see every re-applied decision."""
+    docstring); the loop's ``on_decision`` hooks see every re-applied decision and
+    ``on_revision`` every re-applied plan revision."""
     subs = journal.submissions()
+    restore_plan = getattr(loop.policy, "restore_plan", None)
     for row in journal.decisions():
         spec = subs[row.job_id]
         forced = forced_decision(row)
-        if row.kind == "release":
+        if row.kind == REVISE:
+            if restore_plan is not None:
+                restore_plan(row.job_id, row.slot, row.schedule)
+            if on_revision is not None:
+                on_revision(row)
+        elif row.kind == "release":
             loop.release(row.job_id, row.slot)
         elif row.kind == "arrival":
             spec = dataclasses.replace(spec, arrival=max(spec.arrival, row.slot))
@@ -73,5 +87,8 @@ def restore_loop(loop: SchedulerLoop, journal: Journal) -> None:
     loop.restore(slots=((t, plan) for t, _, _, plan in journal.slots()), done=done,
                  completed=completed, dropped=dropped)
     st = loop.state
+    resume = getattr(loop.policy, "resume", None)
+    if resume is not None:
+        resume(st.t, journal.policy_state())
     log.info("restored from the journal: slot %d, %d jobs, %d active", st.t,
              len(st.records), len(st.active))

@@ -44,7 +44,8 @@ def decision_row(adm: Admission, kind: str, latency_ms: float) -> DecisionRow:
     """The journal row of a decision of the loop."""
     return DecisionRow(job_id=adm.job_id, kind=kind, slot=adm.slot, admitted=adm.admitted,
                        reason=adm.reason, payoff=adm.payoff, work=adm.work,
-                       schedule=dict(adm.schedule), latency_ms=latency_ms)
+                       schedule=dict(adm.schedule), latency_ms=latency_ms,
+                       promised=adm.promised)
 
 
 def _ms(t0: float) -> float:
@@ -65,6 +66,15 @@ class Commitments:
         kept = {s: a for s, a in self.schedules.get(adm.job_id, {}).items() if s < adm.slot}
         self.schedules[adm.job_id] = {**kept, **adm.schedule}
         self.planned_end[adm.job_id] = max(adm.schedule)
+
+    def revise(self, job_id: str, slot: int, schedule: Mapping[int, Alloc]) -> None:
+        """A plan revision: ``schedule`` (possibly empty) replaces the job's from ``slot``."""
+        kept = {s: a for s, a in self.schedules.get(job_id, {}).items() if s < slot}
+        self.schedules[job_id] = {**kept, **schedule}
+        if self.schedules[job_id]:
+            self.planned_end[job_id] = max(self.schedules[job_id])
+        else:
+            self.planned_end.pop(job_id, None)
 
     def plan_at(self, t: int, jobs: list[str]) -> SlotPlan:
         """The committed plan of slot ``t`` for ``jobs``."""
