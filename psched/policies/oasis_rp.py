@@ -439,7 +439,10 @@ class OasisRpPolicy:
                              floor=-math.inf)
             book.add(jj, got.schedule)
             book.raise_prices(got.schedule)
-            self._plans[j] = got.schedule
+            if got.schedule:
+                self._plans[j] = got.schedule
+            else:  # none left in its window: planned again at the next boundary
+                self._plans.pop(j, None)
 
     def plan(self, view: View) -> SlotPlan:
         c0 = time.process_time()

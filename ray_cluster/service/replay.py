@@ -83,6 +83,8 @@ def restore_loop(loop: SchedulerLoop, journal: Journal,
             dropped[job_id] = CANCELLED
         elif kind == "failed" and info.startswith(FATAL):
             dropped[job_id] = FAILED
+        elif kind == DROPPED_BEHIND:  # past its window (a plan-revising policy)
+            dropped[job_id] = DROPPED_BEHIND
     done = {job_id: amount for _t, job_id, _, amount, _, _ in journal.progress()}
     loop.restore(slots=((t, plan) for t, _, _, plan in journal.slots()), done=done,
                  completed=completed, dropped=dropped)

@@ -11,6 +11,11 @@ after-slot hook of the loop) and applies, in order:
   unfinished after the last slot of its committed schedule is re-decided for its remaining
   work ``ceil(W - done)`` at the current prices, from the next slot, its utility still
   counted from its original arrival; a rejection drops it (``dropped_behind``);
+* *past its window* (a policy that revises plans, ``oasis-rp``, which re-plans a job behind
+  or ahead of plan itself, within its promise where it can, else as late as its window
+  allows): a job still unfinished after the last slot of its window can earn nothing more
+  (its utility is below the floor) and no plan is found for it: it is dropped
+  (``dropped_behind``, journaled as an event) and frees its capacity;
 * *ahead of plan* (``ServiceConfig.reuse_freed``, a policy that can ``release`` and
   ``restore`` commitments): a job that finished before its committed schedule ended frees
   the rest of it (journaled ``release``), and every other active job is offered the freed
@@ -111,6 +116,10 @@ class LiveRules:
                 end = planned_end.get(job_id)
                 if end is not None and end < st.t:
                     self.replan_behind(job_id, st.t)
+        if hasattr(policy, "current_plans"):
+            for job_id in list(st.active):
+                if st.records[job_id].job.last_slot < st.t:
+                    self.drop_past_window(job_id, t)
         early = [j for j in st.completed_last if planned_end.get(j, -1) > t]
         if early and self.config.reuse_freed and policy.commits_on_arrival and \
                 hasattr(policy, "release") and hasattr(policy, "restore"):
@@ -126,6 +135,15 @@ class LiveRules:
         self.journal.decide(decision_row(adm, "replan", _ms(t0)))
         log.info("slot %d: job %s behind plan (%.2f of %d): re-plan %s", t, job_id, rec.done,
                  rec.job.work, "admitted" if adm.admitted else "rejected, dropped")
+
+    def drop_past_window(self, job_id: str, t: int) -> None:
+        """A job of a plan-revising policy unfinished after its window (slot ``t`` was its
+        last or later): dropped, journaled as an event ``dropped_behind``."""
+        if self.loop.drop(job_id, DROPPED_BEHIND):
+            self.journal.event(job_id, t, DROPPED_BEHIND)
+            rec = self.loop.state.records[job_id]
+            log.warning("slot %d: job %s past its window (%.2f of %d done, promised %s): "
+                        "dropped", t, job_id, rec.done, rec.job.work, rec.promised)
 
     def reuse_freed(self, finished: list[str], t: int) -> None:
         """``finished`` ended before their schedules did: release the rest of those and

@@ -1,0 +1,203 @@
+"""``oasis-rp`` in the scheduler service, on the simulated executor (no Ray, exact).
+
+The service gives it price bounds as it gives ``oasis`` (a declared capability, not its
+name); a re-pack at an arrival moves an admitted job and is journaled as a ``revise`` row;
+a restarted service re-applies promises, plans and revisions, and then decides exactly as
+a service never interrupted; a job that runs behind is re-planned and not forgotten.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from test_journal import HISTORY, SLOT_S, _cluster, _drive, _outcome, _spec
+from test_service_rules import FastExecutor
+
+from psched.errors import InputError
+from psched.executor import SimulatedExecutor
+from psched.policies import available_policies
+from psched.policies.base import policy_factory
+from psched.prices import fixed_params
+from ray_cluster.service import SchedulerService, ServiceConfig
+
+PRICED = [p for p in available_policies()
+          if getattr(policy_factory(p), "takes_price_bounds", False)]
+
+
+def _config(policy: str = "oasis-rp", **kw) -> ServiceConfig:
+    return ServiceConfig(**{"policy": policy, "slot_seconds": SLOT_S, "horizon": 80,
+                            "history": HISTORY, **kw})
+
+
+def test_oasis_and_oasis_rp_declare_that_they_take_price_bounds():
+    assert {"oasis", "oasis-rp"} <= set(PRICED)
+    assert "fifo" not in PRICED
+
+
+@pytest.mark.parametrize("policy", PRICED)
+def test_a_priced_policy_gets_its_bounds_from_prices_or_history(policy):
+    fixed = _config(policy, history=(), prices=(50.0, 0.5, 20.0, 0.2)).make_policy()
+    assert fixed.price_source == "fixed"  # type: ignore[attr-defined]
+    assert _config(policy).make_policy().price_source == "history"  # type: ignore[attr-defined]
+    with pytest.raises(InputError, match=f"{policy} needs price bounds"):
+        _config(policy, history=()).make_policy()
+
+
+def test_fixed_bounds_are_the_prices_oasis_rp_runs_with(tmp_path):
+    svc = SchedulerService(tmp_path, config=_config(history=(), prices=(50.0, 0.5, 20.0, 0.2)),
+                           cluster=_cluster(), executor=SimulatedExecutor())
+    params = svc.policy.params  # type: ignore[attr-defined]
+    assert params.to_dict() == fixed_params(50.0, 0.5, 20.0, 0.2).to_dict()
+    assert svc.submit(_spec(1))["admitted"]
+
+
+def test_an_unpriced_policy_gets_no_price_options_and_an_unknown_one_is_one_line():
+    assert _config("fifo", history=()).make_policy().name == "fifo"
+    with pytest.raises(InputError, match="unknown policy 'nope'"):
+        _config("nope").make_policy()
+
+
+def _repacked(tmp_path, **kw) -> SchedulerService:
+    """``j1`` (utility constant: promised the end of its window) fills the worker server
+    from slot 0; ``j2`` (steep) arrives in slot 1 and finds no room: the re-pack moves
+    ``j1`` after it, within its promise."""
+    svc = SchedulerService(tmp_path, config=_config(**kw), cluster=_cluster(),
+                           executor=SimulatedExecutor())
+    a = svc.submit(_spec(1, n=2, work_s=0.08, kind="constant", value=5))
+    assert a["admitted"] and a["promised"] > a["planned_completion"]
+    svc.run_for(1)
+    assert svc.submit(_spec(2, n=2, work_s=0.04, value=20))["admitted"]
+    return svc
+
+
+def test_a_repack_at_an_arrival_is_journaled_as_a_revision_and_run_as_a_resize(tmp_path):
+    svc = _repacked(tmp_path)
+    rows = [(r.kind, r.job_id, r.slot) for r in svc.journal.decisions()]
+    assert rows == [("arrival", "j1", 0), ("arrival", "j2", 1), ("revise", "j1", 1)]
+    moved = svc.schedules["j1"]
+    assert 1 not in moved and max(moved) > 3  # no longer in slot 1, done later than planned
+    assert svc.planned_end["j1"] == max(moved)  # the status shows the current plan
+    svc.run_for(12)
+    ran = {t for t, j, _h, role, _n in svc.loop.state.allocations if j == "j1" and
+           role == "worker"}
+    assert 0 in ran and 1 not in ran and ran <= set(moved)  # paused, resumed as revised
+    for job_id in ("j1", "j2"):
+        rec = svc.loop.state.records[job_id]
+        assert rec.completion is not None and rec.completion <= rec.promised
+    status = {j["job_id"]: j for j in svc.status()["jobs"]}
+    assert status["j1"]["promised"] == svc.loop.state.records["j1"].promised
+
+
+def _rows(svc: SchedulerService) -> list[tuple]:
+    return [(r.job_id, r.kind, r.slot, r.admitted, r.schedule, r.promised, r.payoff)
+            for r in svc.journal.decisions()]
+
+
+def _random_plan(seed: int) -> list[tuple[int, list]]:
+    rng = random.Random(seed)
+    return sorted(((rng.randrange(0, 8), [_spec(i, n=rng.randint(1, 3),
+                                                 work_s=rng.choice([0.02, 0.04, 0.08]),
+                                                 value=rng.uniform(1, 20),
+                                                 kind=rng.choice(["sigmoid", "constant"]))])
+                   for i in range(8)), key=lambda x: x[0])
+
+
+@pytest.mark.parametrize("rate", [1.0, 0.7, 1.5])  # reality as planned, behind, ahead
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_a_restart_decides_as_the_uninterrupted_service(tmp_path_factory, seed, rate):
+    """Killed after slot ``crash_at`` and restarted from its journal, the service journals the
+    same decisions and revisions, runs the same plans and ends the same as one never
+    interrupted; every promise and plan survives the restart."""
+    plan = _random_plan(seed)
+    crash_at = random.Random(seed).randrange(2, 7)
+    end = 30
+    ref = SchedulerService(tmp_path_factory.mktemp("ref"), config=_config(),
+                           cluster=_cluster(), executor=FastExecutor(rate))
+    _drive(ref, plan, crash_at)
+    plans, promises = ref.policy.current_plans(), ref.policy.promises()  # type: ignore[attr-defined]
+    usage = [u.copy() for u in ref.policy.ledger.usage]  # type: ignore[attr-defined]
+    _drive(ref, [(s, b) for s, b in plan if s >= crash_at], end)
+    work = tmp_path_factory.mktemp("crash")
+    first = SchedulerService(work, config=_config(), cluster=_cluster(),
+                             executor=FastExecutor(rate))
+    _drive(first, plan, crash_at)
+    first.journal.close()  # the process dies: nothing else is saved
+    again = SchedulerService(work, executor=FastExecutor(rate))
+    assert again.policy.current_plans() == plans  # type: ignore[attr-defined]
+    assert again.policy.promises() == promises  # type: ignore[attr-defined]
+    for a, b in zip(usage, again.policy.ledger.usage, strict=True):  # type: ignore[attr-defined]
+        assert (a == b).all()  # prices rebuilt bit for bit (whole cores and GB)
+    _drive(again, [(s, b) for s, b in plan if s >= crash_at], end)
+    assert _rows(again) == _rows(ref)
+    assert _outcome(again) == _outcome(ref)
+    assert sorted(again.loop.state.allocations) == sorted(ref.loop.state.allocations)
+    assert again.policy.boundary_state() == ref.policy.boundary_state()  # type: ignore[attr-defined]
+    if rate <= 1.0:
+        for job_id, promise in promises.items():
+            rec = ref.loop.state.records[job_id]
+            assert rec.completion is not None
+            assert rate < 1.0 or rec.completion <= promise
+
+
+@pytest.mark.parametrize("crash_at", [1, 2, 3])
+def test_a_revision_made_after_a_restart_is_the_uninterrupted_ones(tmp_path, crash_at):
+    """The re-pack of ``_repacked`` happens after the restart (``crash_at`` 1) or before
+    it (2, 3: the moved plan is restored): either way the same plans run."""
+    ref = _repacked(tmp_path / "ref")
+    ref.run_for(12)
+    svc = SchedulerService(tmp_path / "crash", config=_config(), cluster=_cluster(),
+                           executor=SimulatedExecutor())
+    svc.submit(_spec(1, n=2, work_s=0.08, kind="constant", value=5))
+    svc.run_for(1)
+    if crash_at == 1:
+        svc.journal.close()
+        svc = SchedulerService(tmp_path / "crash", executor=SimulatedExecutor())
+    svc.submit(_spec(2, n=2, work_s=0.04, value=20))
+    svc.run_for(crash_at - 1)
+    if crash_at > 1:
+        svc.journal.close()
+        svc = SchedulerService(tmp_path / "crash", executor=SimulatedExecutor())
+    svc.run_for(13 - crash_at)
+    assert ("revise", "j1", 1) in [(r.kind, r.job_id, r.slot) for r in svc.journal.decisions()]
+    assert _rows(svc) == _rows(ref)
+    assert sorted(svc.loop.state.allocations) == sorted(ref.loop.state.allocations)
+    assert _outcome(svc) == _outcome(ref)
+
+
+def test_a_job_behind_after_its_last_planned_slot_is_planned_again(tmp_path):
+    """Reality at 0.6 of the model: each job's plan runs out before its work does; it is
+    re-planned at the next boundary (a revision), never left active without a plan."""
+    svc = SchedulerService(tmp_path, config=_config(), cluster=_cluster(3.0),
+                           executor=FastExecutor(0.6))
+    for i in range(3):
+        assert svc.submit(_spec(i, n=2, work_s=0.04, kind="constant", value=5))["admitted"]
+    svc.run_for(40)
+    for i in range(3):
+        rec = svc.loop.state.records[f"j{i}"]
+        assert rec.completion is not None, f"j{i} never ran again"
+    revised = {r.job_id for r in svc.journal.decisions() if r.kind == "revise"}
+    assert revised == {"j0", "j1", "j2"}
+
+
+def test_a_job_that_cannot_finish_in_its_window_is_dropped_and_a_restart_keeps_it_dropped(
+        tmp_path):
+    """Reality at 0.1 of the model: the steep job's promise is lost (it is re-planned as
+    late as its window allows), then its window ends and it is dropped (``dropped_behind``);
+    the service goes idle, and a restart keeps it dropped."""
+    cfg = _config(horizon=200)
+    svc = SchedulerService(tmp_path, config=cfg, cluster=_cluster(), executor=FastExecutor(0.1))
+    out = svc.submit(_spec(1, n=2, work_s=0.08, value=10))
+    assert out["admitted"]
+    rec = svc.loop.state.records["j1"]
+    for _ in range(rec.job.last_slot + 2):
+        svc.run_for(1)
+        if svc.idle():
+            break
+    assert svc.idle() and rec.completion is None and rec.reason == "dropped_behind"
+    assert svc.loop.state.t == rec.job.last_slot + 1  # dropped after its window's last slot
+    assert svc.policy.report()["promise_at_risk"] > 0
+    assert [e[2] for e in svc.journal.events("j1")] == ["dropped_behind"]
+    svc.journal.close()
+    again = SchedulerService(tmp_path, executor=FastExecutor(0.1))
+    assert again.idle() and again.loop.state.records["j1"].reason == "dropped_behind"
