@@ -303,8 +303,9 @@ class RayExecutor:
         return rt
 
     def apply(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job]) -> SlotReport:
-        """Run slot ``t``: suspend unplanned jobs, resize planned ones, train until the slot
-        ends, checkpoint, report worker-slots done per job."""
+        """Run slot ``t``: suspend unplanned jobs, stop the workers planned jobs leave, resize
+        planned ones, train until the slot ends, checkpoint, report worker-slots done per
+        job."""
         start = time.time()
         deadline = start + self.slot_seconds
         failed: dict[str, str] = {}
@@ -314,6 +315,13 @@ class RayExecutor:
                     rt.suspend()
                 except RayError as err:  # a lost node: nothing left to checkpoint from
                     rt.abandon(f"suspend failed: {type(err).__name__}")
+        for job_id, alloc in plan.items():  # every job frees what it leaves, then any starts
+            rt_old = self.runtimes.get(job_id)
+            if rt_old is not None and rt_old.workers:
+                try:
+                    rt_old.release_workers(_expand(alloc.workers))
+                except RayError as err:
+                    rt_old.abandon(f"release failed: {type(err).__name__}")
         running: dict[str, JobRuntime] = {}
         for job_id, alloc in plan.items():
             try:

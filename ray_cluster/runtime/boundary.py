@@ -23,6 +23,24 @@ log = logging.getLogger("ray_cluster.runtime")
 class SlotBoundary(Checkpoints):
     """What one job's runtime does between slots."""
 
+    _released = False  #: workers were stopped by :meth:`release_workers` since the last resize
+
+    def release_workers(self, workers: Sequence[int | None]) -> None:
+        """Stop the workers that a :meth:`resize` to ``workers`` would not keep, at once. An
+        executor calls it for every job before it resizes any, so that a worker's server (a
+        GPU) that one job leaves is free when another job's new worker starts there, in any
+        order (without it the other's start waits for the GPU until it times out). No step
+        may be in flight. O(workers)."""
+        if self.running:
+            raise RuntimeError("release while training is in flight")
+        keep, _ = match_servers(self.worker_servers, workers)
+        if len(keep) == len(self.workers):
+            return
+        self._kill([w for i, w in enumerate(self.workers) if i not in keep])
+        self.workers = [self.workers[i] for i in keep]
+        self.worker_servers = [self.worker_servers[i] for i in keep]
+        self._released = True
+
     def resize(self, workers: Sequence[int | None], ps: Sequence[int | None]) -> None:
         """Apply one slot's plan: a worker per entry of ``workers`` and a shard per entry of
         ``ps``, each on that server (None: anywhere). No step may be in flight.
@@ -51,7 +69,8 @@ class SlotBoundary(Checkpoints):
         keep, add = match_servers(self.worker_servers, workers)
         self._kill([w for i, w in enumerate(self.workers) if i not in keep])
         new = [self._new_actor("worker", srv) for srv in add]
-        count_changed = len(workers) != len(self.workers) or bool(new)
+        count_changed = len(workers) != len(self.workers) or bool(new) or self._released
+        self._released = False
         self.workers = [self.workers[i] for i in keep] + new
         self.worker_servers = [self.worker_servers[i] for i in keep] + list(add)
         refs = [w.set_shards.remote(self.shards, self.bounds)

@@ -191,10 +191,12 @@ class SchedulerService:
         return self.executor
 
     def lookahead(self, t: int) -> SlotPlan | None:
-        """The plan of slot ``t`` as far as committed schedules or current plans know it (None
-        for a policy that re-plans every slot without plans): the executor starts that slot's
-        new actors a slot early."""
-        if not (self.policy.commits_on_arrival or self.revisions.enabled):
+        """The plan of slot ``t`` as far as committed schedules know it (None for a policy
+        that re-plans every slot): the executor starts that slot's new actors a slot early.
+        Not for a policy that revises plans (``oasis-rp``): its boundary may revise slot
+        ``t``'s plan, and a spare started for the old one holds its demand (a GPU) that the
+        new plan gives another job, whose start then waits out ``start_timeout_s``."""
+        if not self.policy.commits_on_arrival:
             return None
         with self._lock:
             return self.commitments.plan_at(t, self.loop.state.active)
