@@ -588,6 +588,8 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         end = out.get("planned_completion")
         print(f"{spec.job_id}: arrival slot {out['arrival']}: {verdict}"
               + (f", planned completion slot {end}" if end is not None else "")
+              + (f", promised by slot {out['promised']}" if out.get("promised") is not None
+                 else "")
               + (f", payoff {out['payoff']:.4g}" if out.get("payoff") is not None else ""))
     return 2 if failed else 0
 

@@ -201,3 +201,64 @@ def test_a_job_that_cannot_finish_in_its_window_is_dropped_and_a_restart_keeps_i
     svc.journal.close()
     again = SchedulerService(tmp_path, executor=FastExecutor(0.1))
     assert again.idle() and again.loop.state.records["j1"].reason == "dropped_behind"
+
+
+def test_the_status_table_shows_each_promise(tmp_path):
+    from psched.commands_service import format_status
+
+    svc = _repacked(tmp_path)
+    table = format_status(svc.status())
+    header, row = table.splitlines()[1], next(
+        line for line in table.splitlines() if line.startswith("j1 "))
+    col = header.index(" prom") + len(" prom")
+    assert row[:col].split()[-1] == str(svc.loop.state.records["j1"].promised)
+
+
+def test_a_journal_written_before_promises_were_journaled_still_opens(tmp_path):
+    import sqlite3
+
+    from ray_cluster.journal import Journal
+
+    db = tmp_path / "journal.db"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE decisions (seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT "
+                    "NOT NULL, kind TEXT NOT NULL, slot INTEGER NOT NULL, admitted INTEGER NOT "
+                    "NULL, reason TEXT NOT NULL, payoff REAL, work INTEGER NOT NULL, schedule "
+                    "TEXT NOT NULL, latency_ms REAL NOT NULL, decided REAL NOT NULL)")
+        con.execute("INSERT INTO decisions (job_id, kind, slot, admitted, reason, payoff, work, "
+                    "schedule, latency_ms, decided) VALUES ('j1', 'arrival', 0, 1, '', 1.0, 4, "
+                    "'{}', 0.1, 0.0)")
+    rows = list(Journal(db).decisions())
+    assert [(r.job_id, r.promised) for r in rows] == [("j1", None)]
+    assert Journal(db).policy_state() is None
+
+
+class _DiesInSlot(SimulatedExecutor):
+    """The process dies while slot ``at`` trains: that slot is never journaled as done."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def apply(self, t, plan, jobs):
+        if t == self.at:
+            raise RuntimeError("killed mid-slot")
+        return super().apply(t, plan, jobs)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_crash_in_the_middle_of_a_slot_reruns_it_and_keeps_every_promise(tmp_path, seed):
+    """The revisions of a slot's boundary are journaled before it trains; a restart reruns
+    the slot from them (its plans include it) and every promise holds."""
+    plan = _random_plan(seed)
+    at = random.Random(seed).randrange(2, 6)
+    svc = SchedulerService(tmp_path, config=_config(), cluster=_cluster(),
+                           executor=_DiesInSlot(at))
+    _drive(svc, [(s, b) for s, b in plan if s <= at], at + 1)
+    assert svc.error == "RuntimeError: killed mid-slot" and svc.loop.state.t == at
+    svc.journal.close()
+    again = SchedulerService(tmp_path, executor=SimulatedExecutor())
+    assert again.loop.state.t == at
+    _drive(again, [(s, b) for s, b in plan if s > at], 40)
+    for job_id, rec in again.loop.state.records.items():
+        if rec.admitted:
+            assert rec.completion is not None and rec.completion <= rec.promised, job_id

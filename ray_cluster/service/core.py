@@ -26,6 +26,13 @@ follow the paper's assumptions exactly (re-plans add usage, cancellations keep i
 remove it), and the dual certificate covers the decisions made, counting a job once per
 decision: indicative only.
 
+A policy that revises plans (``oasis-rp``: :mod:`ray_cluster.service.revisions`) is planned
+like a re-planning one, each slot; after every decision and every slot's plan the service
+journals the plans it changed (``revise`` rows, with the policy's boundary state, in the
+decision's or its own transaction), keeps them as the job's committed schedule (status
+``planned_completion``), and a restart re-applies them. The promise of each admission is
+journaled with it (status ``promised``).
+
 Restart: :mod:`ray_cluster.service.replay`. U and L come from the configuration (``prices``)
 or from history jobs (``history``, with the estimate factor); both are journaled, so a restart
 prices exactly as before.
