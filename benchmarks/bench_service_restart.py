@@ -1,0 +1,144 @@
+"""What journaling plan revisions costs the live service, and what a restart costs.
+
+The ``oasis-paper`` scenario (jobs spread over the first ``--slots`` slots, 1-hour model
+slots), run through :class:`ray_cluster.service.SchedulerService` on a simulated executor
+whose reality runs at ``--rate`` of the model (``< 1``: behind, so ``oasis-rp`` re-plans),
+without waiting for the wall clock. Per policy, in the same run: CPU seconds of the whole
+run, of the revision captures alone (``PlanRevisions.capture``) and of the policy's own
+``plan``; journal rows; then CPU seconds to restart from the journal (replay) halfway, and
+whether the restarted service's later journal rows equal the uninterrupted run's.
+
+Usage::
+
+    python benchmarks/bench_service_restart.py --jobs 200 --policies oasis,oasis-rp
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from psched.executor import SimulatedExecutor, SlotReport
+from psched.model import JobSpec
+from psched.traces.synth import SCENARIOS
+from ray_cluster.service import SchedulerService, ServiceConfig
+
+__all__ = ["run"]
+
+
+class RateExecutor(SimulatedExecutor):
+    """Each worker does ``rate`` worker-slots per slot."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+
+    def apply(self, t, plan, jobs):  # type: ignore[no-untyped-def]
+        return SlotReport(slot=t, progress={j: self.rate * a.n_workers
+                                            for j, a in plan.items() if a.n_workers})
+
+
+def _service(work: Path, cfg: ServiceConfig | None, cluster: Any, rate: float,
+             timers: dict[str, float]) -> SchedulerService:
+    svc = SchedulerService(work, config=cfg, cluster=cluster, executor=RateExecutor(rate))
+    svc.clock.wait_until = lambda t: None  # type: ignore[method-assign]
+    capture, plan = svc.revisions.capture, svc.policy.plan
+
+    def timed_capture(*a: Any, **k: Any) -> Any:
+        c0 = time.process_time()
+        try:
+            return capture(*a, **k)
+        finally:
+            timers["capture_s"] += time.process_time() - c0
+
+    def timed_plan(view: Any) -> Any:
+        c0 = time.process_time()
+        try:
+            return plan(view)
+        finally:
+            timers["plan_s"] += time.process_time() - c0
+
+    svc.revisions.capture = timed_capture  # type: ignore[method-assign]
+    svc.policy.plan = timed_plan  # type: ignore[method-assign]
+    return svc
+
+
+def _drive(svc: SchedulerService, specs: list[JobSpec], until: int) -> None:
+    by_slot: dict[int, list[JobSpec]] = {}
+    for s in specs:
+        by_slot.setdefault(s.arrival, []).append(s)
+    while svc.loop.state.t < until:
+        for s in by_slot.get(svc.loop.state.t, []):
+            svc.submit(s)
+        svc.run_for(1)
+
+
+def _rows(svc: SchedulerService) -> list[tuple]:
+    return [(r.job_id, r.kind, r.slot, r.admitted, r.schedule, r.promised)
+            for r in svc.journal.decisions()]
+
+
+def run(policy: str, n_jobs: int, *, slots: int, rate: float, seed: int = 0) -> dict[str, Any]:
+    """One policy: the uninterrupted run, then a restart at ``slots // 2``."""
+    jobs_fn, cluster_fn = SCENARIOS["oasis-paper"]
+    specs, _ = jobs_fn(n_jobs, seed=seed, slots=slots, slot_seconds=3600.0, options={})
+    specs = [dataclasses.replace(s, workload="softmax", hparams='{"dataset": "digits"}')
+             for s in specs]  # what a submission must name (never trained: simulated)
+    cluster = cluster_fn(seed=seed, slot_seconds=3600.0)
+    horizon = 3 * slots
+    cfg = ServiceConfig(policy=policy, slot_seconds=3600.0, horizon=horizon,
+                        history=tuple(specs))
+    half = slots // 2
+    out: dict[str, Any] = {"policy": policy, "jobs": n_jobs}
+    with tempfile.TemporaryDirectory() as tmp:
+        timers = {"capture_s": 0.0, "plan_s": 0.0}
+        c0 = time.process_time()
+        ref = _service(Path(tmp) / "ref", cfg, cluster, rate, timers)
+        _drive(ref, specs, horizon)
+        out["run_cpu_s"] = time.process_time() - c0
+        out.update(timers)
+        rows = _rows(ref)
+        out["rows"] = len(rows)
+        out["revise_rows"] = sum(r[1] == "revise" for r in rows)
+        out["admitted"] = sum(r.admitted for r in ref.loop.state.records.values())
+        out["kept"] = sum(r.completion is not None and r.promised is not None
+                          and r.completion <= r.promised
+                          for r in ref.loop.state.records.values())
+        ref.close()
+        first = _service(Path(tmp) / "crash", cfg, cluster, rate, dict(timers))
+        _drive(first, specs, half)
+        first.journal.close()
+        c0 = time.process_time()
+        again = _service(Path(tmp) / "crash", None, None, rate, dict(timers))
+        out["restart_cpu_s"] = time.process_time() - c0
+        out["replayed_rows"] = len(_rows(again))
+        _drive(again, [s for s in specs if s.arrival >= half], horizon)
+        out["same_after_restart"] = _rows(again) == rows
+        again.close()
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=200)
+    p.add_argument("--slots", type=int, default=40, help="arrivals spread over these slots")
+    p.add_argument("--rate", type=float, default=0.9, help="reality / model training rate")
+    p.add_argument("--policies", default="oasis,oasis-rp")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    print("| policy | jobs | admitted | promise kept | journal rows | revise rows | run CPU s | "
+          "capture CPU s | plan CPU s | restart CPU s (rows replayed) | same after restart |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for policy in args.policies.split(","):
+        r = run(policy, args.jobs, slots=args.slots, rate=args.rate, seed=args.seed)
+        print(f"| {policy} | {r['jobs']} | {r['admitted']} | {r['kept']} | {r['rows']} | "
+              f"{r['revise_rows']} | {r['run_cpu_s']:.2f} | {r['capture_s']:.3f} | "
+              f"{r['plan_s']:.2f} | {r['restart_cpu_s']:.3f} ({r['replayed_rows']}) | "
+              f"{r['same_after_restart']} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
