@@ -39,6 +39,13 @@ plan_late, fill : experimental, off by default (measured, did not pay): plan a j
     idle capacity now.
 floor_factor : multiplies the price floor L (>= 1; prices then charge sooner). Default 1.
 
+Prices: ``price_source`` ``"hindsight"`` (U, L from the whole trace), ``"history"`` or
+``"fixed"`` (``u_worker``, ``l_worker``, ``u_ps``, ``l_ps``: the service's ``--prices``).
+In the live service (:mod:`ray_cluster.service.revisions`) every changed plan is journaled
+(:meth:`OasisRpPolicy.current_plans`, :meth:`OasisRpPolicy.boundary_state`) and a restart
+re-applies promises, plans and revisions (:meth:`OasisRpPolicy.restore`,
+:meth:`OasisRpPolicy.restore_plan`, :meth:`OasisRpPolicy.resume`).
+
 Deferred admission (d) is not offered: the loop admits a job only when it arrives.
 
 The certificate (:func:`psched.oasis.dual.dual_objective`) is computed as for OASiS at the
