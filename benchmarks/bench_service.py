@@ -66,7 +66,7 @@ def burst(n_jobs: int, *, policy: str = "oasis", seed: int = 0, threads: int = 8
         wall = time.perf_counter() - t0
         svc.stop()
         svc.join()
-        decisions = list(svc.journal.decisions())
+        decisions = [d for d in svc.journal.decisions() if d.kind == "arrival"]
         subs = svc.journal.submissions()
         # a re-planning policy (oasis-rp) books its arrival decisions per event slot: the
         # burst's slot has not ended, so they are still the slot's event times
