@@ -173,3 +173,32 @@ def test_job_without_workload_is_reported_failed_not_raised():
     assert report.progress == {}
     assert "names no workload" in report.failed["sim-only"]
     executor.close()
+
+
+@pytest.mark.ray
+def test_a_gpu_one_job_leaves_at_a_boundary_is_free_for_another_in_any_order(ray_session,
+                                                                              tmp_path):
+    """Slot 1: ``b`` (first in the plan) takes the GPU ``a`` shrinks off; slot 2: they swap
+    GPUs. Every job first stops the workers it leaves, so no start waits for a GPU (before,
+    ``b``'s start waited out ``start_timeout_s`` and the slot failed it)."""
+    cluster = Cluster(servers=ray_session.servers, slot_seconds=SLOT_S)
+    g0, g1, head = 0, 1, 2
+    jobs = {j: resolve_job(_spec(j, n=2, m=100_000, gpu=1), SLOT_S, 100) for j in ("a", "b")}
+    executor = RayExecutor(cluster, RuntimeConfig(mode="async", checkpoint_dir=str(tmp_path),
+                                                  start_timeout_s=10.0), node_of="auto")
+    plans = [{"a": Alloc.of({g0: 1, g1: 1}, {head: 1})},
+             {"b": Alloc.of({g1: 1}, {head: 1}), "a": Alloc.of({g0: 1}, {head: 1})},
+             {"b": Alloc.of({g0: 1}, {head: 1}), "a": Alloc.of({g1: 1}, {head: 1})}]
+    node = ray_session.node_ids
+    try:
+        for t, plan in enumerate(plans):
+            report = executor.apply(t, plan, jobs)
+            assert report.failed == {}, (t, report.failed)
+            for job_id, alloc in plan.items():
+                rt = executor.runtimes[job_id]
+                where = [n for n, _ in ray.get([w.where.remote() for w in rt.workers])]
+                assert Counter(where) == Counter(node[cluster.servers[h].server_id]
+                                                 for h, c in alloc.workers for _ in range(c))
+        assert executor.slot_log[1]["resize_s"] < 10.0  # no start waited for a GPU
+    finally:
+        executor.close()
