@@ -115,6 +115,44 @@ def _wait_for_nodes(address: str, n: int, env: dict[str, str]) -> None:
     raise RuntimeError(f"the local Ray cluster at {address} did not reach {n} nodes")
 
 
+def _ray_cpu() -> dict[str, float]:
+    """CPU seconds so far of this process's Ray children: its workers and the rest (GCS,
+    raylet, agents, log monitor...)."""
+    import psutil
+
+    out = {"workers": 0.0, "system": 0.0}
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            cpu = proc.cpu_times()
+            line = " ".join(proc.cmdline())
+        except psutil.Error:
+            continue
+        kind = "workers" if ("default_worker" in line or line.startswith("ray::")) else "system"
+        out[kind] += cpu.user + cpu.system
+    return out
+
+
+def _embedded(spec: SweepSpec, out: str, num_cpus: int, t: dict[str, float]) -> list[dict]:
+    """The sweep on a lean embedded Ray started here (as ``run_sweep`` starts it), with Ray's
+    own processes' CPU time over the cells measured apart from the workers'."""
+    import ray
+
+    from psched.sweep import start_local_ray
+
+    t["ray_start_s"] = start_local_ray(num_cpus)
+    try:
+        c0 = _ray_cpu()
+        rows = run_sweep(spec, out, parallel=True, timings=t)
+        c1 = _ray_cpu()
+        t["system_cpu_s"] = c1["system"] - c0["system"]
+        t["worker_cpu_s"] = c1["workers"] - c0["workers"]
+    finally:
+        t0 = time.perf_counter()
+        ray.shutdown()
+        t["ray_stop_s"] = time.perf_counter() - t0
+    return rows
+
+
 def _load() -> str:
     return f"{os.getloadavg()[0]:.2f}"
 
@@ -165,8 +203,7 @@ def main() -> None:
                     t1 = time.perf_counter()
                 t["cluster_stop_s"] = time.perf_counter() - t1
             else:
-                rows = run_sweep(spec, os.path.join(tmp, kind), parallel=True,
-                                 num_cpus=args.num_cpus, timings=t)
+                rows = _embedded(spec, os.path.join(tmp, kind), args.num_cpus, t)
             t["total_s"] = time.perf_counter() - t0
             runs[kind] = {"rows": rows, "t": t, "load": f"{before}–{_load()}"}
 
@@ -193,6 +230,9 @@ def main() -> None:
     by_policy: dict[str, float] = {}
     for r in serial["rows"]:
         by_policy[r["policy"]] = by_policy.get(r["policy"], 0.0) + r["wall_s"]
+    if "system_cpu_s" in rt:
+        print(f"Ray's own processes (GCS, raylet, agents) over the cells: "
+              f"{rt['system_cpu_s']:.1f} CPU s; its workers: {rt['worker_cpu_s']:.1f} CPU s")
     print("serial time by policy: " + ", ".join(f"{k} {v:.1f} s" for k, v in by_policy.items()))
 
 

@@ -70,3 +70,28 @@ def test_sweep_runs_unchanged_on_a_two_node_cluster_from_another_driver(
     assert len(rows) == len(cells_of(spec)) == 8
     assert {r["ray_node"] for r in rows} == {cluster.head_node.node_id, extra.node_id}
     assert [_strip(r) for r in rows] == [_strip(run_cell(spec, c)) for c in cells_of(spec)]
+
+
+def test_a_worker_fetches_a_seeds_jobs_once_for_all_its_cells(
+        ray_session: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_cell_task`` gets the jobs' ObjectRef inside a list and keeps what it fetched: the
+    second cell of the same seed in the same process does not fetch them again."""
+    import ray
+
+    from psched import sweep
+
+    spec = SweepSpec(trace=(str(DATA / "helios_cluster_log_sample.csv"),),
+                     policies=("fifo", "drf"), seeds=(0,), loads=(1.0,), scales=(1.0,))
+    ref = ray.put(sweep.load_cell_jobs(spec, 0))
+    fetched: list[object] = []
+    real_get = ray.get
+
+    def counting_get(obj: object, **kw: object) -> object:
+        fetched.append(obj)
+        return real_get(obj, **kw)
+
+    monkeypatch.setattr(ray, "get", counting_get)
+    monkeypatch.setattr(sweep, "_WORKER_JOBS", {})
+    rows = [sweep._cell_task(spec, c, [ref]) for c in cells_of(spec)]
+    assert fetched == [ref]
+    assert [_strip(r) for r in rows] == [_strip(run_cell(spec, c)) for c in cells_of(spec)]
