@@ -185,8 +185,9 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
         Called with each finished cell's row (progress).
     timings : dict, optional
         Filled with wall seconds: ``ray_start_s`` and ``ray_stop_s`` (only when this call
-        started Ray or connected to ``address``), ``cells_s`` (loading the jobs, shipping
-        them and running every cell, on Ray or serially).
+        started Ray or connected to ``address``; the jobs are mapped in a thread meanwhile),
+        ``cells_s`` (what is left of loading the jobs, shipping them and running every cell,
+        on Ray or serially).
 
     Returns
     -------
@@ -262,40 +263,51 @@ def start_local_ray(num_cpus: int | None = None) -> float:
 def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict[str, Any]],
                 None], address: str | None, num_cpus: int | None, cpus_per_cell: float,
                 timings: dict[str, float] | None) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
     import ray
 
     times = timings if timings is not None else {}
-    started = False
-    if not ray.is_initialized():
-        if address:
+    t_load = time.perf_counter()
+    # each seed's jobs are loaded once, here, and shipped through the object store: no node
+    # but this one reads the trace, and no cell pays for mapping it again. The loading runs in
+    # a thread while Ray starts (ray.init mostly waits on Ray's own processes)
+    seeds = sorted({c.seed for c in todo})
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        loading = {seed: pool.submit(load_cell_jobs, spec, seed) for seed in seeds}
+        started = False
+        try:
+            if not ray.is_initialized():
+                if address:
+                    t0 = time.perf_counter()
+                    ray.init(address=address, log_to_driver=False)
+                    times["ray_start_s"] = time.perf_counter() - t0
+                else:
+                    times["ray_start_s"] = start_local_ray(num_cpus)
+                started = True
             t0 = time.perf_counter()
-            ray.init(address=address, log_to_driver=False)
-            times["ray_start_s"] = time.perf_counter() - t0
-        else:
-            times["ray_start_s"] = start_local_ray(num_cpus)
-        started = True
-    try:
-        t0 = time.perf_counter()
-        # each seed's jobs are loaded once, here, and shipped through the object store: no
-        # node but this one reads the trace, and no cell pays for mapping it again; the ref
-        # travels inside a list, so a worker that already holds those jobs does not fetch
-        # and unpickle them again
-        seeds = sorted({c.seed for c in todo})
-        refs: dict[int, Any] = {seed: ray.put(load_cell_jobs(spec, seed)) for seed in seeds}
-        task = ray.remote(num_cpus=cpus_per_cell, max_retries=0,
-                          scheduling_strategy="SPREAD")(_cell_task)
-        pending = {task.remote(spec, c, [refs[c.seed]]): c for c in todo}
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                pending.pop(ref)
-                save(ray.get(ref))
-        times["cells_s"] = time.perf_counter() - t0
-    finally:
-        if started:
-            t0 = time.perf_counter()
-            ray.shutdown()
-            times["ray_stop_s"] = time.perf_counter() - t0
+            task = ray.remote(num_cpus=cpus_per_cell, max_retries=0,
+                              scheduling_strategy="SPREAD")(_cell_task)
+            pending: dict[Any, SweepCell] = {}
+            refs: dict[int, Any] = {}
+            for seed in seeds:  # a seed's cells start as soon as its jobs are mapped
+                refs[seed] = ray.put(loading[seed].result())
+                # the ref travels inside a list, so a worker that already holds those jobs
+                # does not fetch and unpickle them again
+                pending.update({task.remote(spec, c, [refs[seed]]): c for c in todo
+                                if c.seed == seed})
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    pending.pop(ref)
+                    save(ray.get(ref))
+            times["cells_s"] = time.perf_counter() - t0
+            times["load_overlap_s"] = t0 - t_load
+        finally:
+            if started:
+                t0 = time.perf_counter()
+                ray.shutdown()
+                times["ray_stop_s"] = time.perf_counter() - t0
 
 
 #: Jobs a Ray worker process already holds, by object id (the last few seeds it ran).
