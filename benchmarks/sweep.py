@@ -133,23 +133,14 @@ def _ray_cpu() -> dict[str, float]:
 
 
 def _embedded(spec: SweepSpec, out: str, num_cpus: int, t: dict[str, float]) -> list[dict]:
-    """The sweep on a lean embedded Ray started here (as ``run_sweep`` starts it), with Ray's
-    own processes' CPU time over the cells measured apart from the workers'."""
-    import ray
-
-    from psched.sweep import start_local_ray
-
-    t["ray_start_s"] = start_local_ray(num_cpus)
-    try:
-        c0 = _ray_cpu()
-        rows = run_sweep(spec, out, parallel=True, timings=t)
-        c1 = _ray_cpu()
-        t["system_cpu_s"] = c1["system"] - c0["system"]
-        t["worker_cpu_s"] = c1["workers"] - c0["workers"]
-    finally:
-        t0 = time.perf_counter()
-        ray.shutdown()
-        t["ray_stop_s"] = time.perf_counter() - t0
+    """The sweep on the embedded Ray ``run_sweep`` starts and stops, with the CPU time of
+    Ray's own processes and of its workers between the first and the last finished cell."""
+    snaps: list[dict[str, float]] = []
+    rows = run_sweep(spec, out, parallel=True, num_cpus=num_cpus, timings=t,
+                     on_cell=lambda row: snaps.append(_ray_cpu()))
+    if len(snaps) >= 2:
+        t["system_cpu_s"] = snaps[-1]["system"] - snaps[0]["system"]
+        t["worker_cpu_s"] = snaps[-1]["workers"] - snaps[0]["workers"]
     return rows
 
 
@@ -214,7 +205,8 @@ def main() -> None:
     same = strip(serial["rows"]) == strip(ray_run["rows"])
     rt = ray_run["t"]
     start = rt.get("cluster_start_s", 0.0) + rt.get("ray_start_s", 0.0)
-    nodes = len({r.get("ray_node") for r in ray_run["rows"]})
+    node_ids = {r.get("ray_node") for r in ray_run["rows"]}
+    nodes = f"{len(node_ids - {'driver'})}" + (" + driver" if "driver" in node_ids else "")
     where = "two nodes (ray start)" if args.two_node else "embedded Ray"
     print(f"| cells | serial s (load) | Ray total s (load), {where}, {args.num_cpus} CPUs | "
           "Ray start-up s | Ray cells s | Ray stop s | speed-up total | speed-up cells | "
@@ -231,7 +223,7 @@ def main() -> None:
     for r in serial["rows"]:
         by_policy[r["policy"]] = by_policy.get(r["policy"], 0.0) + r["wall_s"]
     if "system_cpu_s" in rt:
-        print(f"Ray's own processes (GCS, raylet, agents) over the cells: "
+        print(f"Ray's own processes (GCS, raylet, agents) from the first to the last cell: "
               f"{rt['system_cpu_s']:.1f} CPU s; its workers: {rt['worker_cpu_s']:.1f} CPU s")
     print("serial time by policy: " + ", ".join(f"{k} {v:.1f} s" for k, v in by_policy.items()))
 

@@ -263,51 +263,77 @@ def start_local_ray(num_cpus: int | None = None) -> float:
 def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict[str, Any]],
                 None], address: str | None, num_cpus: int | None, cpus_per_cell: float,
                 timings: dict[str, float] | None) -> None:
-    from concurrent.futures import ThreadPoolExecutor
+    """Run ``todo`` as Ray tasks, saving each row as it comes back.
+
+    Each seed's jobs are mapped once, in a thread of this process, and shipped through the
+    object store: no node but this one reads the trace. When this call starts the embedded
+    Ray, ``ray.init`` mostly waits on Ray's own processes, so meanwhile the jobs are mapped and
+    the first cell runs here in a thread (its row's ``ray_node`` is ``"driver"``).
+    """
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     import ray
 
     times = timings if timings is not None else {}
-    t_load = time.perf_counter()
-    # each seed's jobs are loaded once, here, and shipped through the object store: no node
-    # but this one reads the trace, and no cell pays for mapping it again. The loading runs in
-    # a thread while Ray starts (ray.init mostly waits on Ray's own processes)
     seeds = sorted({c.seed for c in todo})
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        loading = {seed: pool.submit(load_cell_jobs, spec, seed) for seed in seeds}
-        started = False
+    embedded = not ray.is_initialized() and not address
+    with ThreadPoolExecutor(max_workers=1) as loader, \
+            ThreadPoolExecutor(max_workers=1) as driver:
+        loading = {seed: loader.submit(load_cell_jobs, spec, seed) for seed in seeds}
+        local: Future[dict[str, Any]] | None = None
+        if embedded and len(todo) > 1:
+            first, todo = todo[0], todo[1:]
+            local = driver.submit(_driver_cell, spec, first, loading[first.seed])
+        started = not ray.is_initialized()
         try:
-            if not ray.is_initialized():
+            if started:
+                t0 = time.perf_counter()
                 if address:
-                    t0 = time.perf_counter()
                     ray.init(address=address, log_to_driver=False)
-                    times["ray_start_s"] = time.perf_counter() - t0
                 else:
-                    times["ray_start_s"] = start_local_ray(num_cpus)
-                started = True
+                    start_local_ray(num_cpus)
+                times["ray_start_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            task = ray.remote(num_cpus=cpus_per_cell, max_retries=0,
-                              scheduling_strategy="SPREAD")(_cell_task)
-            pending: dict[Any, SweepCell] = {}
-            refs: dict[int, Any] = {}
-            for seed in seeds:  # a seed's cells start as soon as its jobs are mapped
-                refs[seed] = ray.put(loading[seed].result())
-                # the ref travels inside a list, so a worker that already holds those jobs
-                # does not fetch and unpickle them again
-                pending.update({task.remote(spec, c, [refs[seed]]): c for c in todo
-                                if c.seed == seed})
-            while pending:
-                done, _ = ray.wait(list(pending), num_returns=1)
-                for ref in done:
-                    pending.pop(ref)
-                    save(ray.get(ref))
+            _drain(spec, todo, loading, save, cpus_per_cell, local)
             times["cells_s"] = time.perf_counter() - t0
-            times["load_overlap_s"] = t0 - t_load
         finally:
             if started:
                 t0 = time.perf_counter()
                 ray.shutdown()
                 times["ray_stop_s"] = time.perf_counter() - t0
+
+
+def _driver_cell(spec: SweepSpec, cell: SweepCell, jobs: Any) -> dict[str, Any]:
+    row = run_cell(spec, cell, jobs.result())
+    row["ray_node"] = "driver"
+    return row
+
+
+def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
+           save: Callable[[dict[str, Any]], None], cpus_per_cell: float,
+           local: Any) -> None:
+    """Submit ``todo`` seed by seed as each seed's jobs are mapped; save rows as they come
+    back (and the driver's own cell, ``local``, once done)."""
+    import ray
+
+    task = ray.remote(num_cpus=cpus_per_cell, max_retries=0,
+                      scheduling_strategy="SPREAD")(_cell_task)
+    pending: dict[Any, SweepCell] = {}
+    for seed in sorted(loading):
+        ref = ray.put(loading[seed].result())
+        # the ref travels inside a list, so a worker that already holds those jobs does not
+        # fetch and unpickle them again
+        pending.update({task.remote(spec, c, [ref]): c for c in todo if c.seed == seed})
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=None if local is None else 1.0)
+        for ref in done:
+            pending.pop(ref)
+            save(ray.get(ref))
+        if local is not None and local.done():
+            save(local.result())
+            local = None
+    if local is not None:
+        save(local.result())
 
 
 #: Jobs a Ray worker process already holds, by object id (the last few seeds it ran).

@@ -95,3 +95,24 @@ def test_a_worker_fetches_a_seeds_jobs_once_for_all_its_cells(
     rows = [sweep._cell_task(spec, c, [ref]) for c in cells_of(spec)]
     assert fetched == [ref]
     assert [_strip(r) for r in rows] == [_strip(run_cell(spec, c)) for c in cells_of(spec)]
+
+
+def test_cells_on_ray_and_the_drivers_own_cell_are_all_saved_once(ray_session: object) -> None:
+    """While an embedded Ray starts, the driver runs the first cell in a thread; ``_drain``
+    saves it beside the Ray cells' rows, each once, and the rows equal a one-by-one run."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from psched import sweep
+
+    spec = SweepSpec(trace=(str(DATA / "helios_cluster_log_sample.csv"),),
+                     policies=("fifo", "drf"), seeds=(0, 1), loads=(1.0,), scales=(1.0,))
+    cells = cells_of(spec)
+    saved: list[dict[str, object]] = []
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        loading = {s: pool.submit(sweep.load_cell_jobs, spec, s) for s in spec.seeds}
+        local = pool.submit(sweep._driver_cell, spec, cells[0], loading[cells[0].seed])
+        sweep._drain(spec, cells[1:], loading, saved.append, 0.5, local)
+    assert sorted(r["ray_node"] == "driver" for r in saved) == [False, False, False, True]
+    key = lambda r: (r["policy"], r["seed"])  # noqa: E731
+    assert sorted((_strip(r) for r in saved), key=key) == sorted(
+        (_strip(run_cell(spec, c)) for c in cells), key=key)
