@@ -9,7 +9,8 @@ with the same sweep skips the cells already there (resumable), and ``OUT/results
 
 Ray: an embedded local Ray by default (started here, stopped at the end), an existing cluster
 with ``address``, or the Ray this process is already connected to. The embedded Ray is always
-a new one (``address="local"``), never a Ray some other process left running on the machine.
+a new one (``address="local"``), never a Ray some other process left running on the machine;
+while it starts, the driver maps the jobs and runs the first cell itself.
 ``parallel=False`` runs the cells one after another in this process (the baseline of the
 speed-up figure).
 """
