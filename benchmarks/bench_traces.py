@@ -277,8 +277,10 @@ def _commit() -> str:
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, check=True,
                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=here, check=True, capture_output=True, text=True).stdout
+        dirty = subprocess.run(  # the cache itself does not count
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ":/",
+             ":(exclude,top)benchmarks/results"], cwd=here, check=True, capture_output=True,
+            text=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return rev + ("+dirty" if dirty.strip() else "")
