@@ -291,7 +291,10 @@ def _impls(args: argparse.Namespace) -> list[str]:
 
 
 def _has_twin(policy: str) -> bool:
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    """Whether ``policy`` has a frozen pre-issue-18 implementation."""
+    tests = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
     from legacy_policies import LEGACY
 
     return VARIANTS.get(policy, (policy, {}))[0] in LEGACY
