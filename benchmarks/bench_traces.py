@@ -39,6 +39,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -190,6 +191,8 @@ def main() -> None:
                     help="use the synthetic philly trace of N jobs (seed 0) as --trace")
     ap.add_argument("--cap", type=float, default=300.0,
                     help="wall seconds per cell of the cached table (default 300)")
+    ap.add_argument("--cpu-limit", type=int, metavar="S",
+                    help="also cap each cell at S CPU seconds (RLIMIT_CPU); cached as capped")
     ap.add_argument("--timeout", type=float, dest="cap", help=argparse.SUPPRESS)  # old name
     ap.add_argument("--cache", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                     "results", "bench_traces_cells.csv"),
@@ -215,6 +218,8 @@ def main() -> None:
     if args.philly:
         args.trace = _philly_trace(args.philly, create=not args.table_only)
     if args.one:
+        if args.cpu_limit:
+            resource.setrlimit(resource.RLIMIT_CPU, (args.cpu_limit, args.cpu_limit + 5))
         print(json.dumps(one(args.trace, sizes[0], args.policies, args.slot_seconds,
                              not args.no_check, args.impl, args.load, args.active,
                              args.workers)))
@@ -348,6 +353,8 @@ def _run_cell(args: argparse.Namespace, n: int, policy: str, impl: str, base: di
         cmd += ["--workers", str(args.workers)]
     if args.no_check:
         cmd.append("--no-check")
+    if args.cpu_limit:
+        cmd += ["--cpu-limit", str(args.cpu_limit)]
     stamp = {**base, "cap_s": args.cap, "commit": commit, "utc": utc, "loadavg_before": before}
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.cap,
@@ -355,6 +362,8 @@ def _run_cell(args: argparse.Namespace, n: int, policy: str, impl: str, base: di
     except subprocess.TimeoutExpired:  # the child is killed
         return {**stamp, "status": "capped", "loadavg_after": f"{os.getloadavg()[0]:.1f}"}
     stamp["loadavg_after"] = f"{os.getloadavg()[0]:.1f}"
+    if args.cpu_limit and out.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        return {**stamp, "status": "capped-cpu", "cap_s": args.cpu_limit}
     if out.returncode != 0:
         print(out.stderr[-2000:], file=sys.stderr)
         return {**stamp, "status": f"exit {out.returncode}"}

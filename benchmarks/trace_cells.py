@@ -7,7 +7,8 @@ the UTC time and the load average before and after it, so that cells can be run 
 80k cells on a quiet machine, one per call) and the table printed from the cache alone.
 
 Rules: a cell with a result is not run again (``force`` re-runs it); a capped cell is run again
-only under a larger cap; a capped cell prints ``> N s (cap)``, never a number; a policy with no
+only under a larger cap (a cell capped by ``--cpu-limit``, ``> N CPU s (cap)``, only with
+``force``); a capped cell prints ``> N s (cap)``, never a number; a policy with no
 frozen pre-issue-18 implementation prints ``no legacy twin`` in its ``before`` row.
 """
 
@@ -71,6 +72,8 @@ def needs_run(cached: dict[str, str] | None, cap_s: float, force: bool = False) 
         return True
     if cached["status"] == "capped":
         return float(cached["cap_s"]) < cap_s
+    if cached["status"] == "capped-cpu":  # a CPU-time cap (``--cpu-limit``): not comparable
+        return False
     return cached["status"] != "ok"
 
 
@@ -97,8 +100,9 @@ def format_table(rows: Sequence[dict[str, str]], active: int) -> str:
                  f"{r.get('loadavg_before', '')}–{r.get('loadavg_after', '')}")
         if r["status"] == "no-twin":
             out.append(f"{head} no legacy twin | | | | | | | | | |")
-        elif r["status"] == "capped":
-            out.append(f"{head} > {float(r['cap_s']):g} s (cap) | | | | | | | | | "
+        elif r["status"] in ("capped", "capped-cpu"):
+            unit = "CPU s" if r["status"] == "capped-cpu" else "s"
+            out.append(f"{head} > {float(r['cap_s']):g} {unit} (cap) | | | | | | | | | "
                        f"{stamp} |")
         elif r["status"] != "ok":
             out.append(f"{head} failed ({r['status']}) | | | | | | | | | {stamp} |")

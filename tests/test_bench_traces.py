@@ -60,6 +60,8 @@ def test_missing_cache_reads_empty(tmp_path: Path) -> None:
     (_row(status="capped", cap_s="300"), 300.0, False, False),
     (_row(status="capped", cap_s="600"), 300.0, False, False),
     (_row(status="exit 1"), 300.0, False, True),
+    (_row(status="capped-cpu", cap_s="120"), 300.0, False, False),
+    (_row(status="capped-cpu", cap_s="120"), 300.0, True, True),
 ])
 def test_a_cell_runs_only_when_missing_forced_failed_or_capped_lower(
         cached: dict[str, str] | None, cap: float, force: bool, expected: bool) -> None:
@@ -68,12 +70,14 @@ def test_a_cell_runs_only_when_missing_forced_failed_or_capped_lower(
 
 def test_table_prints_caps_and_missing_twins_never_a_number() -> None:
     rows = [_row(), _row(policy="drf", status="capped", cap_s="300", sim_s="9.9"),
-            _row(policy="dorm", impl="before", status="no-twin")]
+            _row(policy="dorm", impl="before", status="no-twin"),
+            _row(policy="rrh", status="capped-cpu", cap_s="120", sim_s="7.7")]
     lines = format_table(rows, 1000).splitlines()
-    assert len(lines) == 2 + 3
+    assert len(lines) == 2 + 4
     assert "| 100 | fifo | after | 2.5 | 2.4 | 80 (60) |" in lines[2]
     assert "> 300 s (cap)" in lines[3] and "9.9" not in lines[3]
     assert "no legacy twin" in lines[4]
+    assert "> 120 CPU s (cap)" in lines[5] and "7.7" not in lines[5]
 
 
 def _bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
