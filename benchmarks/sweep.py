@@ -1,26 +1,151 @@
-"""Sweep speed-up: the same cells one after another vs. as tasks on an embedded local Ray.
+"""Sweep speed-up: the same cells one after another vs. as tasks on Ray, in one run.
 
 Default: 24 cells = 3 policies (fifo, drf, oasis) x 2 seeds x 2 load factors x 2 cluster
 sizes, on ElasticFlow ``augmented/cluster10.csv`` (260 jobs). Both runs write to fresh
-folders; the Ray run's wall time includes starting and stopping Ray. The rows of both runs are
-checked equal (all but ``wall_s``).
+folders and the rows of both are checked equal (all but ``wall_s`` and ``ray_node``). The
+Ray run's wall time includes starting and stopping Ray; the table gives start-up, cells and
+stop separately beside the total, and the load average before and after each run.
 
     python benchmarks/sweep.py [--trace FILE] [--jobs N] [--num-cpus 2]
     python benchmarks/sweep.py --philly 80000 --jobs 20000 --policies fifo,srtf,drf,optimus \
         --seeds 0,1 --loads 1 --scales 1 --num-cpus 2      # 8 cells of a Philly-scale trace
+    python benchmarks/sweep.py ... --two-node               # Ray = a local two-node cluster
+
+``--two-node`` starts a Ray cluster with the ``ray`` command line, as on several machines:
+``ray start --head --block`` (``--num-cpus`` / 2 CPUs) and ``ray start --address HEAD --block``
+(the other half) as a second node on this machine, in a private temp folder and on free ports,
+then runs the sweep with ``address=HEAD``; both ``ray start`` processes are stopped by their
+process ids at the end (never ``ray stop``, which would stop every Ray on the machine). Start-up
+then means starting both nodes, and the rows record which node ran each cell.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from psched.sweep import SweepSpec, cells_of, run_sweep
 
 DEFAULT_TRACE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "traces",
                              "elasticflow", "augmented", "cluster10.csv")
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _node_ports() -> list[str]:
+    """Ray start options putting every port of one node on a free port (no clash with another
+    Ray on this machine; the dashboard agent's fixed default 52365 especially)."""
+    names = ("--node-manager-port", "--object-manager-port", "--dashboard-agent-grpc-port",
+             "--dashboard-agent-listen-port", "--metrics-export-port", "--runtime-env-agent-port")
+    ports = _free_ports(len(names) + 1)
+    lo = 20000 + (ports[-1] % 20000)
+    return [f"{k}={p}" for k, p in zip(names, ports, strict=False)] + [
+        f"--min-worker-port={lo}", f"--max-worker-port={lo + 200}"]
+
+
+@contextmanager
+def two_node_cluster(num_cpus: int) -> Iterator[str]:
+    """A local Ray cluster started with ``ray start``: a head and a second node; yields the
+    head's address. Stops both by process id."""
+    ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
+    temp = tempfile.mkdtemp(prefix="psched_sweep_ray_")
+    port = _free_ports(1)[0]
+    head_cpus = max(1, num_cpus // 2)
+    # a cluster started with ray start asks for Ray's token (~/.ray/auth_token); a driver
+    # joining it by address must say so
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    env = {**os.environ, "RAY_worker_niceness": "0", "RAY_USAGE_STATS_ENABLED": "0"}
+    procs: list[subprocess.Popen[bytes]] = []
+    from ray._private.services import get_node_ip_address
+
+    address = f"{get_node_ip_address()}:{port}"
+    try:
+        procs.append(subprocess.Popen(
+            [ray_bin, "start", "--head", "--block", f"--port={port}",
+             f"--num-cpus={head_cpus}", "--num-gpus=0", "--include-dashboard=false",
+             f"--temp-dir={temp}", "--object-store-memory=200000000",
+             f"--ray-client-server-port={_free_ports(1)[0]}", *_node_ports()],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        _wait_for_nodes(address, 1, env)
+        procs.append(subprocess.Popen(
+            [ray_bin, "start", "--block", f"--address={address}",
+             f"--num-cpus={max(1, num_cpus - head_cpus)}", "--num-gpus=0",
+             "--object-store-memory=200000000", *_node_ports()],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        _wait_for_nodes(address, 2, env)
+        yield address
+    finally:
+        for p in reversed(procs):
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _wait_for_nodes(address: str, n: int, env: dict[str, str]) -> None:
+    probe = ("import ray,sys; ray.init(address=sys.argv[1], log_to_driver=False); "
+             "print(sum(1 for x in ray.nodes() if x['Alive']))")
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        out = subprocess.run([sys.executable, "-c", probe, address], capture_output=True,
+                             text=True, env=env, check=False)
+        if out.returncode == 0 and int(out.stdout.split()[-1]) >= n:
+            return
+        time.sleep(1)
+    raise RuntimeError(f"the local Ray cluster at {address} did not reach {n} nodes")
+
+
+def _ray_cpu() -> dict[str, float]:
+    """CPU seconds so far of this process's Ray children: its workers and the rest (GCS,
+    raylet, agents, log monitor...)."""
+    import psutil
+
+    out = {"workers": 0.0, "system": 0.0}
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            cpu = proc.cpu_times()
+            line = " ".join(proc.cmdline())
+        except psutil.Error:
+            continue
+        kind = "workers" if ("default_worker" in line or line.startswith("ray::")) else "system"
+        out[kind] += cpu.user + cpu.system
+    return out
+
+
+def _embedded(spec: SweepSpec, out: str, num_cpus: int, t: dict[str, float]) -> list[dict]:
+    """The sweep on the embedded Ray ``run_sweep`` starts and stops, with the CPU time of
+    Ray's own processes and of its workers between the first and the last finished cell."""
+    snaps: list[dict[str, float]] = []
+    rows = run_sweep(spec, out, parallel=True, num_cpus=num_cpus, timings=t,
+                     on_cell=lambda row: snaps.append(_ray_cpu()))
+    if len(snaps) >= 2:
+        t["system_cpu_s"] = snaps[-1]["system"] - snaps[0]["system"]
+        t["worker_cpu_s"] = snaps[-1]["workers"] - snaps[0]["workers"]
+    return rows
+
+
+def _load() -> str:
+    return f"{os.getloadavg()[0]:.2f}"
 
 
 def main() -> None:
@@ -34,6 +159,10 @@ def main() -> None:
     ap.add_argument("--num-cpus", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--philly", type=int, metavar="N",
                     help="use the synthetic philly trace of N jobs (seed 0) as --trace")
+    ap.add_argument("--two-node", action="store_true",
+                    help="run the Ray part on a local two-node cluster started with ray start")
+    ap.add_argument("--ray-first", action="store_true",
+                    help="run the Ray part before the serial one")
     args = ap.parse_args()
     if args.philly:
         args.trace = os.path.join(tempfile.gettempdir(), f"psched_philly_{args.philly}_s0.csv")
@@ -48,25 +177,54 @@ def main() -> None:
                      loads=tuple(float(x) for x in args.loads.split(",")),
                      scales=tuple(float(x) for x in args.scales.split(",")))
     n = len(cells_of(spec))
-    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-        t0 = time.perf_counter()
-        serial = run_sweep(spec, a, parallel=False)
-        t1 = time.perf_counter()
-        ray_rows = run_sweep(spec, b, parallel=True, num_cpus=args.num_cpus)
-        t2 = time.perf_counter()
+    runs: dict[str, dict] = {}
+    order = ("ray", "serial") if args.ray_first else ("serial", "ray")
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in order:
+            t: dict[str, float] = {}
+            before = _load()
+            t0 = time.perf_counter()
+            if kind == "serial":
+                rows = run_sweep(spec, os.path.join(tmp, kind), parallel=False, timings=t)
+            elif args.two_node:
+                with two_node_cluster(args.num_cpus) as address:
+                    t["cluster_start_s"] = time.perf_counter() - t0
+                    rows = run_sweep(spec, os.path.join(tmp, kind), parallel=True,
+                                     address=address, timings=t)
+                    t1 = time.perf_counter()
+                t["cluster_stop_s"] = time.perf_counter() - t1
+            else:
+                rows = _embedded(spec, os.path.join(tmp, kind), args.num_cpus, t)
+            t["total_s"] = time.perf_counter() - t0
+            runs[kind] = {"rows": rows, "t": t, "load": f"{before}–{_load()}"}
+
     def strip(rows: list[dict]) -> list[dict]:
         return [{k: v for k, v in r.items() if k not in ("wall_s", "ray_node")} for r in rows]
 
-    same = strip(serial) == strip(ray_rows)
-    cell_sum = sum(r["wall_s"] for r in ray_rows)
-    print(f"| cells | serial s | Ray s ({args.num_cpus} CPUs) | speed-up | sum of cell times "
-          "on Ray s | rows equal |")
-    print("|---:|---:|---:|---:|---:|---|")
-    print(f"| {n} | {t1 - t0:.1f} | {t2 - t1:.1f} | {(t1 - t0) / (t2 - t1):.2f} | "
-          f"{cell_sum:.1f} | {same} |")
+    serial, ray_run = runs["serial"], runs["ray"]
+    same = strip(serial["rows"]) == strip(ray_run["rows"])
+    rt = ray_run["t"]
+    start = rt.get("cluster_start_s", 0.0) + rt.get("ray_start_s", 0.0)
+    node_ids = {r.get("ray_node") for r in ray_run["rows"]}
+    nodes = f"{len(node_ids - {'driver'})}" + (" + driver" if "driver" in node_ids else "")
+    where = "two nodes (ray start)" if args.two_node else "embedded Ray"
+    print(f"| cells | serial s (load) | Ray total s (load), {where}, {args.num_cpus} CPUs | "
+          "Ray start-up s | Ray cells s | Ray stop s | speed-up total | speed-up cells | "
+          "sum of cell times serial / Ray s | nodes used | rows equal |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
+    print(f"| {n} | {serial['t']['total_s']:.1f} ({serial['load']}) | {rt['total_s']:.1f} "
+          f"({ray_run['load']}) | {start:.1f} | {rt['cells_s']:.1f} | "
+          f"{rt.get('ray_stop_s', 0.0) + rt.get('cluster_stop_s', 0.0):.1f} | "
+          f"**{serial['t']['total_s'] / rt['total_s']:.2f}×** | "
+          f"{serial['t']['total_s'] / rt['cells_s']:.2f}× | "
+          f"{sum(r['wall_s'] for r in serial['rows']):.1f} / "
+          f"{sum(r['wall_s'] for r in ray_run['rows']):.1f} | {nodes} | {same} |")
     by_policy: dict[str, float] = {}
-    for r in serial:
+    for r in serial["rows"]:
         by_policy[r["policy"]] = by_policy.get(r["policy"], 0.0) + r["wall_s"]
+    if "system_cpu_s" in rt:
+        print(f"Ray's own processes (GCS, raylet, agents) from the first to the last cell: "
+              f"{rt['system_cpu_s']:.1f} CPU s; its workers: {rt['worker_cpu_s']:.1f} CPU s")
     print("serial time by policy: " + ", ".join(f"{k} {v:.1f} s" for k, v in by_policy.items()))
 
 

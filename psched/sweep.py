@@ -9,7 +9,8 @@ with the same sweep skips the cells already there (resumable), and ``OUT/results
 
 Ray: an embedded local Ray by default (started here, stopped at the end), an existing cluster
 with ``address``, or the Ray this process is already connected to. The embedded Ray is always
-a new one (``address="local"``), never a Ray some other process left running on the machine.
+a new one (``address="local"``), never a Ray some other process left running on the machine;
+while it starts, the driver maps the jobs and runs the first cell itself.
 ``parallel=False`` runs the cells one after another in this process (the baseline of the
 speed-up figure).
 """
@@ -35,7 +36,7 @@ from psched.model import JobSpec
 from psched.traces.native import atomic_write_text
 
 __all__ = ["RESULT_COLUMNS", "SweepCell", "SweepSpec", "cells_of", "load_cell_jobs", "run_cell",
-           "run_sweep"]
+           "run_sweep", "start_local_ray"]
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,8 @@ def run_cell(spec: SweepSpec, cell: SweepCell,
 def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = True,
               address: str | None = None, num_cpus: int | None = None,
               cpus_per_cell: float = 1.0,
-              on_cell: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+              on_cell: Callable[[dict[str, Any]], None] | None = None,
+              timings: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """Run every cell of ``spec`` not yet in ``out``; write the table and the plot.
 
     Parameters
@@ -182,6 +184,11 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
         Ray CPUs each cell's task asks for (a fraction packs more cells per core).
     on_cell : callable, optional
         Called with each finished cell's row (progress).
+    timings : dict, optional
+        Filled with wall seconds: ``ray_start_s`` and ``ray_stop_s`` (only when this call
+        started Ray or connected to ``address``; the jobs are mapped in a thread meanwhile),
+        ``cells_s`` (what is left of loading the jobs, shipping them and running every cell,
+        on Ray or serially).
 
     Returns
     -------
@@ -217,13 +224,16 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
             on_cell(row)
 
     if todo and parallel:
-        _run_on_ray(spec, todo, save, address, num_cpus, cpus_per_cell)
+        _run_on_ray(spec, todo, save, address, num_cpus, cpus_per_cell, timings)
     else:
+        t0 = time.perf_counter()
         loaded: dict[int, list[JobSpec]] = {}
         for cell in todo:
             if cell.seed not in loaded:  # each seed's jobs are loaded once
                 loaded[cell.seed] = load_cell_jobs(spec, cell.seed)
             save(run_cell(spec, cell, loaded[cell.seed]))
+        if timings is not None:
+            timings["cells_s"] = time.perf_counter() - t0
     rows = [json.loads((root / "cells" / f"{c.key}.json").read_text(encoding="utf-8"))
             for c in cells]
     atomic_write_text(root / "results.csv", _table(rows))
@@ -231,47 +241,117 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
     return rows
 
 
+def start_local_ray(num_cpus: int | None = None) -> float:
+    """Start the embedded local Ray a sweep runs on, lean; return the seconds it took.
+
+    Always a new Ray (``address="local"``), never one another process left running. No
+    dashboard, no usage-stats reporting, no driver log forwarding, a 200 MB object store;
+    token authentication stays as Ray's default (on in Ray 2.60). Ray starts its workers at
+    niceness 15, which starves them on a machine shared with other work (5x slower cells,
+    BENCHMARKS.md section 12), so they start at 0. O(Ray start-up): about 8 s on 2 cores.
+    """
+    import ray
+
+    t0 = time.perf_counter()
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1,
+             include_dashboard=False, object_store_memory=200 * 2**20, log_to_driver=False)
+    return time.perf_counter() - t0
+
+
 def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict[str, Any]],
-                None], address: str | None, num_cpus: int | None, cpus_per_cell: float) -> None:
+                None], address: str | None, num_cpus: int | None, cpus_per_cell: float,
+                timings: dict[str, float] | None) -> None:
+    """Run ``todo`` as Ray tasks, saving each row as it comes back.
+
+    Each seed's jobs are mapped once, in a thread of this process, and shipped through the
+    object store: no node but this one reads the trace. When this call starts the embedded
+    Ray, ``ray.init`` mostly waits on Ray's own processes, so meanwhile the jobs are mapped and
+    the first cell runs here in a thread (its row's ``ray_node`` is ``"driver"``).
+    """
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     import ray
 
-    started = False
-    if not ray.is_initialized():
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-            # Ray starts its workers at niceness 15; on a machine shared with other work that
-            # starves the cells (5x slower each, measured), so the embedded Ray uses 0
-            os.environ.setdefault("RAY_worker_niceness", "0")
-            ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1,
-                     include_dashboard=False, object_store_memory=200 * 2**20,
-                     log_to_driver=False)
-        started = True
-    try:
-        # each seed's jobs are loaded once, here, and shipped through the object store: no
-        # node but this one reads the trace, and no cell pays for mapping it again
-        seeds = sorted({c.seed for c in todo})
-        refs: dict[int, Any] = {seed: ray.put(load_cell_jobs(spec, seed)) for seed in seeds}
-        task = ray.remote(num_cpus=cpus_per_cell, max_retries=0,
-                          scheduling_strategy="SPREAD")(_cell_task)
-        pending = {task.remote(spec, c, refs[c.seed]): c for c in todo}
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                pending.pop(ref)
-                save(ray.get(ref))
-    finally:
-        if started:
-            ray.shutdown()
+    times = timings if timings is not None else {}
+    seeds = sorted({c.seed for c in todo})
+    embedded = not ray.is_initialized() and not address
+    with ThreadPoolExecutor(max_workers=1) as loader, \
+            ThreadPoolExecutor(max_workers=1) as driver:
+        loading = {seed: loader.submit(load_cell_jobs, spec, seed) for seed in seeds}
+        local: Future[dict[str, Any]] | None = None
+        if embedded and len(todo) > 1:
+            first, todo = todo[0], todo[1:]
+            local = driver.submit(_driver_cell, spec, first, loading[first.seed])
+        started = not ray.is_initialized()
+        try:
+            if started:
+                t0 = time.perf_counter()
+                if address:
+                    ray.init(address=address, log_to_driver=False)
+                else:
+                    start_local_ray(num_cpus)
+                times["ray_start_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            _drain(spec, todo, loading, save, cpus_per_cell, local)
+            times["cells_s"] = time.perf_counter() - t0
+        finally:
+            if started:
+                t0 = time.perf_counter()
+                ray.shutdown()
+                times["ray_stop_s"] = time.perf_counter() - t0
 
 
-def _cell_task(spec: SweepSpec, cell: SweepCell, jobs: Sequence[JobSpec]) -> dict[str, Any]:
-    """A cell as a Ray task: its row plus ``ray_node``, the node that ran it."""
+def _driver_cell(spec: SweepSpec, cell: SweepCell, jobs: Any) -> dict[str, Any]:
+    row = run_cell(spec, cell, jobs.result())
+    row["ray_node"] = "driver"
+    return row
+
+
+def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
+           save: Callable[[dict[str, Any]], None], cpus_per_cell: float,
+           local: Any) -> None:
+    """Submit ``todo`` seed by seed as each seed's jobs are mapped; save rows as they come
+    back (and the driver's own cell, ``local``, once done)."""
     import ray
 
-    row = run_cell(spec, cell, jobs)
+    task = ray.remote(num_cpus=cpus_per_cell, max_retries=0,
+                      scheduling_strategy="SPREAD")(_cell_task)
+    pending: dict[Any, SweepCell] = {}
+    for seed in sorted(loading):
+        ref = ray.put(loading[seed].result())
+        # the ref travels inside a list, so a worker that already holds those jobs does not
+        # fetch and unpickle them again
+        pending.update({task.remote(spec, c, [ref]): c for c in todo if c.seed == seed})
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=None if local is None else 1.0)
+        for ref in done:
+            pending.pop(ref)
+            save(ray.get(ref))
+        if local is not None and local.done():
+            save(local.result())
+            local = None
+    if local is not None:
+        save(local.result())
+
+
+#: Jobs a Ray worker process already holds, by object id (the last few seeds it ran).
+_WORKER_JOBS: dict[str, list[JobSpec]] = {}
+
+
+def _cell_task(spec: SweepSpec, cell: SweepCell, jobs_ref: list[Any]) -> dict[str, Any]:
+    """A cell as a Ray task: its row plus ``ray_node``, the node that ran it. ``jobs_ref``:
+    a one-element list holding the ObjectRef of the cell's jobs (fetched once per worker)."""
+    import ray
+
+    key = jobs_ref[0].hex()
+    if key not in _WORKER_JOBS:
+        while len(_WORKER_JOBS) >= 4:
+            _WORKER_JOBS.pop(next(iter(_WORKER_JOBS)))
+        _WORKER_JOBS[key] = ray.get(jobs_ref[0])
+    row = run_cell(spec, cell, _WORKER_JOBS[key])
     row["ray_node"] = ray.get_runtime_context().get_node_id()
     return row
 

@@ -70,3 +70,49 @@ def test_sweep_runs_unchanged_on_a_two_node_cluster_from_another_driver(
     assert len(rows) == len(cells_of(spec)) == 8
     assert {r["ray_node"] for r in rows} == {cluster.head_node.node_id, extra.node_id}
     assert [_strip(r) for r in rows] == [_strip(run_cell(spec, c)) for c in cells_of(spec)]
+
+
+def test_a_worker_fetches_a_seeds_jobs_once_for_all_its_cells(
+        ray_session: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_cell_task`` gets the jobs' ObjectRef inside a list and keeps what it fetched: the
+    second cell of the same seed in the same process does not fetch them again."""
+    import ray
+
+    from psched import sweep
+
+    spec = SweepSpec(trace=(str(DATA / "helios_cluster_log_sample.csv"),),
+                     policies=("fifo", "drf"), seeds=(0,), loads=(1.0,), scales=(1.0,))
+    ref = ray.put(sweep.load_cell_jobs(spec, 0))
+    fetched: list[object] = []
+    real_get = ray.get
+
+    def counting_get(obj: object, **kw: object) -> object:
+        fetched.append(obj)
+        return real_get(obj, **kw)
+
+    monkeypatch.setattr(ray, "get", counting_get)
+    monkeypatch.setattr(sweep, "_WORKER_JOBS", {})
+    rows = [sweep._cell_task(spec, c, [ref]) for c in cells_of(spec)]
+    assert fetched == [ref]
+    assert [_strip(r) for r in rows] == [_strip(run_cell(spec, c)) for c in cells_of(spec)]
+
+
+def test_cells_on_ray_and_the_drivers_own_cell_are_all_saved_once(ray_session: object) -> None:
+    """While an embedded Ray starts, the driver runs the first cell in a thread; ``_drain``
+    saves it beside the Ray cells' rows, each once, and the rows equal a one-by-one run."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from psched import sweep
+
+    spec = SweepSpec(trace=(str(DATA / "helios_cluster_log_sample.csv"),),
+                     policies=("fifo", "drf"), seeds=(0, 1), loads=(1.0,), scales=(1.0,))
+    cells = cells_of(spec)
+    saved: list[dict[str, object]] = []
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        loading = {s: pool.submit(sweep.load_cell_jobs, spec, s) for s in spec.seeds}
+        local = pool.submit(sweep._driver_cell, spec, cells[0], loading[cells[0].seed])
+        sweep._drain(spec, cells[1:], loading, saved.append, 0.5, local)
+    assert sorted(r["ray_node"] == "driver" for r in saved) == [False, False, False, True]
+    key = lambda r: (r["policy"], r["seed"])  # noqa: E731
+    assert sorted((_strip(r) for r in saved), key=key) == sorted(
+        (_strip(run_cell(spec, c)) for c in cells), key=key)
