@@ -33,11 +33,19 @@ Choices the specification leaves open, made to keep the rival strong:
   arrival order (:func:`~psched.policies.counts.realise`); a job the servers cannot hold at its
   count (fragmentation) gets what fits.
 
-Complexity: 3J integer variables, 2R + 5J rows; HiGHS time is capped by ``time_limit_s``.
+**Beyond reach**: one MILP sees at most ``max_jobs`` jobs (default 64): every running job, then
+the earliest queued ones; running jobs beyond it keep their counts and the queued rest get a
+FIFO fill of what is left (:mod:`psched.policies.dorm_reach`, counted as ``dorm_reach_*`` in
+:meth:`DormPolicy.report`). With at most ``max_jobs`` unfinished jobs nothing changes; ``J``
+and the fairness floor above are then the window's.
+
+Complexity: 3J integer variables, 2R + 5J rows (J <= ``max_jobs``); HiGHS time is capped by
+``time_limit_s``; the rest O(J R) numpy plus the fill.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -47,9 +55,16 @@ from psched.milp import Problem, Rows, Solution, Solver, solve
 from psched.model import Alloc, Job
 from psched.policies.base import View, register_policy
 from psched.policies.counts import Builder, pool_totals, realise, work_cap
+from psched.policies.dorm_reach import fifo_fill, split, usage
+from psched.policies.reach import ReachReport
 from psched.policies.replan import ReplanPolicy
 
-__all__ = ["DormPolicy", "dorm_solution", "solve_dorm"]
+__all__ = ["DEFAULT_MAX_JOBS", "DormPolicy", "dorm_solution", "solve_dorm"]
+
+log = logging.getLogger(__name__)
+
+#: Most jobs one MILP sees by default (the window rule beyond, :mod:`.dorm_reach`).
+DEFAULT_MAX_JOBS = 64
 
 
 def _shares(jobs: list[Job], capacity_w: np.ndarray, capacity_p: np.ndarray
@@ -173,26 +188,32 @@ def dorm_solution(jobs: list[Job], upper: np.ndarray, current: np.ndarray,
 
 @register_policy("dorm")
 class DormPolicy(ReplanPolicy):
-    """Dorm's utilisation MILP at every event (module docstring)."""
+    """Dorm's utilisation MILP at every event (module docstring), on at most ``max_jobs``
+    jobs; the rest by the window rule of :mod:`psched.policies.dorm_reach`."""
 
     name = "dorm"
 
     def __init__(self, theta: float = 0.5, beta: float = 0.3,
                  time_limit_s: float = 0.25, warm_start: bool = True,
-                 solver: Solver | None = None) -> None:
+                 solver: Solver | None = None, max_jobs: int = DEFAULT_MAX_JOBS) -> None:
         super().__init__()
         self.solver = solver  #: the MILP solver (None: HiGHS through highspy)
         if not (0 <= theta <= 1 and 0 <= beta <= 1 and time_limit_s > 0):
             raise ValueError("theta, beta in [0, 1]; time_limit_s > 0")
+        if max_jobs < 1:
+            raise ValueError(f"max_jobs must be >= 1, got {max_jobs!r}")
         self.theta, self.beta, self.time_limit_s = theta, beta, time_limit_s
         self.warm_start = warm_start  #: start HiGHS from the current counts
+        self.max_jobs = max_jobs  #: most jobs one MILP sees (the window rule beyond)
         self._stats = {"solves": 0, "relaxed_fairness": 0, "relaxed_changes": 0,
                        "not_optimal": 0, "suspect": 0}
         self._gaps: list[float] = []
+        self.reach = ReachReport()  #: what the window rule did over the run
 
     def reset(self) -> None:
         self._stats = dict.fromkeys(self._stats, 0)
         self._gaps = []
+        self.reach = ReachReport()
 
     def replan(self, view: View) -> dict[str, Alloc]:
         statuses = [st for st in view.active.values() if work_cap(st.job, st.remaining) > 0]
@@ -204,7 +225,21 @@ class DormPolicy(ReplanPolicy):
                             if j.job_id in self.current else 0
                             for j, u in zip(jobs, upper, strict=True)], dtype=float)
         cw, cp = pool_totals(self.capacity, self.pools)
-        counts = None
+        self.reach.decisions += 1
+        if len(jobs) <= self.max_jobs:
+            counts = self._solve(jobs, upper, current, cw, cp)
+        else:
+            counts = self._split_solve(jobs, upper, current, cw, cp)
+        by_id = {j.job_id: j for j in jobs}
+        want = {j.job_id: int(n) for j, n in zip(jobs, counts, strict=True) if n > 0}
+        order = sorted(want, key=lambda j: j not in self.current)
+        return realise(Builder(self.capacity, self.pools, self.facts), by_id, want,
+                       self.current, order)
+
+    def _solve(self, jobs: list[Job], upper: np.ndarray, current: np.ndarray,
+               cw: np.ndarray, cp: np.ndarray) -> np.ndarray:
+        """Counts of the MILP on ``jobs``, relaxing fairness, then the adjustment limit, when
+        it has no solution; the current counts if none of the three has one."""
         for fairness, changes, stat in ((True, True, None), (False, True, "relaxed_fairness"),
                                         (False, False, "relaxed_changes")):
             self._stats["solves"] += 1
@@ -219,15 +254,45 @@ class DormPolicy(ReplanPolicy):
             if sol.found and math.isfinite(sol.gap):
                 self._gaps.append(sol.gap)
             if counts is not None:
-                break
-        if counts is None:
-            counts = current.astype(np.int64)  # what runs now always fits
-        by_id = {j.job_id: j for j in jobs}
-        want = {j.job_id: int(n) for j, n in zip(jobs, counts, strict=True)}
-        order = sorted(want, key=lambda j: j not in self.current)
-        return realise(Builder(self.capacity, self.pools), by_id, want, self.current, order)
+                return counts
+        return current.astype(np.int64)  # what runs now always fits
+
+    def _split_solve(self, jobs: list[Job], upper: np.ndarray, current: np.ndarray,
+                     cw: np.ndarray, cp: np.ndarray) -> np.ndarray:
+        """The window rule (:mod:`psched.policies.dorm_reach`): MILP on the window, held
+        jobs at their counts, the FIFO fill on the queued rest."""
+        part = split(current, self.max_jobs)
+        counts = np.zeros(len(jobs), dtype=np.int64)
+        counts[part.held] = current[part.held]
+        if part.held.size:
+            w, s, ratio = self._demands([jobs[i] for i in part.held])
+            hw, hp = usage(counts[part.held], w, s, ratio)
+            cw, cp = cw - hw, cp - hp
+        win = [jobs[i] for i in part.window]
+        counts[part.window] = self._solve(win, upper[part.window], current[part.window], cw, cp)
+        if part.rest.size:
+            w, s, ratio = self._demands(win)
+            ww, wp = usage(counts[part.window], w, s, ratio)
+            w, s, ratio = self._demands([jobs[i] for i in part.rest])
+            counts[part.rest] = fifo_fill(w, s, ratio, upper[part.rest], cw - ww, cp - wp)
+        self.reach.split += 1
+        self.reach.jobs_in_window += int(part.window.size)
+        self.reach.jobs_beyond += len(jobs) - int(part.window.size)
+        log.debug("dorm: %d jobs, window %d, held %d, filled %d (started %d)", len(jobs),
+                  part.window.size, part.held.size, part.rest.size,
+                  int(np.count_nonzero(counts[part.rest])))
+        return counts
+
+    def _demands(self, jobs: list[Job]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One worker's and one PS's demand (K x R) and the PS ratio (K,) of ``jobs``."""
+        r = self.capacity.shape[1]
+        facts = [self.facts.of(j) for j in jobs]
+        return (np.array([f[0] for f in facts], dtype=float).reshape(-1, r),
+                np.array([f[1] for f in facts], dtype=float).reshape(-1, r),
+                np.array([f[2] for f in facts], dtype=float))
 
     def report(self) -> dict[str, Any]:
         out: dict[str, Any] = {f"dorm_{k}": v for k, v in self._stats.items()}
         out["dorm_gap_mean"] = float(np.mean(self._gaps)) if self._gaps else None
+        out.update(self.reach.as_dict("dorm"))
         return out
