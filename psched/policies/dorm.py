@@ -39,6 +39,12 @@ FIFO fill of what is left (:mod:`psched.policies.dorm_reach`, counted as ``dorm_
 :meth:`DormPolicy.report`). With at most ``max_jobs`` unfinished jobs nothing changes; ``J``
 and the fairness floor above are then the window's.
 
+**Re-solve only on change** (``reuse``, default on): when a decision's MILP inputs (the
+window's jobs, their caps and current counts, the pool totals left) equal the previous
+decision's and every solve of that decision settled (optimal or infeasible, not cut by the
+time limit), its counts are reused without solving: HiGHS is deterministic, so this is the
+answer it would give again (``dorm_reused`` counts them; tested against ``reuse=False``).
+
 Complexity: 3J integer variables, 2R + 5J rows (J <= ``max_jobs``); HiGHS time is capped by
 ``time_limit_s``; the rest O(J R) numpy plus the fill.
 """
@@ -52,9 +58,9 @@ from typing import Any
 import numpy as np
 
 from psched.milp import Problem, Rows, Solution, Solver, solve
-from psched.model import Alloc, Job
+from psched.model import EPS, Alloc, Job
 from psched.policies.base import View, register_policy
-from psched.policies.counts import Builder, pool_totals, realise, work_cap
+from psched.policies.counts import Builder, pool_totals, realise
 from psched.policies.dorm_reach import fifo_fill, split, usage
 from psched.policies.reach import ReachReport
 from psched.policies.replan import ReplanPolicy
@@ -195,7 +201,8 @@ class DormPolicy(ReplanPolicy):
 
     def __init__(self, theta: float = 0.5, beta: float = 0.3,
                  time_limit_s: float = 0.25, warm_start: bool = True,
-                 solver: Solver | None = None, max_jobs: int = DEFAULT_MAX_JOBS) -> None:
+                 solver: Solver | None = None, max_jobs: int = DEFAULT_MAX_JOBS,
+                 reuse: bool = True) -> None:
         super().__init__()
         self.solver = solver  #: the MILP solver (None: HiGHS through highspy)
         if not (0 <= theta <= 1 and 0 <= beta <= 1 and time_limit_s > 0):
@@ -205,41 +212,94 @@ class DormPolicy(ReplanPolicy):
         self.theta, self.beta, self.time_limit_s = theta, beta, time_limit_s
         self.warm_start = warm_start  #: start HiGHS from the current counts
         self.max_jobs = max_jobs  #: most jobs one MILP sees (the window rule beyond)
+        self.reuse = reuse  #: skip a solve whose inputs equal the previous settled one's
         self._stats = {"solves": 0, "relaxed_fairness": 0, "relaxed_changes": 0,
-                       "not_optimal": 0, "suspect": 0}
+                       "not_optimal": 0, "suspect": 0, "reused": 0}
+        self._last: tuple[tuple[Any, ...], np.ndarray] | None = None
+        self._rows: dict[str, np.ndarray] = {}  #: per job: worker, PS demand and ratio
         self._gaps: list[float] = []
         self.reach = ReachReport()  #: what the window rule did over the run
+        self._consts: dict[str, tuple[float, int, bool]] = {}  #: work, N, PS rule met
 
     def reset(self) -> None:
         self._stats = dict.fromkeys(self._stats, 0)
         self._gaps = []
         self.reach = ReachReport()
+        self._consts = {}
+        self._last = None
+        self._rows = {}
 
     def replan(self, view: View) -> dict[str, Alloc]:
-        statuses = [st for st in view.active.values() if work_cap(st.job, st.remaining) > 0]
-        if not statuses:
+        ids, statuses, upper = self._unfinished(view)
+        if not ids:
             return {}
         jobs = [st.job for st in statuses]
-        upper = np.array([work_cap(st.job, st.remaining) for st in statuses], dtype=float)
-        current = np.array([min(self.current[j.job_id].n_workers, int(u))
-                            if j.job_id in self.current else 0
-                            for j, u in zip(jobs, upper, strict=True)], dtype=float)
+        current = np.zeros(len(ids))
+        if self.current:
+            pos = {j: i for i, j in enumerate(ids)}
+            for j, a in self.current.items():
+                i = pos.get(j)
+                if i is not None:
+                    current[i] = min(a.n_workers, int(upper[i]))
         cw, cp = pool_totals(self.capacity, self.pools)
         self.reach.decisions += 1
         if len(jobs) <= self.max_jobs:
             counts = self._solve(jobs, upper, current, cw, cp)
         else:
             counts = self._split_solve(jobs, upper, current, cw, cp)
-        by_id = {j.job_id: j for j in jobs}
-        want = {j.job_id: int(n) for j, n in zip(jobs, counts, strict=True) if n > 0}
+        on = np.flatnonzero(counts > 0).tolist()
+        by_id = {ids[i]: jobs[i] for i in on}
+        want = {ids[i]: int(counts[i]) for i in on}
         order = sorted(want, key=lambda j: j not in self.current)
         return realise(Builder(self.capacity, self.pools, self.facts), by_id, want,
                        self.current, order)
 
+    def _unfinished(self, view: View) -> tuple[list[str], list[Any], np.ndarray]:
+        """Ids, statuses and caps ``U_j`` (:func:`~psched.policies.counts.work_cap`, in numpy
+        over every active job) of the jobs that may still run, arrival order. O(J)."""
+        for j in view.completed:
+            self._consts.pop(j, None)
+            self._rows.pop(j, None)
+        if len(self._consts) > 2 * len(view.active) + 64:  # jobs that left unfinished
+            self._consts = {j: v for j, v in self._consts.items() if j in view.active}
+            self._rows = {j: v for j, v in self._rows.items() if j in view.active}
+        consts = self._consts
+        for job_id, st in view.active.items():
+            if job_id not in consts:
+                job = st.job
+                consts[job_id] = (float(job.work), job.max_workers, job.ps_needed(1) <= 1)
+        ids = list(view.active)
+        sts = list(view.active.values())
+        c = np.array([consts[j] for j in ids], dtype=float).reshape(-1, 3)
+        done = np.array([st.done for st in sts], dtype=float)
+        remaining = np.maximum(0.0, c[:, 0] - done)
+        cap = np.maximum(0.0, np.minimum(c[:, 1], np.ceil(remaining - EPS)))
+        cap = np.where(c[:, 2] > 0, cap, 0.0)
+        keep = np.flatnonzero(cap > 0)
+        if keep.size == len(ids):
+            return ids, sts, cap
+        kept = keep.tolist()
+        return [ids[i] for i in kept], [sts[i] for i in kept], cap[keep]
+
     def _solve(self, jobs: list[Job], upper: np.ndarray, current: np.ndarray,
                cw: np.ndarray, cp: np.ndarray) -> np.ndarray:
+        """Counts of the MILP on ``jobs``; the previous decision's counts when its inputs
+        were the same and its solves settled (``reuse``, module docstring)."""
+        key = (tuple(j.job_id for j in jobs), upper.tobytes(), current.tobytes(),
+               cw.tobytes(), cp.tobytes())
+        if self.reuse and self._last is not None and self._last[0] == key:
+            self._stats["reused"] += 1
+            return self._last[1].copy()
+        counts, settled = self._solve_chain(jobs, upper, current, cw, cp)
+        self._last = (key, counts.copy()) if settled else None
+        return counts
+
+    def _solve_chain(self, jobs: list[Job], upper: np.ndarray, current: np.ndarray,
+                     cw: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, bool]:
         """Counts of the MILP on ``jobs``, relaxing fairness, then the adjustment limit, when
-        it has no solution; the current counts if none of the three has one."""
+        it has no solution; the current counts if none of the three has one. Also whether
+        every solve settled (optimal or infeasible: not cut by the time limit)."""
+        settled = True
         for fairness, changes, stat in ((True, True, None), (False, True, "relaxed_fairness"),
                                         (False, False, "relaxed_changes")):
             self._stats["solves"] += 1
@@ -251,11 +311,12 @@ class DormPolicy(ReplanPolicy):
                                         warm_start=self.warm_start, solver=self.solver)
             self._stats["not_optimal"] += int(sol.status != "optimal")
             self._stats["suspect"] += int(sol.status == "suspect")
+            settled = settled and sol.status in ("optimal", "infeasible")
             if sol.found and math.isfinite(sol.gap):
                 self._gaps.append(sol.gap)
             if counts is not None:
-                return counts
-        return current.astype(np.int64)  # what runs now always fits
+                return counts, settled
+        return current.astype(np.int64), settled  # what runs now always fits
 
     def _split_solve(self, jobs: list[Job], upper: np.ndarray, current: np.ndarray,
                      cw: np.ndarray, cp: np.ndarray) -> np.ndarray:
@@ -286,10 +347,13 @@ class DormPolicy(ReplanPolicy):
     def _demands(self, jobs: list[Job]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One worker's and one PS's demand (K x R) and the PS ratio (K,) of ``jobs``."""
         r = self.capacity.shape[1]
-        facts = [self.facts.of(j) for j in jobs]
-        return (np.array([f[0] for f in facts], dtype=float).reshape(-1, r),
-                np.array([f[1] for f in facts], dtype=float).reshape(-1, r),
-                np.array([f[2] for f in facts], dtype=float))
+        rows = self._rows
+        for job in jobs:
+            if job.job_id not in rows:
+                w, s, ratio, _ = self.facts.of(job)
+                rows[job.job_id] = np.concatenate([w, s, [ratio]]).astype(float)
+        m = np.array([rows[j.job_id] for j in jobs], dtype=float).reshape(-1, 2 * r + 1)
+        return m[:, :r], m[:, r:2 * r], m[:, 2 * r]
 
     def report(self) -> dict[str, Any]:
         out: dict[str, Any] = {f"dorm_{k}": v for k, v in self._stats.items()}

@@ -65,23 +65,6 @@ def usage(counts: np.ndarray, w: np.ndarray, s: np.ndarray, ratio: np.ndarray
     return c @ w, ps_for(ratio, c) @ s
 
 
-def _fits(n: int, w: list[float], s: list[float], ratio: float, free_w: list[float],
-          free_p: list[float]) -> bool:
-    ps = float(np.ceil(ratio * n - EPS)) if n > 0 else 0.0
-    return (all(n * a <= f + _TOL * max(1.0, abs(f)) for a, f in zip(w, free_w, strict=True))
-            and all(ps * b <= f + _TOL * max(1.0, abs(f)) for b, f in zip(s, free_p,
-                                                                           strict=True)))
-
-
-def _take(n: int, w: list[float], s: list[float], ratio: float, free_w: list[float],
-          free_p: list[float]) -> None:
-    ps = float(np.ceil(ratio * n - EPS)) if n > 0 else 0.0
-    for r, a in enumerate(w):
-        free_w[r] -= n * a
-    for r, b in enumerate(s):
-        free_p[r] -= ps * b
-
-
 def _most(start: int, upper: int, w: list[float], s: list[float], ratio: float,
           free_w: list[float], free_p: list[float]) -> int:
     """Largest ``n`` in ``[start, upper]`` with ``n`` workers (after ``start`` are held) fitting
@@ -120,36 +103,39 @@ def fifo_fill(w: np.ndarray, s: np.ndarray, ratio: np.ndarray, upper: np.ndarray
 
     Notes
     -----
-    The jobs that fit one worker on what is left before the fill starts are found in one numpy
-    pass; only those are walked in Python. O(K R + F R log N) for F such jobs.
+    Each start is found by one numpy pass over the jobs still able to fit one worker (the
+    pool left only shrinks, so a job that does not fit never fits later). O(S K R + S R log N)
+    for S jobs started.
     """
     k = upper.size
     counts = np.zeros(k, dtype=np.int64)
     if k == 0:
         return counts
-    one = np.ones(k)
-    fw, fp = free_w.astype(float), free_p.astype(float)
-    tol_w, tol_p = _TOL * np.maximum(1.0, np.abs(fw)), _TOL * np.maximum(1.0, np.abs(fp))
-    can = (upper >= 1) & np.all(w <= fw + tol_w, axis=1) & np.all(
-        ps_for(ratio, one)[:, None] * s <= fp + tol_p, axis=1)
-    cand = np.flatnonzero(can).tolist()
-    left_w, left_p = fw.tolist(), fp.tolist()
-    rows = {j: (w[j].tolist(), s[j].tolist(), float(ratio[j])) for j in cand}
+    ps1 = ps_for(ratio, np.ones(k))[:, None] * s  # PS-pool demand of one worker
+    left_w, left_p = free_w.astype(float).copy(), free_p.astype(float).copy()
+    cand = np.flatnonzero(upper >= 1)
     started = []
-    for j in cand:
-        wj, sj, rj = rows[j]
-        if _fits(1, wj, sj, rj, left_w, left_p):
-            _take(1, wj, sj, rj, left_w, left_p)
-            counts[j] = 1
-            started.append(j)
+    while cand.size:
+        fit = np.all(w[cand] <= left_w + _TOL * np.maximum(1.0, np.abs(left_w)), axis=1) & \
+            np.all(ps1[cand] <= left_p + _TOL * np.maximum(1.0, np.abs(left_p)), axis=1)
+        cand = cand[fit]
+        if not cand.size:
+            break
+        j = int(cand[0])  # the earliest job that fits one worker on what is left
+        left_w -= w[j]
+        left_p -= ps1[j]
+        counts[j] = 1
+        started.append(j)
+        cand = cand[1:]
+    lw, lp = left_w.tolist(), left_p.tolist()
     for j in started:
-        wj, sj, rj = rows[j]
-        n = _most(1, int(upper[j]), wj, sj, rj, left_w, left_p)
+        wj, sj, rj = w[j].tolist(), s[j].tolist(), float(ratio[j])
+        n = _most(1, int(upper[j]), wj, sj, rj, lw, lp)
         if n > 1:
             ps_extra = float(np.ceil(rj * n - EPS) - np.ceil(rj - EPS))
             for r, a in enumerate(wj):
-                left_w[r] -= (n - 1) * a
+                lw[r] -= (n - 1) * a
             for r, b in enumerate(sj):
-                left_p[r] -= ps_extra * b
+                lp[r] -= ps_extra * b
             counts[j] = n
     return counts
