@@ -216,10 +216,12 @@ class DormPolicy(ReplanPolicy):
         self._stats = {"solves": 0, "relaxed_fairness": 0, "relaxed_changes": 0,
                        "not_optimal": 0, "suspect": 0, "reused": 0}
         self._last: tuple[tuple[Any, ...], np.ndarray] | None = None
-        self._rows: dict[str, np.ndarray] = {}  #: per job: worker, PS demand and ratio
+        self._mat = np.zeros((0, 0))  #: demand rows (worker, PS, ratio), one per job seen
+        self._n_rows = 0
+        self._at = np.zeros(0, dtype=np.int64)  #: this decision's jobs' rows of ``_mat``
         self._gaps: list[float] = []
         self.reach = ReachReport()  #: what the window rule did over the run
-        self._consts: dict[str, tuple[float, int, bool]] = {}  #: work, N, PS rule met
+        self._consts: dict[str, tuple[float, int, bool, int]] = {}  #: work, N, PS ok, row
 
     def reset(self) -> None:
         self._stats = dict.fromkeys(self._stats, 0)
@@ -227,7 +229,7 @@ class DormPolicy(ReplanPolicy):
         self.reach = ReachReport()
         self._consts = {}
         self._last = None
-        self._rows = {}
+        self._mat, self._n_rows = np.zeros((0, 0)), 0
 
     def replan(self, view: View) -> dict[str, Alloc]:
         ids, statuses, upper = self._unfinished(view)
@@ -256,30 +258,42 @@ class DormPolicy(ReplanPolicy):
 
     def _unfinished(self, view: View) -> tuple[list[str], list[Any], np.ndarray]:
         """Ids, statuses and caps ``U_j`` (:func:`~psched.policies.counts.work_cap`, in numpy
-        over every active job) of the jobs that may still run, arrival order. O(J)."""
+        over every active job) of the jobs that may still run, arrival order; their rows of
+        the demand matrix in ``self._at``. O(J)."""
         for j in view.completed:
             self._consts.pop(j, None)
-            self._rows.pop(j, None)
         if len(self._consts) > 2 * len(view.active) + 64:  # jobs that left unfinished
             self._consts = {j: v for j, v in self._consts.items() if j in view.active}
-            self._rows = {j: v for j, v in self._rows.items() if j in view.active}
         consts = self._consts
         for job_id, st in view.active.items():
             if job_id not in consts:
-                job = st.job
-                consts[job_id] = (float(job.work), job.max_workers, job.ps_needed(1) <= 1)
+                consts[job_id] = self._new_job(st.job)
         ids = list(view.active)
         sts = list(view.active.values())
-        c = np.array([consts[j] for j in ids], dtype=float).reshape(-1, 3)
+        c = np.array([consts[j] for j in ids], dtype=float).reshape(-1, 4)
         done = np.array([st.done for st in sts], dtype=float)
         remaining = np.maximum(0.0, c[:, 0] - done)
         cap = np.maximum(0.0, np.minimum(c[:, 1], np.ceil(remaining - EPS)))
         cap = np.where(c[:, 2] > 0, cap, 0.0)
         keep = np.flatnonzero(cap > 0)
+        self._at = c[keep, 3].astype(np.int64)
         if keep.size == len(ids):
             return ids, sts, cap
         kept = keep.tolist()
         return [ids[i] for i in kept], [sts[i] for i in kept], cap[keep]
+
+    def _new_job(self, job: Job) -> tuple[float, int, bool, int]:
+        """(work, N, PS rule met, row of the demand matrix) of a job first seen; its demand
+        row (worker, PS, ratio) appended to the matrix."""
+        w, s, ratio, _ = self.facts.of(job)
+        row = np.concatenate([w, s, [ratio]]).astype(float)
+        if self._n_rows == self._mat.shape[0]:
+            grown = np.zeros((max(64, 2 * self._n_rows), row.size))
+            grown[:self._n_rows] = self._mat[:self._n_rows].reshape(-1, row.size)
+            self._mat = grown
+        self._mat[self._n_rows] = row
+        self._n_rows += 1
+        return float(job.work), job.max_workers, job.ps_needed(1) <= 1, self._n_rows - 1
 
     def _solve(self, jobs: list[Job], upper: np.ndarray, current: np.ndarray,
                cw: np.ndarray, cp: np.ndarray) -> np.ndarray:
@@ -326,15 +340,15 @@ class DormPolicy(ReplanPolicy):
         counts = np.zeros(len(jobs), dtype=np.int64)
         counts[part.held] = current[part.held]
         if part.held.size:
-            w, s, ratio = self._demands([jobs[i] for i in part.held])
+            w, s, ratio = self._demands(part.held)
             hw, hp = usage(counts[part.held], w, s, ratio)
             cw, cp = cw - hw, cp - hp
         win = [jobs[i] for i in part.window]
         counts[part.window] = self._solve(win, upper[part.window], current[part.window], cw, cp)
         if part.rest.size:
-            w, s, ratio = self._demands(win)
+            w, s, ratio = self._demands(part.window)
             ww, wp = usage(counts[part.window], w, s, ratio)
-            w, s, ratio = self._demands([jobs[i] for i in part.rest])
+            w, s, ratio = self._demands(part.rest)
             counts[part.rest] = fifo_fill(w, s, ratio, upper[part.rest], cw - ww, cp - wp)
         self.reach.split += 1
         self.reach.jobs_in_window += int(part.window.size)
@@ -344,15 +358,11 @@ class DormPolicy(ReplanPolicy):
                   int(np.count_nonzero(counts[part.rest])))
         return counts
 
-    def _demands(self, jobs: list[Job]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """One worker's and one PS's demand (K x R) and the PS ratio (K,) of ``jobs``."""
+    def _demands(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One worker's and one PS's demand (K x R) and the PS ratio (K,) of the jobs at
+        positions ``rows`` of this decision."""
         r = self.capacity.shape[1]
-        rows = self._rows
-        for job in jobs:
-            if job.job_id not in rows:
-                w, s, ratio, _ = self.facts.of(job)
-                rows[job.job_id] = np.concatenate([w, s, [ratio]]).astype(float)
-        m = np.array([rows[j.job_id] for j in jobs], dtype=float).reshape(-1, 2 * r + 1)
+        m = self._mat[self._at[rows]]
         return m[:, :r], m[:, r:2 * r], m[:, 2 * r]
 
     def report(self) -> dict[str, Any]:
