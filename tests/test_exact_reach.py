@@ -21,6 +21,9 @@ from legacy_policies.exact import ElasticMipPolicy as OldMip
 from psched.model import EPS
 from psched.policies import make_policy
 from psched.policies.dorm_reach import fifo_fill, split
+from psched.policies.epoch import Epoch, feasible
+from psched.policies.greedy import fifo_fill as greedy_fifo_fill
+from psched.policies.reach import window_fill
 from psched.simulator import simulate
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 
@@ -160,3 +163,41 @@ def test_fill_is_the_documented_fifo_fill_and_fits_what_is_left(data: tuple) -> 
     assert np.all(counts <= upper) and np.all(counts >= 0)
     ps = np.where(counts > 0, np.ceil(ratio * counts - EPS), 0.0)
     assert np.all(counts @ w <= free_w + 1e-9) and np.all(ps @ s <= free_p + 1e-9)
+
+
+def _random_epoch(seed: int, n: int, running_share: float) -> Epoch:
+    """An epoch of ``n`` jobs with random demands (3 resources), pow2 counts, a PS ratio, and
+    running jobs that fit the pools."""
+    rng = np.random.default_rng(seed)
+    caps = [int(c) for c in rng.integers(1, 9, size=n)]
+    allowed = tuple(np.array(sorted({1 << i for i in range(c.bit_length()) if 1 << i <= c}
+                                    | {c}), dtype=np.int64) for c in caps)
+    ratio = rng.choice([0.0, 0.25, 0.5, 1.0], size=n)
+    ps = tuple(np.ceil(r * a - EPS).astype(np.int64) for r, a in zip(ratio, allowed,
+                                                                     strict=True))
+    wd = rng.integers(0, 4, size=(n, 3)).astype(float)
+    sd = rng.integers(0, 3, size=(n, 3)).astype(float)
+    cur = np.zeros(n, dtype=np.int64)
+    wcap = rng.integers(0, 40, size=3).astype(float)
+    pcap = rng.integers(0, 20, size=3).astype(float)
+    for j in range(n):
+        if rng.random() < running_share:
+            cur[j] = allowed[j][rng.integers(0, allowed[j].size)]
+    w_used, p_used = cur @ wd, np.array([ps[j][np.searchsorted(allowed[j], c)] if c else 0
+                                         for j, c in enumerate(cur)]) @ sd
+    return Epoch(ids=tuple(f"j{i}" for i in range(n)), allowed=allowed,
+                 speed=tuple(a.astype(float) for a in allowed), ps=ps,
+                 remaining=np.full(n, 8.0), weight=np.ones(n), penalty=np.zeros(n),
+                 current=cur, worker_demand=wd, ps_demand=sd,
+                 worker_cap=np.maximum(wcap, w_used), ps_cap=np.maximum(pcap, p_used))
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 30),
+       running_share=st.sampled_from([0.0, 0.2, 0.6]))
+def test_window_fill_equals_the_greedy_fifo_fill(seed: int, n: int,
+                                                 running_share: float) -> None:
+    epoch = _random_epoch(seed, n, running_share)
+    counts = window_fill(epoch)
+    np.testing.assert_array_equal(counts, greedy_fifo_fill(epoch))
+    assert feasible(epoch, counts)
