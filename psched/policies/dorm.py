@@ -33,23 +33,44 @@ Choices the specification leaves open, made to keep the rival strong:
   arrival order (:func:`~psched.policies.counts.realise`); a job the servers cannot hold at its
   count (fragmentation) gets what fits.
 
-Complexity: 3J integer variables, 2R + 5J rows; HiGHS time is capped by ``time_limit_s``.
+**Beyond reach**: one MILP sees at most ``max_jobs`` jobs (default 64): every running job, then
+the earliest queued ones; running jobs beyond it keep their counts and the queued rest get a
+FIFO fill of what is left (:mod:`psched.policies.dorm_reach`, counted as ``dorm_reach_*`` in
+:meth:`DormPolicy.report`). With at most ``max_jobs`` unfinished jobs nothing changes; ``J``
+and the fairness floor above are then the window's.
+
+**Re-solve only on change** (``reuse``, default on): when a decision's MILP inputs (the
+window's jobs, their caps and current counts, the pool totals left) equal the previous
+decision's and every solve of that decision settled (optimal or infeasible, not cut by the
+time limit), its counts are reused without solving: HiGHS is deterministic, so this is the
+answer it would give again (``dorm_reused`` counts them; tested against ``reuse=False``).
+
+Complexity: 3J integer variables, 2R + 5J rows (J <= ``max_jobs``); HiGHS time is capped by
+``time_limit_s``; the rest O(J R) numpy plus the fill.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
 import numpy as np
 
 from psched.milp import Problem, Rows, Solution, Solver, solve
-from psched.model import Alloc, Job
+from psched.model import EPS, Alloc, Job
 from psched.policies.base import View, register_policy
-from psched.policies.counts import Builder, pool_totals, realise, work_cap
+from psched.policies.counts import Builder, pool_totals, realise
+from psched.policies.dorm_reach import fifo_fill, split, usage
+from psched.policies.reach import ReachReport
 from psched.policies.replan import ReplanPolicy
 
-__all__ = ["DormPolicy", "dorm_solution", "solve_dorm"]
+__all__ = ["DEFAULT_MAX_JOBS", "DormPolicy", "dorm_solution", "solve_dorm"]
+
+log = logging.getLogger(__name__)
+
+#: Most jobs one MILP sees by default (the window rule beyond, :mod:`.dorm_reach`).
+DEFAULT_MAX_JOBS = 64
 
 
 def _shares(jobs: list[Job], capacity_w: np.ndarray, capacity_p: np.ndarray
@@ -173,38 +194,126 @@ def dorm_solution(jobs: list[Job], upper: np.ndarray, current: np.ndarray,
 
 @register_policy("dorm")
 class DormPolicy(ReplanPolicy):
-    """Dorm's utilisation MILP at every event (module docstring)."""
+    """Dorm's utilisation MILP at every event (module docstring), on at most ``max_jobs``
+    jobs; the rest by the window rule of :mod:`psched.policies.dorm_reach`."""
 
     name = "dorm"
 
     def __init__(self, theta: float = 0.5, beta: float = 0.3,
                  time_limit_s: float = 0.25, warm_start: bool = True,
-                 solver: Solver | None = None) -> None:
+                 solver: Solver | None = None, max_jobs: int = DEFAULT_MAX_JOBS,
+                 reuse: bool = True) -> None:
         super().__init__()
         self.solver = solver  #: the MILP solver (None: HiGHS through highspy)
         if not (0 <= theta <= 1 and 0 <= beta <= 1 and time_limit_s > 0):
             raise ValueError("theta, beta in [0, 1]; time_limit_s > 0")
+        if max_jobs < 1:
+            raise ValueError(f"max_jobs must be >= 1, got {max_jobs!r}")
         self.theta, self.beta, self.time_limit_s = theta, beta, time_limit_s
         self.warm_start = warm_start  #: start HiGHS from the current counts
+        self.max_jobs = max_jobs  #: most jobs one MILP sees (the window rule beyond)
+        self.reuse = reuse  #: skip a solve whose inputs equal the previous settled one's
         self._stats = {"solves": 0, "relaxed_fairness": 0, "relaxed_changes": 0,
-                       "not_optimal": 0, "suspect": 0}
+                       "not_optimal": 0, "suspect": 0, "reused": 0}
+        self._last: tuple[tuple[Any, ...], np.ndarray] | None = None
+        self._mat = np.zeros((0, 0))  #: demand rows (worker, PS, ratio), one per job seen
+        self._n_rows = 0
+        self._at = np.zeros(0, dtype=np.int64)  #: this decision's jobs' rows of ``_mat``
         self._gaps: list[float] = []
+        self.reach = ReachReport()  #: what the window rule did over the run
+        self._consts: dict[str, tuple[float, int, bool, int]] = {}  #: work, N, PS ok, row
 
     def reset(self) -> None:
         self._stats = dict.fromkeys(self._stats, 0)
         self._gaps = []
+        self.reach = ReachReport()
+        self._consts = {}
+        self._last = None
+        self._mat, self._n_rows = np.zeros((0, 0)), 0
 
     def replan(self, view: View) -> dict[str, Alloc]:
-        statuses = [st for st in view.active.values() if work_cap(st.job, st.remaining) > 0]
-        if not statuses:
+        ids, statuses, upper = self._unfinished(view)
+        if not ids:
             return {}
         jobs = [st.job for st in statuses]
-        upper = np.array([work_cap(st.job, st.remaining) for st in statuses], dtype=float)
-        current = np.array([min(self.current[j.job_id].n_workers, int(u))
-                            if j.job_id in self.current else 0
-                            for j, u in zip(jobs, upper, strict=True)], dtype=float)
+        current = np.zeros(len(ids))
+        if self.current:
+            pos = {j: i for i, j in enumerate(ids)}
+            for j, a in self.current.items():
+                i = pos.get(j)
+                if i is not None:
+                    current[i] = min(a.n_workers, int(upper[i]))
         cw, cp = pool_totals(self.capacity, self.pools)
-        counts = None
+        self.reach.decisions += 1
+        if len(jobs) <= self.max_jobs:
+            counts = self._solve(jobs, upper, current, cw, cp)
+        else:
+            counts = self._split_solve(jobs, upper, current, cw, cp)
+        on = np.flatnonzero(counts > 0).tolist()
+        by_id = {ids[i]: jobs[i] for i in on}
+        want = {ids[i]: int(counts[i]) for i in on}
+        order = sorted(want, key=lambda j: j not in self.current)
+        return realise(Builder(self.capacity, self.pools, self.facts), by_id, want,
+                       self.current, order)
+
+    def _unfinished(self, view: View) -> tuple[list[str], list[Any], np.ndarray]:
+        """Ids, statuses and caps ``U_j`` (:func:`~psched.policies.counts.work_cap`, in numpy
+        over every active job) of the jobs that may still run, arrival order; their rows of
+        the demand matrix in ``self._at``. O(J)."""
+        for j in view.completed:
+            self._consts.pop(j, None)
+        if len(self._consts) > 2 * len(view.active) + 64:  # jobs that left unfinished
+            self._consts = {j: v for j, v in self._consts.items() if j in view.active}
+        consts = self._consts
+        for job_id, st in view.active.items():
+            if job_id not in consts:
+                consts[job_id] = self._new_job(st.job)
+        ids = list(view.active)
+        sts = list(view.active.values())
+        c = np.array([consts[j] for j in ids], dtype=float).reshape(-1, 4)
+        done = np.array([st.done for st in sts], dtype=float)
+        remaining = np.maximum(0.0, c[:, 0] - done)
+        cap = np.maximum(0.0, np.minimum(c[:, 1], np.ceil(remaining - EPS)))
+        cap = np.where(c[:, 2] > 0, cap, 0.0)
+        keep = np.flatnonzero(cap > 0)
+        self._at = c[keep, 3].astype(np.int64)
+        if keep.size == len(ids):
+            return ids, sts, cap
+        kept = keep.tolist()
+        return [ids[i] for i in kept], [sts[i] for i in kept], cap[keep]
+
+    def _new_job(self, job: Job) -> tuple[float, int, bool, int]:
+        """(work, N, PS rule met, row of the demand matrix) of a job first seen; its demand
+        row (worker, PS, ratio) appended to the matrix."""
+        w, s, ratio, _ = self.facts.of(job)
+        row = np.concatenate([w, s, [ratio]]).astype(float)
+        if self._n_rows == self._mat.shape[0]:
+            grown = np.zeros((max(64, 2 * self._n_rows), row.size))
+            grown[:self._n_rows] = self._mat[:self._n_rows].reshape(-1, row.size)
+            self._mat = grown
+        self._mat[self._n_rows] = row
+        self._n_rows += 1
+        return float(job.work), job.max_workers, job.ps_needed(1) <= 1, self._n_rows - 1
+
+    def _solve(self, jobs: list[Job], upper: np.ndarray, current: np.ndarray,
+               cw: np.ndarray, cp: np.ndarray) -> np.ndarray:
+        """Counts of the MILP on ``jobs``; the previous decision's counts when its inputs
+        were the same and its solves settled (``reuse``, module docstring)."""
+        key = (tuple(j.job_id for j in jobs), upper.tobytes(), current.tobytes(),
+               cw.tobytes(), cp.tobytes())
+        if self.reuse and self._last is not None and self._last[0] == key:
+            self._stats["reused"] += 1
+            return self._last[1].copy()
+        counts, settled = self._solve_chain(jobs, upper, current, cw, cp)
+        self._last = (key, counts.copy()) if settled else None
+        return counts
+
+    def _solve_chain(self, jobs: list[Job], upper: np.ndarray, current: np.ndarray,
+                     cw: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, bool]:
+        """Counts of the MILP on ``jobs``, relaxing fairness, then the adjustment limit, when
+        it has no solution; the current counts if none of the three has one. Also whether
+        every solve settled (optimal or infeasible: not cut by the time limit)."""
+        settled = True
         for fairness, changes, stat in ((True, True, None), (False, True, "relaxed_fairness"),
                                         (False, False, "relaxed_changes")):
             self._stats["solves"] += 1
@@ -216,18 +325,48 @@ class DormPolicy(ReplanPolicy):
                                         warm_start=self.warm_start, solver=self.solver)
             self._stats["not_optimal"] += int(sol.status != "optimal")
             self._stats["suspect"] += int(sol.status == "suspect")
+            settled = settled and sol.status in ("optimal", "infeasible")
             if sol.found and math.isfinite(sol.gap):
                 self._gaps.append(sol.gap)
             if counts is not None:
-                break
-        if counts is None:
-            counts = current.astype(np.int64)  # what runs now always fits
-        by_id = {j.job_id: j for j in jobs}
-        want = {j.job_id: int(n) for j, n in zip(jobs, counts, strict=True)}
-        order = sorted(want, key=lambda j: j not in self.current)
-        return realise(Builder(self.capacity, self.pools), by_id, want, self.current, order)
+                return counts, settled
+        return current.astype(np.int64), settled  # what runs now always fits
+
+    def _split_solve(self, jobs: list[Job], upper: np.ndarray, current: np.ndarray,
+                     cw: np.ndarray, cp: np.ndarray) -> np.ndarray:
+        """The window rule (:mod:`psched.policies.dorm_reach`): MILP on the window, held
+        jobs at their counts, the FIFO fill on the queued rest."""
+        part = split(current, self.max_jobs)
+        counts = np.zeros(len(jobs), dtype=np.int64)
+        counts[part.held] = current[part.held]
+        if part.held.size:
+            w, s, ratio = self._demands(part.held)
+            hw, hp = usage(counts[part.held], w, s, ratio)
+            cw, cp = cw - hw, cp - hp
+        win = [jobs[i] for i in part.window]
+        counts[part.window] = self._solve(win, upper[part.window], current[part.window], cw, cp)
+        if part.rest.size:
+            w, s, ratio = self._demands(part.window)
+            ww, wp = usage(counts[part.window], w, s, ratio)
+            w, s, ratio = self._demands(part.rest)
+            counts[part.rest] = fifo_fill(w, s, ratio, upper[part.rest], cw - ww, cp - wp)
+        self.reach.split += 1
+        self.reach.jobs_in_window += int(part.window.size)
+        self.reach.jobs_beyond += len(jobs) - int(part.window.size)
+        log.debug("dorm: %d jobs, window %d, held %d, filled %d (started %d)", len(jobs),
+                  part.window.size, part.held.size, part.rest.size,
+                  int(np.count_nonzero(counts[part.rest])))
+        return counts
+
+    def _demands(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One worker's and one PS's demand (K x R) and the PS ratio (K,) of the jobs at
+        positions ``rows`` of this decision."""
+        r = self.capacity.shape[1]
+        m = self._mat[self._at[rows]]
+        return m[:, :r], m[:, r:2 * r], m[:, 2 * r]
 
     def report(self) -> dict[str, Any]:
         out: dict[str, Any] = {f"dorm_{k}": v for k, v in self._stats.items()}
         out["dorm_gap_mean"] = float(np.mean(self._gaps)) if self._gaps else None
+        out.update(self.reach.as_dict("dorm"))
         return out

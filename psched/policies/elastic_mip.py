@@ -32,6 +32,11 @@ plan is used (counted as ``greedy_better``): the allocator is never below its ba
 A solve that stops at the time limit depends on the machine's speed: runs are then not
 bit-for-bit reproducible (``mip_not_optimal`` says when this happened).
 
+**Beyond reach**: one MIP sees at most ``max_jobs`` jobs (default 256): every running job, then
+the earliest queued ones; the rest are planned by the FIFO fill on what the MIP's plan leaves
+(:func:`~psched.policies.reach.within_reach`; counted as ``mip_reach_*`` in
+:meth:`ElasticMipPolicy.report`). With at most ``max_jobs`` jobs in an epoch nothing changes.
+
 Complexity: J sum |N_j| T' binaries; with T' = 1 it is a multiple-choice knapsack with up to
 2R capacity rows. Its LP bound is within a few per cent, but proving optimality for a couple of
 hundred jobs can take HiGHS seconds (``benchmarks/bench_rivals.py``): hence the time limit.
@@ -40,6 +45,7 @@ hundred jobs can take HiGHS seconds (``benchmarks/bench_rivals.py``): hence the 
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -52,8 +58,14 @@ from psched.model import Alloc
 from psched.policies.base import View, register_policy
 from psched.policies.epoch import Epoch, EpochPolicy, feasible, objective
 from psched.policies.greedy import density_fill, marginal_gain
+from psched.policies.reach import ReachReport, within_reach
 
-__all__ = ["ElasticMipPolicy", "MipResult", "plan_vector", "solve_mip"]
+__all__ = ["DEFAULT_MAX_JOBS", "ElasticMipPolicy", "MipResult", "plan_vector", "solve_mip"]
+
+log = logging.getLogger(__name__)
+
+#: Most jobs one MIP sees by default (the window rule of :mod:`.reach` beyond).
+DEFAULT_MAX_JOBS = 256
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -362,8 +374,12 @@ class ElasticMipPolicy(EpochPolicy):
 
     def __init__(self, *, time_limit_s: float = 0.35, mip_rel_gap: float = 0.02,
                  warm_start: bool = True, fold: bool = True, solver: Solver | None = None,
-                 **options: Any) -> None:
+                 max_jobs: int = DEFAULT_MAX_JOBS, **options: Any) -> None:
         super().__init__(**options)
+        if max_jobs < 1:
+            raise ValueError(f"max_jobs must be >= 1, got {max_jobs!r}")
+        self.max_jobs = max_jobs  #: most jobs one MIP sees (the window rule beyond)
+        self.reach = ReachReport()  #: what the window rule did over the run
         self.fold = fold  #: fold progress and rescale into the costs when T' = 1
         self.solver = solver  #: the MILP solver (None: HiGHS through highspy)
         self.time_limit_s = time_limit_s  #: per-decision budget (epoch, model, solve), s
@@ -377,12 +393,23 @@ class ElasticMipPolicy(EpochPolicy):
         super().reset()
         self._stats = dict.fromkeys(self._stats, 0)
         self._gaps = []
+        self.reach = ReachReport()
 
     def replan(self, view: View) -> dict[str, Alloc]:
         self._t0 = time.perf_counter()
         return super().replan(view)
 
     def choose(self, epoch: Epoch) -> np.ndarray:
+        """The MIP's plan on at most ``max_jobs`` jobs, the window rule of
+        :func:`~psched.policies.reach.within_reach` beyond (module docstring)."""
+        before = self.reach.split
+        plan = within_reach(self._choose_exact, self.max_jobs, report=self.reach)(epoch)
+        if self.reach.split > before:
+            log.debug("elastic-mip: %d jobs, window %d", len(epoch.ids), self.max_jobs)
+        return plan
+
+    def _choose_exact(self, epoch: Epoch) -> np.ndarray:
+        """The MIP's plan on every job of ``epoch``."""
         spent = time.perf_counter() - self._t0
         start = (np.repeat(epoch.current[:, None], epoch.intervals, axis=1)
                  if self.warm_start else None)
@@ -416,4 +443,5 @@ class ElasticMipPolicy(EpochPolicy):
         out.update({f"mip_{k}": v for k, v in self._stats.items()})
         out["mip_gap_mean"] = float(np.mean(self._gaps)) if self._gaps else None
         out["mip_gap_max"] = float(np.max(self._gaps)) if self._gaps else None
+        out.update(self.reach.as_dict("mip"))
         return out
