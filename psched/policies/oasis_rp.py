@@ -38,8 +38,19 @@ plan_late, fill : experimental, off by default (measured, did not pay): plan a j
     cheapest schedule within its promise, and re-plan every job at each boundary to use
     idle capacity now.
 floor_factor : multiplies the price floor L (>= 1; prices then charge sooner). Default 1.
-
-Deferred admission (d) is not offered: the loop admits a job only when it arrives.
+defer : (d) deferred admission. A job that finds no schedule with a positive payoff is held
+    (``Decision.hold``) instead of rejected; at a later slot boundary, if plans moved since
+    (a pull-forward, a re-pack, a job re-planned or gone), each held job whose window is still
+    open is searched again from that slot (the exact search at the current prices, its
+    utility still counted from its arrival) and admitted, with a promise, if its payoff is
+    positive (at most ``defer_limit`` held jobs per boundary, in arrival order). A held job
+    never admitted is rejected ``payoff<=0`` when its window closes or the run ends (the
+    loop's semantics: :meth:`psched.simulator.SchedulerLoop.admit_held`).
+own_price : (f) ``"off"`` (OASiS: each container pays the price before the job's usage),
+    ``"integral"`` (each pays the mean price over its own stretch of the price curve) or
+    ``"after"`` (the price after it): :mod:`psched.policies.rp_own`. Used for the admission
+    searches (arrival, re-pack newcomer, deferred admission); the prices others see and the
+    certificate are unchanged.
 
 The certificate (:func:`psched.oasis.dual.dual_objective`) is computed as for OASiS at the
 final prices; weak duality holds for any non-negative prices, and every ``mu_i`` is recomputed
@@ -53,6 +64,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -68,6 +80,7 @@ from psched.policies.rp_book import (
     search,
     work_of,
 )
+from psched.policies.rp_own import OWN_PRICES, search_own
 from psched.prices import PriceParams, fixed_params, params_from_jobs
 
 __all__ = ["REJECT_PAYOFF", "OasisRpPolicy"]
@@ -106,6 +119,9 @@ class OasisRpPolicy:
         repack_limit: int = 64,
         pull_limit: int = 64,
         certificate: bool = True,
+        defer: bool = False,
+        defer_limit: int = 64,
+        own_price: str = "off",
     ) -> None:
         if price_source not in ("hindsight", "history"):
             raise ValueError(f"price_source must be 'hindsight' or 'history', got {price_source!r}")
@@ -141,6 +157,13 @@ class OasisRpPolicy:
         self._budget: int | None = None
         self.pull_limit = int(pull_limit)
         self.certificate = bool(certificate)
+        if defer_limit < 1:
+            raise ValueError(f"defer_limit must be >= 1, got {defer_limit!r}")
+        if own_price not in OWN_PRICES:
+            raise ValueError(f"own_price must be one of {OWN_PRICES}, got {own_price!r}")
+        self.defer = bool(defer)
+        self.defer_limit = int(defer_limit)
+        self.own_price = own_price
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._reset()
@@ -152,8 +175,10 @@ class OasisRpPolicy:
         self._decided: list[tuple[Job, float]] = []
         self._promised_utility = 0.0
         self._dirty = False
+        self._freed = False  # plans moved since the held jobs were last searched
         self._stats = {"repack_tried": 0, "repack_kept": 0, "repack_moved": 0,
                        "repack_admitted_utility": 0.0,
+                       "deferred_admitted": 0, "deferred_searches": 0,
                        "pulled": 0, "filled": 0, "replanned_behind": 0, "promise_at_risk": 0}
         self._boundary_ms: list[float] = []
         self._report: dict[str, Any] | None = None
@@ -183,13 +208,14 @@ class OasisRpPolicy:
         self._book().grow(cluster)
         self._report = None
         self._dirty = True
+        self._freed = True
 
     # -- arrivals -----------------------------------------------------------------------------
     def on_arrival(self, job: Job, view: View) -> Decision:
-        book = self._book()
+        self._book()
         self._report = None
         t = view.t
-        found = search(book, job, start=t, work=job.work, deadline=job.last_slot)
+        found = self._search_new(job, t)
         base = self._utility(job, found.completion)
         if self.repack and (not found.schedule or base < (1.0 - self.repack_gap)
                             * job.utility_at(job.fastest)):
@@ -202,7 +228,23 @@ class OasisRpPolicy:
             self._place(job, found.schedule)
         if not found.schedule:
             self._decided.append((job, 0.0))
-            return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0)
+            return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0,
+                            hold=self.defer)
+        self._decided.append((job, found.payoff))
+        return self._promise_for(job, found, t)
+
+    def _search_new(self, job: Job, t: int) -> Found:
+        """The best schedule of a job not yet admitted, from slot ``t``, priced as
+        ``own_price`` says."""
+        if self.own_price == "off":
+            return search(self._book(), job, start=t, work=job.work, deadline=job.last_slot)
+        return search_own(self._book(), job, start=t, work=job.work, deadline=job.last_slot,
+                          mode=self.own_price)
+
+    def _promise_for(self, job: Job, found: Found, t: int) -> Decision:
+        """Admit ``job`` in slot ``t`` on its placed schedule ``found``: its promise and the
+        decision."""
+        book = self._book()
         done = found.completion
         assert done is not None
         promise = latest_same_utility(job, done, self.promise_rtol) if self.latest_promise else done
@@ -210,10 +252,29 @@ class OasisRpPolicy:
             self._late(job, t, promise)
         self._jobs[job.job_id] = job
         self._promise[job.job_id] = promise
-        self._decided.append((job, found.payoff))
         self._promised_utility += job.utility_at(promise - job.arrival + 1)
         return Decision(admitted=True, payoff=unscale(found.payoff, book.log_scale),
                         schedule=dict(found.schedule), promised=promise)
+
+    def admit_held(self, jobs: Sequence[Job], view: View) -> dict[str, Decision]:
+        """Lever (d), deferred admission: search the held ``jobs`` again from slot ``view.t``
+        if plans moved since they were last searched; admit (and place) each whose payoff is
+        now positive. Jobs not in the answer stay held. O(defer_limit searches)."""
+        if not self.defer or not self._freed:
+            return {}
+        self._freed = False
+        self._report = None
+        out: dict[str, Decision] = {}
+        for job in jobs[: self.defer_limit]:
+            self._stats["deferred_searches"] += 1
+            found = self._search_new(job, view.t)
+            if not found.schedule:
+                continue
+            self._place(job, found.schedule)
+            self._stats["deferred_admitted"] += 1
+            self._dirty = True
+            out[job.job_id] = self._promise_for(job, found, view.t)
+        return out
 
     def _late(self, job: Job, t: int, promise: int) -> None:
         """Plan ``job`` as its cheapest schedule that meets ``promise`` (it was placed)."""
@@ -223,6 +284,7 @@ class OasisRpPolicy:
         got = search(book, job, start=t, work=job.work, deadline=promise, flat=True,
                      floor=-math.inf)
         new = got.schedule or old
+        self._freed = self._freed or new != old
         book.add(job, new)
         book.raise_prices(new)
         self._plans[job.job_id] = new
@@ -245,6 +307,7 @@ class OasisRpPolicy:
             new = got.schedule
             if new and (max(new) < done or (t in new and new[t].n_workers > now)):
                 self._stats["filled"] += 1
+                self._freed = True
                 book.add(jj, new)
                 book.raise_prices(new)
                 self._plans[j] = new
@@ -278,7 +341,7 @@ class OasisRpPolicy:
         for j in cands:
             book.add(self._jobs[j], saved[j], sign=-1)
             del self._plans[j]
-        first = search(book, job, start=t, work=job.work, deadline=job.last_slot)
+        first = self._search_new(job, t)
         found = Found(payoff=0.0, schedule={})
         moved: list[str] | None = []
         if first.schedule:  # else: no room even with every candidate gone
@@ -304,7 +367,7 @@ class OasisRpPolicy:
                             self._plans[j] = saved[j]
                 moved = self._refit(clash, saved, t, keep_old=False)
                 if moved is not None:
-                    found = search(book, job, start=t, work=job.work, deadline=job.last_slot)
+                    found = self._search_new(job, t)
                 if not found.schedule:
                     self._unfit(cands)
                 else:
@@ -323,6 +386,7 @@ class OasisRpPolicy:
                 for j in moved)
             if gain > 0:
                 self._stats["repack_kept"] += 1
+                self._freed = True
                 self._stats["repack_moved"] += len(moved)
                 self._stats["repack_admitted_utility"] += job.utility_at(done - job.arrival + 1)
                 touched = set(found.schedule)
@@ -390,6 +454,7 @@ class OasisRpPolicy:
             book.add(jj, got.schedule)
             self._plans[j] = got.schedule
             self._stats["pulled"] += 1
+            self._freed = True
             return True
         book.add(jj, old)
         return False
@@ -400,7 +465,9 @@ class OasisRpPolicy:
         book = self._book()
         t = view.t
         for j in [j for j in self._plans if j not in view.active]:
-            book.add(self._jobs[j], {s: a for s, a in self._plans[j].items() if s >= t}, sign=-1)
+            gone = {s: a for s, a in self._plans[j].items() if s >= t}
+            book.add(self._jobs[j], gone, sign=-1)
+            self._freed = self._freed or bool(gone)
             del self._plans[j]
         for j, status in view.active.items():
             plan = self._plans.get(j)
@@ -410,6 +477,7 @@ class OasisRpPolicy:
             if left == self._plans.left[j]:  # the plan holds slots >= t only
                 continue
             self._stats["replanned_behind"] += 1
+            self._freed = True
             self._dirty = True
             jj = self._jobs[j]
             book.add(jj, plan, sign=-1)
@@ -473,7 +541,8 @@ class OasisRpPolicy:
         out["boundary_ms_p99"] = float(np.percentile(ms, 99))
         out["levers"] = {"repack": self.repack, "latest_promise": self.latest_promise,
                          "pull": self.pull, "reprice": self.reprice,
-                         "plan_late": self.plan_late, "fill": self.fill}
+                         "plan_late": self.plan_late, "fill": self.fill,
+                         "defer": self.defer, "own_price": self.own_price}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor
