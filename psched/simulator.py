@@ -556,7 +556,8 @@ class SchedulerLoop:
         (``Decision.hold``) whose window closed before ``t`` are rejected for good, with the
         reason the policy gave when it held them; the others go, in arrival order, to the
         policy's ``admit_held(jobs, view)`` (see :class:`~psched.policies.base.Policy`), which
-        returns a :class:`~psched.model.Decision` for each job it decides now (admitted: the
+        returns a :class:`~psched.model.Decision` for each job it decides now (the view holds
+        the active jobs as measured, as for ``plan``; admitted: the
         job becomes active, with its promise, as an arrival of this slot; rejected without
         ``hold``: rejected for good now) and leaves the others held. Called by
         :meth:`begin_slot` after the slot's arrivals; one :class:`Admission` per job decided
@@ -570,7 +571,8 @@ class SchedulerLoop:
         if not st.held or hook is None:
             return []
         jobs = [st.records[j].job for j in st.held]
-        view = View(t=t, cluster=self.cluster, horizon=self.horizon, active={})
+        view = View(t=t, cluster=self.cluster, horizon=self.horizon,
+                    active=self._statuses.of(st), completed=tuple(st.completed_last))
         t0 = time.perf_counter()
         decisions: Mapping[str, Decision] = hook(jobs, view)
         ms = (time.perf_counter() - t0) * 1e3

@@ -260,7 +260,10 @@ class OasisRpPolicy:
         """Lever (d), deferred admission: search the held ``jobs`` again from slot ``view.t``
         if plans moved since they were last searched; admit (and place) each whose payoff is
         now positive. Jobs not in the answer stay held. O(defer_limit searches)."""
-        if not self.defer or not self._freed:
+        if not self.defer:
+            return {}
+        self._reconcile(view)  # jobs gone or behind since the last plan free or take room
+        if not self._freed:
             return {}
         self._freed = False
         self._report = None
