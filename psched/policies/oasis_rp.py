@@ -51,6 +51,9 @@ own_price : (f) ``"off"`` (OASiS: each container pays the price before the job's
     ``"after"`` (the price after it): :mod:`psched.policies.rp_own`. Used for the admission
     searches (arrival, re-pack newcomer, deferred admission); the prices others see and the
     certificate are unchanged.
+repack_late : (g) in the re-pack's second order, re-plan each moved job to complete as late
+    as its promise allows (:mod:`psched.policies.rp_late`) instead of as its cheapest
+    schedule (which, at flat prices, packs it early again): the earliest-deadline order.
 
 The certificate (:func:`psched.oasis.dual.dual_objective`) is computed as for OASiS at the
 final prices; weak duality holds for any non-negative prices, and every ``mu_i`` is recomputed
@@ -80,6 +83,7 @@ from psched.policies.rp_book import (
     search,
     work_of,
 )
+from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import OWN_PRICES, search_own
 from psched.prices import PriceParams, fixed_params, params_from_jobs
 
@@ -121,7 +125,9 @@ class OasisRpPolicy:
         certificate: bool = True,
         defer: bool = False,
         defer_limit: int = 64,
-        own_price: str = "off",
+        own_price: str = "integral",
+        repack_late: bool = False,
+        own_scope: str = "admission",
     ) -> None:
         if price_source not in ("hindsight", "history"):
             raise ValueError(f"price_source must be 'hindsight' or 'history', got {price_source!r}")
@@ -164,6 +170,10 @@ class OasisRpPolicy:
         self.defer = bool(defer)
         self.defer_limit = int(defer_limit)
         self.own_price = own_price
+        self.repack_late = bool(repack_late)
+        if own_scope not in ("admission", "all"):
+            raise ValueError(f"own_scope must be admission or all, got {own_scope!r}")
+        self.own_scope = own_scope
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._reset()
@@ -240,6 +250,16 @@ class OasisRpPolicy:
             return search(self._book(), job, start=t, work=job.work, deadline=job.last_slot)
         return search_own(self._book(), job, start=t, work=job.work, deadline=job.last_slot,
                           mode=self.own_price)
+
+    def _search_kept(self, job: Job, t: int, work: int, deadline: int,
+                     flat: bool = False) -> Found:
+        """Re-plan an admitted job (re-pack, pull-forward): its best schedule by ``deadline``
+        (no floor), with own-usage prices where ``own_scope="all"``."""
+        if self.own_price != "off" and self.own_scope == "all" and not flat:
+            return search_own(self._book(), job, start=t, work=work, deadline=deadline,
+                              mode=self.own_price, floor=-math.inf)
+        return search(self._book(), job, start=t, work=work, deadline=deadline, flat=flat,
+                      floor=-math.inf)
 
     def _promise_for(self, job: Job, found: Found, t: int) -> Decision:
         """Admit ``job`` in slot ``t`` on its placed schedule ``found``: its promise and the
@@ -424,8 +444,12 @@ class OasisRpPolicy:
                 if self._budget <= 0:
                     return None
                 self._budget -= 1
-            got = search(book, jj, start=t, work=work_of(saved[j]), deadline=self._promise[j],
-                         flat=not keep_old, floor=-math.inf)
+            if self.repack_late and not keep_old:
+                got = search_latest(book, jj, start=t, work=work_of(saved[j]),
+                                    deadline=self._promise[j])
+            else:
+                got = self._search_kept(jj, t, work_of(saved[j]), self._promise[j],
+                                        flat=not keep_old)
             if not got.schedule:
                 return None
             book.add(jj, got.schedule)
@@ -451,8 +475,7 @@ class OasisRpPolicy:
             return False
         jj = self._jobs[j]
         book.add(jj, old, sign=-1)
-        got = search(book, jj, start=t, work=work_of(old, t), deadline=done - 1,
-                     floor=-math.inf)
+        got = self._search_kept(jj, t, work_of(old, t), done - 1)
         if got.schedule:
             book.add(jj, got.schedule)
             self._plans[j] = got.schedule
@@ -545,7 +568,8 @@ class OasisRpPolicy:
         out["levers"] = {"repack": self.repack, "latest_promise": self.latest_promise,
                          "pull": self.pull, "reprice": self.reprice,
                          "plan_late": self.plan_late, "fill": self.fill,
-                         "defer": self.defer, "own_price": self.own_price}
+                         "defer": self.defer, "own_price": self.own_price,
+                         "repack_late": self.repack_late}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor
