@@ -29,11 +29,13 @@ from test_policy_properties import check_schedule
 from psched.executor import SlotReport
 from psched.model import Cluster, Decision, Job, JobSpec, Pool, SlotPlan, resolve_job
 from psched.oasis.ledger import JobInputs
+from psched.oasis.schedule import slot_costs
 from psched.output import write_run
 from psched.policies import make_policy
 from psched.policies.base import View
 from psched.policies.fifo import FifoPolicy
 from psched.policies.rp_book import PlanLedger
+from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import search_own
 from psched.prices import log_prices, params_from_jobs
 from psched.promises import broken_promises, broken_promises_in
@@ -41,17 +43,18 @@ from psched.simulator import HELD, SchedulerLoop, TraceArrivals, simulate
 from psched.utility import Utility
 
 OPTIONS = [
-    {"defer": True},
-    {"own_price": "integral"},
+    {"defer": True, "own_price": "off"},
+    {},  # the default: own_price="integral"
     {"own_price": "after", "defer": True},
-    {"own_price": "integral", "defer": True, "repack": False},
+    {"defer": True, "repack": False},
+    {"repack_late": True, "own_scope": "all"},
 ]
 SETTINGS = settings(max_examples=15, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 def _ids(v: dict[str, object]) -> str:
-    return ",".join(f"{k}={v[k]}" for k in sorted(v))
+    return ",".join(f"{k}={v[k]}" for k in sorted(v)) or "default"
 
 
 # ---------------------------------------------------------------- the loop's hook
@@ -202,7 +205,8 @@ def test_a_job_held_for_deferred_admission_is_admitted_when_room_frees(defer: bo
     Without the lever it was rejected on arrival."""
     cluster, specs = _deferred_pair()
     loop = SchedulerLoop(cluster=cluster, horizon=6, arrivals=TraceArrivals(specs),
-                         policy=make_policy("oasis-rp", repack=False, defer=defer),
+                         policy=make_policy("oasis-rp", repack=False, defer=defer,
+                                            own_price="off"),
                          executor=_Ahead("flat", 0, 2.0), known_jobs=specs)
     res = loop.run()
     urgent = res.records["urgent"]
@@ -280,7 +284,8 @@ def test_same_seed_same_run_with_each_lever(options: dict[str, object],
         (r.admitted, r.promised, r.decided) for r in runs[1].records.values()]
 
 
-@pytest.mark.parametrize("bad", [{"own_price": "before"}, {"defer_limit": 0}])
+@pytest.mark.parametrize("bad", [{"own_price": "before"}, {"defer_limit": 0},
+                                 {"own_scope": "some"}])
 def test_bad_lever_options_are_refused(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         make_policy("oasis-rp", **bad)
@@ -378,6 +383,35 @@ def test_own_usage_search_finds_the_brute_force_optimum(mode: str,
     got = search_own(ledger, job, start=0, work=job.work, deadline=job.last_slot, mode=mode)
     want = _brute_own(ledger, job, mode)
     assert math.isclose(max(got.payoff, 0.0), want, rel_tol=1e-7, abs_tol=1e-12)
+    if got.schedule:
+        assert ledger.fits(job, got.schedule)
+        assert sum(a.n_workers for a in got.schedule.values()) == job.work
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_latest_search_completes_at_the_latest_feasible_slot(data: st.DataObject) -> None:
+    """``search_latest`` (lever repack_late) completes at the latest slot any feasible
+    schedule can, by enumeration of every count vector on tiny cases, and fits."""
+    cluster = Cluster(servers=(_server("w0", Pool.WORKER, 4), _server("w1", Pool.WORKER, 2),
+                               _server("p0", Pool.PS, 0)))
+    n, f = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    job = resolve_job(_spec("j", 0, n, f, Utility(kind="constant", value=9.0)), 3600.0, 4)
+    ledger = PlanLedger(cluster, 4, params_from_jobs([job], cluster, 4))
+    for t in range(4):
+        frac = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.5, 0.75, 1.0]),
+                                           min_size=2, max_size=2)))
+        ledger.usage[0][t] = frac[:, None] * ledger.capacity[0]
+    deadline = data.draw(st.integers(0, 3))
+    got = search_latest(ledger, job, start=0, work=job.work, deadline=deadline)
+    costs = slot_costs(ledger.inputs(job))
+    last = min(deadline, job.last_slot)
+    want = max((max(i for i, c in enumerate(v) if c)
+                for v in itertools.product(range(n + 1), repeat=last + 1)
+                if sum(v) == job.work and all(np.isfinite(costs[i, c]) for i, c in enumerate(v))),
+               default=None)
+    assert got.completion == want
     if got.schedule:
         assert ledger.fits(job, got.schedule)
         assert sum(a.n_workers for a in got.schedule.values()) == job.work

@@ -9,10 +9,14 @@ allows**, and within that completion as late as possible (the search's tie rule:
 workers in the latest slots), leaving the early slots to jobs with closer deadlines -- the
 earliest-deadline-first order, applied to plans.
 
-It is the exact search (:func:`psched.oasis.solve_fast`) with the utility replaced by a steep
-ramp ``big * (i + 1)`` for completion in window slot ``i``: ``big`` exceeds the cost of any
-schedule, so a later feasible completion always wins, and among schedules completing there
-the cheaper (then the tie rule) wins.
+One job alone decides its own slots (the others' plans are fixed in the ledger), so the
+workers it can have in a slot are a prefix ``0..n_t`` (the finite slot costs of
+:func:`psched.oasis.schedule.slot_costs`: workers and the PS they need both fit), and a
+completion in slot ``d`` is feasible iff ``n_d >= 1`` and ``sum_{t <= d} n_t >= W``. The
+latest such ``d`` is taken and the work filled backwards from it, each slot at its most (the
+search's tie rule 2, most workers in the latest slots); placement within a slot is the usual
+cheapest-first greedy. Prices do not enter (cost is not minimised). Exactness of the
+completion slot is tested against enumeration.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from dataclasses import replace
 import numpy as np
 
 from psched.model import Job
-from psched.oasis.fast import solve_fast
 from psched.oasis.schedule import placement_tables, schedule_allocs, slot_costs
 from psched.policies.rp_book import Found, PlanLedger
 
@@ -33,25 +36,30 @@ __all__ = ["search_latest"]
 def search_latest(ledger: PlanLedger, job: Job, *, start: int, work: int,
                   deadline: int) -> Found:
     """A schedule of ``work`` worker-slots of ``job`` in ``start..deadline`` that completes
-    as late as possible (then cheapest, then the tie rule) at the ledger's residual
-    capacities; empty if none exists. ``payoff`` is meaningless (``-inf`` if none).
-
-    Complexity: that of :func:`~psched.oasis.solve_fast` over the window (no pruning helps:
-    the latest completion is searched first-to-last).
+    as late as possible and is filled backwards from there (most workers in the latest
+    slots), at the ledger's residual capacities; empty if none exists. ``payoff`` is
+    meaningless (0, or ``-inf`` if none). Complexity: the slot costs over the window,
+    O(Tw (H + K) R + Tw N log(H + K)).
     """
     last = min(job.last_slot, deadline)
+    none = Found(payoff=-math.inf, schedule={})
     if work <= 0 or last < max(start, job.arrival):
-        return Found(payoff=-math.inf, schedule={})
+        return none
     sub = replace(job, work=int(work), window=last - job.arrival + 1)
     inp = ledger.inputs(sub, start=start)
     if inp.n_slots == 0:
-        return Found(payoff=-math.inf, schedule={})
+        return none
     tables = placement_tables(inp)
-    costs = slot_costs(inp, tables)
-    finite = costs[np.isfinite(costs)]
-    big = 1.0 + inp.n_slots * float(np.max(np.abs(finite), initial=0.0))
-    ramp = replace(inp, util=big * np.arange(1, inp.n_slots + 1, dtype=float))
-    best = solve_fast(ramp, -math.inf, costs=costs)
-    if best.counts is None:
-        return Found(payoff=-math.inf, schedule={})
-    return Found(payoff=best.payoff, schedule=schedule_allocs(inp, best.counts, tables))
+    finite = np.isfinite(slot_costs(inp, tables))
+    n_cap = np.where(finite.all(axis=1), finite.shape[1], np.argmin(finite, axis=1)) - 1
+    ok = np.flatnonzero((n_cap >= 1) & (np.cumsum(n_cap) >= work))
+    if ok.size == 0:
+        return none
+    counts = np.zeros(inp.n_slots, dtype=np.int64)
+    left = int(work)
+    for i in range(int(ok[-1]), -1, -1):
+        counts[i] = min(left, int(n_cap[i]))
+        left -= int(counts[i])
+        if left == 0:
+            break
+    return Found(payoff=0.0, schedule=schedule_allocs(inp, counts, tables))
