@@ -1,7 +1,9 @@
 """``oasis-rp``: OASiS admission with a promise, and plans that may be revised.
 
-On arrival a job is priced and searched exactly as in OASiS (:mod:`psched.policies.oasis`:
-exponential prices, :func:`psched.oasis.solve_fast`) and admitted iff its payoff is positive.
+On arrival a job is priced and searched as in OASiS (:mod:`psched.policies.oasis`:
+exponential prices, an exact best-schedule search) and admitted iff its payoff is positive;
+by default each container pays for its own stretch of the price curve (``own_price``, below;
+``own_price="off"`` is OASiS's price before the job's usage).
 Admission **promises a completion slot** (``Decision.promised``, the ``promised`` column of
 ``jobs.csv``). Unlike OASiS, how an admitted job runs is only a plan: it may change at later
 arrivals and at slot boundaries, but a plan is only ever replaced by one that still completes
@@ -97,7 +99,8 @@ log = logging.getLogger(__name__)
 
 @register_policy("oasis-rp")
 class OasisRpPolicy:
-    """OASiS with promises and revisable plans (levers: repack, latest_promise, pull, reprice)."""
+    """OASiS with promises and revisable plans (levers: repack, latest_promise, pull, reprice,
+    own_price, defer, repack_late)."""
 
     name = "oasis-rp"
     #: plans change after admission, so the loop and the service treat it as re-planning:
