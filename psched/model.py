@@ -322,3 +322,6 @@ class Decision:
     """The committed future schedule by slot, for policies that commit on arrival."""
     promised: int | None = None
     """The completion slot promised on admission (OASiS-family policies), else None."""
+    hold: bool = False
+    """Not admitted *yet*: keep the job for deferred admission (the policy's ``admit_held``)
+    while its window is open; ``reason`` is then the rejection reason if it never is."""

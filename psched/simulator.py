@@ -14,8 +14,9 @@ save and restore. A policy keeps its own state.
 
 The API a live owner uses (between slots, under its own lock): :meth:`SchedulerLoop.admit`
 returns an :class:`Admission` per job (decision, payoff, committed schedule, latency);
-:meth:`~SchedulerLoop.book` holds a job for a later arrival slot; :meth:`~SchedulerLoop.replan`
-re-decides a job's remaining work; :meth:`~SchedulerLoop.release` and
+:meth:`~SchedulerLoop.book` holds a job for a later arrival slot; :meth:`~SchedulerLoop.admit_held`
+decides jobs a policy held for deferred admission (each slot, after its arrivals);
+:meth:`~SchedulerLoop.replan` re-decides a job's remaining work; :meth:`~SchedulerLoop.release` and
 :meth:`~SchedulerLoop.drop`; :meth:`~SchedulerLoop.restore` rebuilds finished slots from a
 journal; ``before_slot``/``after_slot``/``on_decision`` hooks; and :meth:`~SchedulerLoop.step`
 split into :meth:`~SchedulerLoop.begin_slot`, the executor's ``apply`` and
@@ -53,6 +54,7 @@ from psched.model import (
 from psched.policies.base import JobStatus, Policy, RunContext, View
 
 __all__ = [
+    "HELD",
     "REJECT_CANNOT_FIT",
     "REJECT_PAST_HORIZON",
     "Admission",
@@ -78,6 +80,10 @@ log = logging.getLogger(__name__)
 
 REJECT_PAST_HORIZON = "past_horizon"  #: arrives at or after the horizon
 REJECT_CANNOT_FIT = "cannot_fit"  #: one worker (or the PS it needs) fits no server
+#: Held for deferred admission (``Decision.hold``): not admitted yet, not rejected yet. The
+#: record's reason while held; when the window closes (or the run ends) unadmitted, the
+#: reason becomes the one the policy gave when it held the job.
+HELD = "held"
 
 
 class ArrivalSource(Protocol):
@@ -174,6 +180,9 @@ class JobRecord:
     first_slot: int | None = None  #: first slot with workers
     completion: int | None = None  #: slot in which the last work was done
     promised: int | None = None  #: completion slot promised on admission, if the policy promises
+    #: slot of the admission decision: the arrival slot, a later one for a deferred admission,
+    #: the slot a held job's window closed (or the run ended) if it never was; None while held
+    decided: int | None = None
 
     @property
     def duration(self) -> int | None:
@@ -206,6 +215,8 @@ class LoopState:
     booked: list[JobSpec] = field(default_factory=list)  #: to be decided in a later slot
     arrived: list[str] = field(default_factory=list)  #: admitted since the last plan
     event_ms: list[float] = field(default_factory=list)  #: their decision times (re-planners)
+    #: held for deferred admission, in arrival order: job id -> reason if never admitted
+    held: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
@@ -417,6 +428,7 @@ class SchedulerLoop:
         for hook in self.before_slot:
             hook(t)
         self.admit(t, self._due(t))
+        self.admit_held(t)
         records = st.records
         view = View(
             t=t,
@@ -516,6 +528,7 @@ class SchedulerLoop:
             rec.reason = REJECT_PAST_HORIZON
         elif cannot_fit(job, self.cluster):
             rec.reason = REJECT_CANNOT_FIT
+        rec.decided = t
         if rec.reason:
             return Admission(job_id=spec.job_id, slot=t, admitted=False, reason=rec.reason,
                              work=job.work)
@@ -531,10 +544,73 @@ class SchedulerLoop:
             st.arrived.append(spec.job_id)
         else:
             rec.reason = decision.reason or "rejected"
+            if (decision.hold and t < job.last_slot
+                    and getattr(self.policy, "admit_held", None) is not None):
+                st.held[spec.job_id] = rec.reason
+                rec.reason, rec.decided = HELD, None
         return Admission(job_id=spec.job_id, slot=t, admitted=decision.admitted,
                          reason=rec.reason, payoff=decision.payoff, work=job.work,
                          schedule=dict(decision.schedule or {}), latency_ms=ms,
                          promised=rec.promised)
+
+    def admit_held(self, t: int) -> list[Admission]:
+        """Deferred admission at the boundary of slot ``t``: the jobs held
+        (``Decision.hold``) whose window closed before ``t`` are rejected for good, with the
+        reason the policy gave when it held them; the others go, in arrival order, to the
+        policy's ``admit_held(jobs, view)`` (see :class:`~psched.policies.base.Policy`), which
+        returns a :class:`~psched.model.Decision` for each job it decides now (the view holds
+        the active jobs as measured, as for ``plan``; admitted: the
+        job becomes active, with its promise, as an arrival of this slot; rejected without
+        ``hold``: rejected for good now) and leaves the others held. Called by
+        :meth:`begin_slot` after the slot's arrivals; one :class:`Admission` per job decided
+        (slot ``t``), also passed to the ``on_decision`` hooks. O(held) plus the policy."""
+        st = self.state
+        if not st.held:
+            return []
+        for job_id in [j for j in st.held if st.records[j].job.last_slot < t]:
+            self._settle_held(job_id, t)
+        hook = getattr(self.policy, "admit_held", None)
+        if not st.held or hook is None:
+            return []
+        jobs = [st.records[j].job for j in st.held]
+        view = View(t=t, cluster=self.cluster, horizon=self.horizon,
+                    active=self._statuses.of(st), completed=tuple(st.completed_last))
+        t0 = time.perf_counter()
+        decisions: Mapping[str, Decision] = hook(jobs, view)
+        ms = (time.perf_counter() - t0) * 1e3
+        out: list[Admission] = []
+        for job_id, decision in decisions.items():
+            if job_id not in st.held:
+                raise ValueError(f"admit_held decided {job_id!r}, which is not held")
+            rec = st.records[job_id]
+            if decision.admitted:
+                del st.held[job_id]
+                rec.admitted, rec.payoff, rec.reason = True, decision.payoff, ""
+                rec.promised, rec.decided = decision.promised, t
+                st.active.append(job_id)
+                st.arrived.append(job_id)
+            elif not decision.hold:
+                self._settle_held(job_id, t, decision.reason)
+            else:
+                continue
+            out.append(Admission(job_id=job_id, slot=t, admitted=decision.admitted,
+                                 reason=rec.reason, payoff=decision.payoff,
+                                 work=rec.job.work, schedule=dict(decision.schedule or {}),
+                                 latency_ms=ms))
+        if not self.policy.commits_on_arrival:
+            st.event_ms.append(ms)  # counted with the slot's event, if it is one
+        elif out:
+            st.decision_ms.append(ms)
+        for hook_ in self.on_decision:
+            for adm in out:
+                hook_(adm)
+        return out
+
+    def _settle_held(self, job_id: str, t: int, reason: str = "") -> None:
+        """A held job is rejected for good in slot ``t`` (its held reason unless given)."""
+        held_reason = self.state.held.pop(job_id)
+        rec = self.state.records[job_id]
+        rec.reason, rec.decided = reason or held_reason, t
 
     def _decide(self, job: Job, t: int, forced: Decision | None) -> tuple[Decision, float]:
         view = View(t=t, cluster=self.cluster, horizon=self.horizon, active={})
@@ -664,10 +740,13 @@ class SchedulerLoop:
             self.step()
             if on_slot is not None:
                 on_slot(self.state.t)
-        # jobs that never arrived within the horizon
+        # jobs that never arrived within the horizon; jobs still held are rejected now
         for spec in self.arrivals.pop(1 << 62) if end >= self.horizon else []:
-            rec = JobRecord(job=self.resolve(spec), reason=REJECT_PAST_HORIZON)
+            rec = JobRecord(job=self.resolve(spec), reason=REJECT_PAST_HORIZON,
+                            decided=self.state.t)
             self.state.records.setdefault(spec.job_id, rec)
+        for job_id in list(self.state.held) if end >= self.horizon else []:
+            self._settle_held(job_id, self.state.t)
         return self.result(wall_s=time.perf_counter() - t0)
 
     def result(self, wall_s: float = 0.0) -> RunResult:

@@ -132,10 +132,11 @@ def _blocking_pair() -> tuple[Cluster, list[JobSpec]]:
 def test_a_flat_job_makes_room_for_an_urgent_one_within_its_promise() -> None:
     """The worked instance of re-packing: OASiS books slots 0-1 for the flat job and the urgent
     job (utility 25 in slot 1) can only run in slot 2 (utility 0.3); oasis-rp moves the flat
-    job's second slot after the urgent one, inside the flat job's promise (its window end)."""
+    job's second slot after the urgent one, inside the flat job's promise (its window end).
+    OASiS's prices (``own_price="off"``), so that only the re-pack differs from ``oasis``."""
     cluster, specs = _blocking_pair()
     base = simulate(specs, cluster, make_policy("oasis"), 8)
-    rp = simulate(specs, cluster, make_policy("oasis-rp"), 8)
+    rp = simulate(specs, cluster, make_policy("oasis-rp", own_price="off"), 8)
     assert base.records["urgent"].completion == 2
     assert rp.records["urgent"].completion == 1
     assert rp.records["flat"].completion == 2
@@ -144,7 +145,7 @@ def test_a_flat_job_makes_room_for_an_urgent_one_within_its_promise() -> None:
         r.utility for r in base.records.values()) + 20
     assert rp.report["repack_kept"] == 1
     assert broken_promises(rp) == []
-    off = simulate(specs, cluster, make_policy("oasis-rp", repack=False), 8)
+    off = simulate(specs, cluster, make_policy("oasis-rp", repack=False, own_price="off"), 8)
     assert [r.completion for r in off.records.values()] == [
         r.completion for r in base.records.values()]
 
@@ -234,12 +235,12 @@ def test_a_job_that_runs_behind_is_replanned_within_its_promise() -> None:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(instance=instances())
 def test_with_every_lever_off_it_is_oasis(instance: Instance) -> None:
-    """No re-pack, no pull-forward: the same admissions and schedules as ``oasis``, and each
-    promise is the committed completion."""
+    """No re-pack, no pull-forward, OASiS's prices: the same admissions and schedules as
+    ``oasis``, and each promise is the committed completion."""
     cluster, specs, horizon = instance
     base = simulate(specs, cluster, make_policy("oasis"), horizon)
     off = simulate(specs, cluster, make_policy(
-        "oasis-rp", **{k: False for k in LEVERS}), horizon)
+        "oasis-rp", own_price="off", **{k: False for k in LEVERS}), horizon)
     assert off.allocations == base.allocations
     assert [(r.admitted, r.promised) for r in off.records.values()] == [
         (r.admitted, r.promised) for r in base.records.values()]

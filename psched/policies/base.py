@@ -9,7 +9,20 @@ Two kinds of policy share :class:`Policy`:
   the previous allocation otherwise.
 
 The loop calls, in every slot ``t``: ``on_arrival`` once per job arriving in ``t`` (in arrival
-order), then ``plan`` once. A policy never sees the executor, the CLI or Ray.
+order), then ``admit_held`` if the policy has it and holds jobs, then ``plan`` once. A policy
+never sees the executor, the CLI or Ray.
+
+Deferred admission (optional). A policy that answers an arrival with
+``Decision(admitted=False, hold=True, reason=...)`` and has a method
+``admit_held(jobs: Sequence[Job], view: View) -> Mapping[str, Decision]`` keeps the job *held*:
+not admitted, not yet rejected (``reason`` "held" in the loop's record). At every slot
+boundary while the job's window is open, the loop passes the held jobs (arrival order) to
+``admit_held``; the policy returns a decision for each one it decides now -- admitted (with its
+promise; it is then an arrival of that slot for ``plan``) or rejected without ``hold`` -- and
+the rest stay held. A job whose window closes, or that is still held when the run ends, is
+rejected with the reason given when it was held. ``JobRecord.decided`` (``jobs.csv``:
+``decided``) is the slot of the final decision. A policy without ``admit_held`` never holds:
+``hold`` is then an ordinary rejection.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """``oasis-rp``: OASiS admission with a promise, and plans that may be revised.
 
-On arrival a job is priced and searched exactly as in OASiS (:mod:`psched.policies.oasis`:
-exponential prices, :func:`psched.oasis.solve_fast`) and admitted iff its payoff is positive.
+On arrival a job is priced and searched as in OASiS (:mod:`psched.policies.oasis`:
+exponential prices, an exact best-schedule search) and admitted iff its payoff is positive;
+by default each container pays for its own stretch of the price curve (``own_price``, below;
+``own_price="off"`` is OASiS's price before the job's usage).
 Admission **promises a completion slot** (``Decision.promised``, the ``promised`` column of
 ``jobs.csv``). Unlike OASiS, how an admitted job runs is only a plan: it may change at later
 arrivals and at slot boundaries, but a plan is only ever replaced by one that still completes
@@ -38,6 +40,22 @@ plan_late, fill : experimental, off by default (measured, did not pay): plan a j
     cheapest schedule within its promise, and re-plan every job at each boundary to use
     idle capacity now.
 floor_factor : multiplies the price floor L (>= 1; prices then charge sooner). Default 1.
+defer : (d) deferred admission. A job that finds no schedule with a positive payoff is held
+    (``Decision.hold``) instead of rejected; at a later slot boundary, if plans moved since
+    (a pull-forward, a re-pack, a job re-planned or gone), each held job whose window is still
+    open is searched again from that slot (the exact search at the current prices, its
+    utility still counted from its arrival) and admitted, with a promise, if its payoff is
+    positive (at most ``defer_limit`` held jobs per boundary, in arrival order). A held job
+    never admitted is rejected ``payoff<=0`` when its window closes or the run ends (the
+    loop's semantics: :meth:`psched.simulator.SchedulerLoop.admit_held`).
+own_price : (f) ``"off"`` (OASiS: each container pays the price before the job's usage),
+    ``"integral"`` (each pays the mean price over its own stretch of the price curve) or
+    ``"after"`` (the price after it): :mod:`psched.policies.rp_own`. Used for the admission
+    searches (arrival, re-pack newcomer, deferred admission); the prices others see and the
+    certificate are unchanged.
+repack_late : (g) in the re-pack's second order, re-plan each moved job to complete as late
+    as its promise allows (:mod:`psched.policies.rp_late`) instead of as its cheapest
+    schedule (which, at flat prices, packs it early again): the earliest-deadline order.
 
 Prices: ``price_source`` ``"hindsight"`` (U, L from the whole trace), ``"history"`` or
 ``"fixed"`` (``u_worker``, ``l_worker``, ``u_ps``, ``l_ps``: the service's ``--prices``).
@@ -45,8 +63,6 @@ In the live service (:mod:`ray_cluster.service.revisions`) every changed plan is
 (:meth:`OasisRpPolicy.current_plans`, :meth:`OasisRpPolicy.boundary_state`) and a restart
 re-applies promises, plans and revisions (:meth:`OasisRpPolicy.restore`,
 :meth:`OasisRpPolicy.restore_plan`, :meth:`OasisRpPolicy.resume`).
-
-Deferred admission (d) is not offered: the loop admits a job only when it arrives.
 
 The certificate (:func:`psched.oasis.dual.dual_objective`) is computed as for OASiS at the
 final prices; weak duality holds for any non-negative prices, and every ``mu_i`` is recomputed
@@ -60,7 +76,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -76,6 +92,8 @@ from psched.policies.rp_book import (
     search,
     work_of,
 )
+from psched.policies.rp_late import search_latest
+from psched.policies.rp_own import OWN_PRICES, search_own
 from psched.prices import PriceParams, fixed_params, params_from_jobs
 
 __all__ = ["REJECT_PAYOFF", "OasisRpPolicy"]
@@ -88,7 +106,8 @@ log = logging.getLogger(__name__)
 
 @register_policy("oasis-rp")
 class OasisRpPolicy:
-    """OASiS with promises and revisable plans (levers: repack, latest_promise, pull, reprice)."""
+    """OASiS with promises and revisable plans (levers: repack, latest_promise, pull, reprice,
+    own_price, defer, repack_late)."""
 
     name = "oasis-rp"
     #: plans change after admission, so the loop and the service treat it as re-planning:
@@ -121,6 +140,11 @@ class OasisRpPolicy:
         l_worker: float | None = None,
         u_ps: float | Mapping[str, float] | None = None,
         l_ps: float | None = None,
+        defer: bool = False,
+        defer_limit: int = 64,
+        own_price: str = "integral",
+        repack_late: bool = False,
+        own_scope: str = "admission",
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
@@ -160,6 +184,17 @@ class OasisRpPolicy:
         self._budget: int | None = None
         self.pull_limit = int(pull_limit)
         self.certificate = bool(certificate)
+        if defer_limit < 1:
+            raise ValueError(f"defer_limit must be >= 1, got {defer_limit!r}")
+        if own_price not in OWN_PRICES:
+            raise ValueError(f"own_price must be one of {OWN_PRICES}, got {own_price!r}")
+        self.defer = bool(defer)
+        self.defer_limit = int(defer_limit)
+        self.own_price = own_price
+        self.repack_late = bool(repack_late)
+        if own_scope not in ("admission", "all"):
+            raise ValueError(f"own_scope must be admission or all, got {own_scope!r}")
+        self.own_scope = own_scope
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._reset()
@@ -171,8 +206,10 @@ class OasisRpPolicy:
         self._decided: list[tuple[Job, float]] = []
         self._promised_utility = 0.0
         self._dirty = False
+        self._freed = False  # plans moved since the held jobs were last searched
         self._stats = {"repack_tried": 0, "repack_kept": 0, "repack_moved": 0,
                        "repack_admitted_utility": 0.0,
+                       "deferred_admitted": 0, "deferred_searches": 0,
                        "pulled": 0, "filled": 0, "replanned_behind": 0, "promise_at_risk": 0}
         self._boundary_ms: list[float] = []
         self._report: dict[str, Any] | None = None
@@ -208,13 +245,14 @@ class OasisRpPolicy:
         self._book().grow(cluster)
         self._report = None
         self._dirty = True
+        self._freed = True
 
     # -- arrivals -----------------------------------------------------------------------------
     def on_arrival(self, job: Job, view: View) -> Decision:
-        book = self._book()
+        self._book()
         self._report = None
         t = view.t
-        found = search(book, job, start=t, work=job.work, deadline=job.last_slot)
+        found = self._search_new(job, t)
         base = self._utility(job, found.completion)
         if self.repack and (not found.schedule or base < (1.0 - self.repack_gap)
                             * job.utility_at(job.fastest)):
@@ -227,7 +265,33 @@ class OasisRpPolicy:
             self._place(job, found.schedule)
         if not found.schedule:
             self._decided.append((job, 0.0))
-            return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0)
+            return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0,
+                            hold=self.defer)
+        self._decided.append((job, found.payoff))
+        return self._promise_for(job, found, t)
+
+    def _search_new(self, job: Job, t: int) -> Found:
+        """The best schedule of a job not yet admitted, from slot ``t``, priced as
+        ``own_price`` says."""
+        if self.own_price == "off":
+            return search(self._book(), job, start=t, work=job.work, deadline=job.last_slot)
+        return search_own(self._book(), job, start=t, work=job.work, deadline=job.last_slot,
+                          mode=self.own_price)
+
+    def _search_kept(self, job: Job, t: int, work: int, deadline: int,
+                     flat: bool = False) -> Found:
+        """Re-plan an admitted job (re-pack, pull-forward): its best schedule by ``deadline``
+        (no floor), with own-usage prices where ``own_scope="all"``."""
+        if self.own_price != "off" and self.own_scope == "all" and not flat:
+            return search_own(self._book(), job, start=t, work=work, deadline=deadline,
+                              mode=self.own_price, floor=-math.inf)
+        return search(self._book(), job, start=t, work=work, deadline=deadline, flat=flat,
+                      floor=-math.inf)
+
+    def _promise_for(self, job: Job, found: Found, t: int) -> Decision:
+        """Admit ``job`` in slot ``t`` on its placed schedule ``found``: its promise and the
+        decision."""
+        book = self._book()
         done = found.completion
         assert done is not None
         promise = latest_same_utility(job, done, self.promise_rtol) if self.latest_promise else done
@@ -235,10 +299,32 @@ class OasisRpPolicy:
             self._late(job, t, promise)
         self._jobs[job.job_id] = job
         self._promise[job.job_id] = promise
-        self._decided.append((job, found.payoff))
         self._promised_utility += job.utility_at(promise - job.arrival + 1)
         return Decision(admitted=True, payoff=unscale(found.payoff, book.log_scale),
                         schedule=dict(found.schedule), promised=promise)
+
+    def admit_held(self, jobs: Sequence[Job], view: View) -> dict[str, Decision]:
+        """Lever (d), deferred admission: search the held ``jobs`` again from slot ``view.t``
+        if plans moved since they were last searched; admit (and place) each whose payoff is
+        now positive. Jobs not in the answer stay held. O(defer_limit searches)."""
+        if not self.defer:
+            return {}
+        self._reconcile(view)  # jobs gone or behind since the last plan free or take room
+        if not self._freed:
+            return {}
+        self._freed = False
+        self._report = None
+        out: dict[str, Decision] = {}
+        for job in jobs[: self.defer_limit]:
+            self._stats["deferred_searches"] += 1
+            found = self._search_new(job, view.t)
+            if not found.schedule:
+                continue
+            self._place(job, found.schedule)
+            self._stats["deferred_admitted"] += 1
+            self._dirty = True
+            out[job.job_id] = self._promise_for(job, found, view.t)
+        return out
 
     def _late(self, job: Job, t: int, promise: int) -> None:
         """Plan ``job`` as its cheapest schedule that meets ``promise`` (it was placed)."""
@@ -248,6 +334,7 @@ class OasisRpPolicy:
         got = search(book, job, start=t, work=job.work, deadline=promise, flat=True,
                      floor=-math.inf)
         new = got.schedule or old
+        self._freed = self._freed or new != old
         book.add(job, new)
         book.raise_prices(new)
         self._plans[job.job_id] = new
@@ -270,6 +357,7 @@ class OasisRpPolicy:
             new = got.schedule
             if new and (max(new) < done or (t in new and new[t].n_workers > now)):
                 self._stats["filled"] += 1
+                self._freed = True
                 book.add(jj, new)
                 book.raise_prices(new)
                 self._plans[j] = new
@@ -303,7 +391,7 @@ class OasisRpPolicy:
         for j in cands:
             book.add(self._jobs[j], saved[j], sign=-1)
             del self._plans[j]
-        first = search(book, job, start=t, work=job.work, deadline=job.last_slot)
+        first = self._search_new(job, t)
         found = Found(payoff=0.0, schedule={})
         moved: list[str] | None = []
         if first.schedule:  # else: no room even with every candidate gone
@@ -329,7 +417,7 @@ class OasisRpPolicy:
                             self._plans[j] = saved[j]
                 moved = self._refit(clash, saved, t, keep_old=False)
                 if moved is not None:
-                    found = search(book, job, start=t, work=job.work, deadline=job.last_slot)
+                    found = self._search_new(job, t)
                 if not found.schedule:
                     self._unfit(cands)
                 else:
@@ -348,6 +436,7 @@ class OasisRpPolicy:
                 for j in moved)
             if gain > 0:
                 self._stats["repack_kept"] += 1
+                self._freed = True
                 self._stats["repack_moved"] += len(moved)
                 self._stats["repack_admitted_utility"] += job.utility_at(done - job.arrival + 1)
                 touched = set(found.schedule)
@@ -382,8 +471,12 @@ class OasisRpPolicy:
                 if self._budget <= 0:
                     return None
                 self._budget -= 1
-            got = search(book, jj, start=t, work=work_of(saved[j]), deadline=self._promise[j],
-                         flat=not keep_old, floor=-math.inf)
+            if self.repack_late and not keep_old:
+                got = search_latest(book, jj, start=t, work=work_of(saved[j]),
+                                    deadline=self._promise[j])
+            else:
+                got = self._search_kept(jj, t, work_of(saved[j]), self._promise[j],
+                                        flat=not keep_old)
             if not got.schedule:
                 return None
             book.add(jj, got.schedule)
@@ -409,12 +502,12 @@ class OasisRpPolicy:
             return False
         jj = self._jobs[j]
         book.add(jj, old, sign=-1)
-        got = search(book, jj, start=t, work=work_of(old, t), deadline=done - 1,
-                     floor=-math.inf)
+        got = self._search_kept(jj, t, work_of(old, t), done - 1)
         if got.schedule:
             book.add(jj, got.schedule)
             self._plans[j] = got.schedule
             self._stats["pulled"] += 1
+            self._freed = True
             return True
         book.add(jj, old)
         return False
@@ -425,7 +518,9 @@ class OasisRpPolicy:
         book = self._book()
         t = view.t
         for j in [j for j in self._plans if j not in view.active]:
-            book.add(self._jobs[j], {s: a for s, a in self._plans[j].items() if s >= t}, sign=-1)
+            gone = {s: a for s, a in self._plans[j].items() if s >= t}
+            book.add(self._jobs[j], gone, sign=-1)
+            self._freed = self._freed or bool(gone)
             del self._plans[j]
         for j, status in view.active.items():
             plan = self._plans.get(j)
@@ -436,6 +531,7 @@ class OasisRpPolicy:
             if left == self._plans.left.get(j, 0):  # the plan holds slots >= t only
                 continue
             self._stats["replanned_behind"] += 1
+            self._freed = True
             self._dirty = True
             jj = self._jobs[j]
             book.add(jj, plan, sign=-1)
@@ -567,7 +663,9 @@ class OasisRpPolicy:
         out["boundary_ms_p99"] = float(np.percentile(ms, 99))
         out["levers"] = {"repack": self.repack, "latest_promise": self.latest_promise,
                          "pull": self.pull, "reprice": self.reprice,
-                         "plan_late": self.plan_late, "fill": self.fill}
+                         "plan_late": self.plan_late, "fill": self.fill,
+                         "defer": self.defer, "own_price": self.own_price,
+                         "repack_late": self.repack_late}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor

@@ -1,0 +1,180 @@
+"""oasis-rp's quality levers side by side on the policy table's cells, against the best rival.
+
+Each variant (``oasis-rp[:opt=value...]``, options to ``make_policy``) runs the cells of
+``benchmarks/policy_table.py`` -- ``oasis-<n>`` (seeds), ``ef-<trace>`` (seed 0) and the
+``fig5`` instances -- with the same jobs, clusters and horizons. Rival cells and the fig5
+optimum (OPT, proven optimal) are read from the policy table's cache
+(``benchmarks/results/policy_table_cells.csv``); nothing of theirs is re-run. Variant cells
+are cached in ``benchmarks/results/oasis_rp_levers.csv`` (a re-run measures only what is
+missing; ``--force`` re-measures). Every run is checked: broken promises (completions
+re-derived from the allocation rows) must be 0, else the script stops.
+
+    python benchmarks/bench_oasis_rp_levers.py --scenarios fig5 \\
+        --variants oasis-rp,oasis-rp:defer=1,oasis-rp:own_price=after
+    python benchmarks/bench_oasis_rp_levers.py --scenarios oasis-100,oasis-200 --seeds 0,1,2,3,4
+    python benchmarks/bench_oasis_rp_levers.py --table-only
+
+Prints one markdown row per (scenario, seed) with each variant's utility (completed) and the
+gap to the best rival; for fig5, OPT/variant median / p90 / max.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import csv  # noqa: E402
+import math  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+from bench_oasis_rp import parse_variant  # noqa: E402
+from policy_table import OPT, fig5_key, fig5_keys, read_cells  # noqa: E402
+from rivals_tables import load  # noqa: E402
+
+from psched.policies import make_policy  # noqa: E402
+from psched.promises import broken_promises  # noqa: E402
+from psched.simulator import RunResult, simulate  # noqa: E402
+from psched.traces.synth import fig5_instance  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+FIELDS = ("scenario", "instance", "variant", "utility", "completed", "cpu_s", "broken",
+          "deferred_admitted", "measured_at")
+#: rivals of the table (every registered policy but the OASiS family)
+RIVALS = ("dorm", "drf", "elastic-mip", "fifo", "greedy-fill", "greedy-gain", "optimus",
+          "rrh", "srtf")
+
+
+def run_variant(variant: str, specs: list, cluster: object,
+                horizon: int) -> tuple[RunResult, float]:
+    """One simulation of ``variant`` (certificate off); the result and its CPU seconds."""
+    name, kw = parse_variant(variant)
+    kw.setdefault("certificate", False)
+    c0 = time.process_time()
+    res = simulate(specs, cluster, make_policy(name, **kw), horizon)  # type: ignore[arg-type]
+    return res, time.process_time() - c0
+
+
+def measure_cell(scenario: str, instance: str, variant: str) -> dict[str, object]:
+    """Run one cell; raise if a promise was broken."""
+    if scenario == "fig5":
+        n, lo, hi, seed = instance.split(":")
+        specs, cluster = fig5_instance(int(n), seed=int(seed), priority=(float(lo), float(hi)))
+        horizon = 10
+    else:
+        specs, cluster, horizon, _ = load(scenario, int(instance))
+    res, cpu = run_variant(variant, specs, cluster, horizon)
+    broken = broken_promises(res)
+    if broken:
+        raise SystemExit(f"{scenario} {instance} {variant}: broken promise: {broken[0]}")
+    recs = res.records.values()
+    return {"scenario": scenario, "instance": instance, "variant": variant,
+            "utility": float(sum(r.utility for r in recs)),
+            "completed": sum(r.completion is not None for r in recs), "cpu_s": f"{cpu:.2f}",
+            "broken": 0, "deferred_admitted": res.report.get("deferred_admitted", 0),
+            "measured_at": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())}
+
+
+def read_cache(path: Path) -> dict[tuple[str, str, str], dict[str, str]]:
+    if not path.exists():
+        return {}
+    with open(path, newline="") as fh:
+        return {(r["scenario"], r["instance"], r["variant"]): r for r in csv.DictReader(fh)}
+
+
+def append(path: Path, row: dict[str, object]) -> None:
+    new = not path.exists() or path.stat().st_size == 0
+    with open(path, "a", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS)
+        if new:
+            w.writeheader()
+        w.writerow(row)
+
+
+def instances(scenario: str, seeds: list[int], fig5_per_cell: int) -> list[str]:
+    if scenario == "fig5":
+        return [fig5_key(n, p, s) for n, p, s in fig5_keys(fig5_per_cell)]
+    return ["0"] if scenario.startswith("ef-") else [str(s) for s in seeds]
+
+
+def best_rival(table: dict, scenario: str, instance: str) -> tuple[str, float]:
+    got = [(p, table[(scenario, instance, p)].utility) for p in RIVALS
+           if (scenario, instance, p) in table and table[(scenario, instance, p)].status == "ok"]
+    return max(got, key=lambda x: x[1]) if got else ("?", math.nan)
+
+
+def render(cache: dict, table: dict, scenarios: list[str], variants: list[str],
+           seeds: list[int], fig5_per_cell: int) -> str:
+    head = "| scenario (seed) | best rival | " + " | ".join(f"`{v}`" for v in variants) + " |"
+    lines = [head, "|---|---|" + "---:|" * len(variants)]
+    for sc in scenarios:
+        keys = instances(sc, seeds, fig5_per_cell)
+        if sc == "fig5":
+            cells = []
+            for v in variants:
+                r = []
+                for k in keys:
+                    opt, got = table.get(("fig5", k, OPT)), cache.get(("fig5", k, v))
+                    if opt is None or got is None or opt.status != "optimal":
+                        continue
+                    u = float(got["utility"])
+                    r.append(opt.utility / u if u > 0 else math.inf)
+                a = np.array(r) if r else np.array([math.nan])
+                cells.append(f"{np.median(a):.3f} / {np.percentile(a, 90):.2f} / "
+                             f"{a.max():.2f} [{len(r)}]")
+            lines.append("| fig5 OPT/policy median / p90 / max | rrh 1.25 / 1.45 / 1.99 | "
+                         + " | ".join(cells) + " |")
+            continue
+        for k in keys:
+            who, val = best_rival(table, sc, k)
+            cells = []
+            for v in variants:
+                got = cache.get((sc, k, v))
+                if got is None:
+                    cells.append("")
+                    continue
+                u = float(got["utility"])
+                cells.append(f"{u:,.0f} ({got['completed']}) {100 * (u / val - 1):+.1f}%")
+            lines.append(f"| {sc} ({k}) | {who} {val:,.0f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenarios", default="fig5")
+    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--variants", default="oasis-rp")
+    ap.add_argument("--fig5-instances", type=int, default=7)
+    ap.add_argument("--cache", type=Path, default=RESULTS / "oasis_rp_levers.csv")
+    ap.add_argument("--table", type=Path, default=RESULTS / "policy_table_cells.csv")
+    ap.add_argument("--force", action="store_true")
+    ap.add_argument("--table-only", action="store_true")
+    args = ap.parse_args()
+    scenarios = args.scenarios.split(",")
+    variants = args.variants.split(",")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    table = read_cells(args.table)
+    cache = read_cache(args.cache)
+    print(f"load {os.getloadavg()[0]:.2f}", flush=True)
+    if not args.table_only:
+        for sc in scenarios:
+            for k in instances(sc, seeds, args.fig5_instances):
+                for v in variants:
+                    if (sc, k, v) in cache and not args.force:
+                        continue
+                    row = measure_cell(sc, k, v)
+                    append(args.cache, row)
+                    cache[(sc, k, v)] = {kk: str(vv) for kk, vv in row.items()}
+                    if sc != "fig5":
+                        print(f"{sc} {k} {v}: {row['utility']:.1f} ({row['completed']}) "
+                              f"cpu {row['cpu_s']} s", flush=True)
+    print(render(cache, table, scenarios, variants, seeds, args.fig5_instances))
+    print(f"load {os.getloadavg()[0]:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
