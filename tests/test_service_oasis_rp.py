@@ -50,7 +50,9 @@ def test_fixed_bounds_are_the_prices_oasis_rp_runs_with(tmp_path):
                            cluster=_cluster(), executor=SimulatedExecutor())
     params = svc.policy.params  # type: ignore[attr-defined]
     assert params.to_dict() == fixed_params(50.0, 0.5, 20.0, 0.2).to_dict()
-    assert svc.submit(_spec(1))["admitted"]
+    # worth well above its priced cost: own-usage pricing (the default) charges a job that
+    # fills most of this small cluster more than the zero-load floor
+    assert svc.submit(_spec(1, value=40.0))["admitted"]
 
 
 def test_an_unpriced_policy_gets_no_price_options_and_an_unknown_one_is_one_line():
@@ -137,7 +139,9 @@ def test_a_restart_decides_as_the_uninterrupted_service(tmp_path_factory, seed, 
     if rate <= 1.0:
         for job_id, promise in promises.items():
             rec = ref.loop.state.records[job_id]
-            assert rec.completion is not None
+            if rec.completion is None:  # still running at the end: not due yet
+                assert promise >= end
+                continue
             assert rate < 1.0 or rec.completion <= promise
 
 
