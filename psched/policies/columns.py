@@ -24,7 +24,8 @@ def utility_of(kind: np.ndarray, value: np.ndarray, decay: np.ndarray, target: n
     """f_i(d_i) for many jobs; the arguments are aligned 1-D arrays. O(n)."""
     x = np.asarray(d, dtype=float)
     out = np.empty(x.shape)
-    for code in np.unique(kind).tolist():
+    present = np.bincount(kind, minlength=len(UTILITY_KINDS)) if kind.size else np.zeros(0)
+    for code in np.flatnonzero(present).tolist():  # the kinds present, ascending
         m = kind == code
         xv, v, g, tg = x[m], value[m], decay[m], target[m]
         name = UTILITY_KINDS[code]
@@ -76,12 +77,13 @@ class JobColumns:
         self.ps = grow(g("ps"), (size, self._r), float)  #: one PS's demand
         self.left = grow(g("left"), (size,), float)  #: work left, worker-slots
         self.kind = grow(g("kind"), (size,), np.int64)  #: utility kind code
+        self.demand = grow(g("demand"), (size,), np.int64)  #: a caller's demand-kind code
         self.value = grow(g("value"), (size,), float)
         self.decay = grow(g("decay"), (size,), float)
         self.target = grow(g("target"), (size,), float)
         self.alive = grow(g("alive"), (size,), bool)  #: not dropped
 
-    def add(self, job: Job, *, request: int, left: float) -> int:
+    def add(self, job: Job, *, request: int, left: float, demand: int = 0) -> int:
         """Append ``job``; returns its row."""
         if self._n == self.alive.size:
             self._alloc(2 * self.alive.size)
@@ -92,6 +94,7 @@ class JobColumns:
         self.worker[i] = spec.worker_demand.as_array()
         self.ps[i] = spec.ps_demand.as_array()
         self.left[i] = left
+        self.demand[i] = demand
         self.kind[i], self.value[i] = _KIND[u.kind], u.value
         self.decay[i], self.target[i] = u.decay, u.target
         self.alive[i] = True
@@ -120,8 +123,8 @@ class JobColumns:
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self.alive[: self._n])
-        for name in ("arrival", "request", "ratio", "worker", "ps", "left", "kind", "value",
-                     "decay", "target", "alive"):
+        for name in ("arrival", "request", "ratio", "worker", "ps", "left", "kind", "demand",
+                     "value", "decay", "target", "alive"):
             a = getattr(self, name)
             a[: keep.size] = a[keep]
             a[keep.size: self._n] = 0

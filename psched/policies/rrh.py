@@ -35,20 +35,23 @@ admitted jobs (numpy), so the per-job Python work is one dictionary step.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
 
 from psched.model import EPS, RESOURCES, Alloc, Decision, Job, ceil_eps
-from psched.policies.base import View, register_policy
+from psched.policies.base import JobStatus, View, register_policy
 from psched.policies.columns import JobColumns
 from psched.policies.counts import Builder
 from psched.policies.fifo import FifoPolicy
+from psched.policies.table import live
 
 __all__ = ["REJECT_RISK", "RrhPolicy"]
 
 #: Rejection reason: expected utility minus the loss it causes is at most the threshold.
 REJECT_RISK = "risk_reward"
+_KEY = 1 << 20  # packs (kind, workers, PS) into one int64 key (each below 2**20)
 
 
 def _delay(ahead: np.ndarray, use: np.ndarray) -> int:
@@ -76,11 +79,14 @@ class RrhPolicy(FifoPolicy):
         # the ranking of one slot's arrivals: (t, rows, shares, k, density), rank order; the
         # admitted jobs' profiles do not change between the arrivals of a slot
         self._slot: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._seen: dict[str, JobStatus] = {}  # status object each job's left was set from
+        self._moved: set[str] = set()  # jobs whose left plan() changed since the last replan
 
     def reset(self) -> None:
         super().reset()
         self._cols, self._jobs, self._rejected = JobColumns(len(RESOURCES)), {}, 0
         self._slot = None
+        self._seen, self._moved = {}, set()
 
     def _use(self, job: Job, n: int) -> np.ndarray:
         """Shares of every resource (both pools' totals) that ``n`` workers and their PS take."""
@@ -141,15 +147,16 @@ class RrhPolicy(FifoPolicy):
             delay = np.maximum(0.0, np.ceil((excl[below] + u[below]).max(axis=1) - 1 - 1e-9))
             d = t - self._cols.arrival[sub] + delay + k[below]
             late = self._cols.utility(sub, d + float(u_new.max()) * k_new)
-            for x in (self._cols.utility(sub, d) - late).tolist():
-                loss += x
+            # the same left-to-right float sum as adding one by one (accumulate is sequential)
+            loss = float(np.add.accumulate(self._cols.utility(sub, d) - late)[-1])
         else:
             ahead = before[-1] if rows.size else np.zeros_like(u_new)
         gain = job.utility_at(t - job.arrival + _delay(ahead, u_new) + k_new)
         if gain - loss <= self.threshold:
             self._rejected += 1
             return Decision(admitted=False, reason=REJECT_RISK, payoff=gain - loss)
-        row = self._cols.add(job, request=self.request(job), left=float(job.work))
+        row = self._cols.add(job, request=self.request(job), left=float(job.work),
+                             demand=self.facts.kind(job))
         self._jobs[job.job_id] = job
         at = int(np.searchsorted(-dens, -dens_new, side="right"))  # after ties: latest row
         self._slot = (t, np.insert(rows, at, row), np.insert(u, at, u_new, axis=0),
@@ -158,21 +165,44 @@ class RrhPolicy(FifoPolicy):
 
     def replan(self, view: View) -> dict[str, Alloc]:
         self._slot = None
+        self._sync(view)
         c = self._cols
-        for j in [j for j in c.row if j not in view.active]:
-            c.drop(j)
-            del self._jobs[j]
-        for j, st in view.active.items():
-            if j in c:
-                c.left[c.row[j]] = st.remaining
         build = Builder(self.capacity, self.pools, self.facts)
         rows, _, _, _ = self._ranked(view.t)
-        for i in rows.tolist():
-            job = self._jobs[c.ids[i]]
-            n = min(int(c.request[i]), ceil_eps(float(c.left[i])))
-            if n > 0:
-                build.add(job, n, job.ps_needed(n))  # all or nothing: paused if it fails
+        n = np.minimum(c.request[rows], np.ceil(c.left[rows] - EPS)).astype(np.int64)
+        ps = np.where(n > 0, np.ceil(c.ratio[rows] * n - EPS), 0).astype(np.int64)
+        # a (first-worker kind, workers, PS) request that did not fit never fits later in this
+        # plan (free capacity only shrinks): the rows asking for it are skipped in bulk
+        key = (c.demand[rows] * _KEY + n) * _KEY + ps
+        dead: set[int] = set()
+        n_l, ps_l, key_l, rows_l = n.tolist(), ps.tolist(), key.tolist(), rows.tolist()
+        for p in live(np.flatnonzero(n > 0), key, dead):
+            job = self._jobs[c.ids[rows_l[p]]]  # type: ignore[index]
+            if not build.add(job, n_l[p], ps_l[p]):  # all or nothing: paused if it fails
+                dead.add(key_l[p])
         return build.allocs()
+
+    def _sync(self, view: View) -> None:
+        """Forget finished jobs; set every active job's work left from its status (only the
+        jobs whose status object changed, or whose estimate :meth:`plan` moved)."""
+        c = self._cols
+        for j in c.row.keys() - view.active.keys():
+            c.drop(j)
+            del self._jobs[j]
+            self._seen.pop(j, None)
+        keys, vals = list(view.active), list(view.active.values())
+        olds = list(map(self._seen.get, keys))
+        same = np.fromiter(map(operator.is_, olds, vals), dtype=bool, count=len(keys))
+        for i in np.flatnonzero(~same).tolist():
+            j = keys[i]
+            if j in c:
+                c.left[c.row[j]] = vals[i].remaining
+                self._seen[j] = vals[i]
+        for j in self._moved:
+            st = view.active.get(j)
+            if st is not None and j in c:
+                c.left[c.row[j]] = st.remaining
+        self._moved = set()
 
     def plan(self, view: View) -> dict[str, Alloc]:
         self._slot = None
@@ -182,6 +212,7 @@ class RrhPolicy(FifoPolicy):
             if j in c:
                 i = c.row[j]
                 c.left[i] = max(0.0, c.left[i] - a.n_workers)
+                self._moved.add(j)
         return out
 
     def report(self) -> dict[str, Any]:
