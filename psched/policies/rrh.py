@@ -59,6 +59,75 @@ def _delay(ahead: np.ndarray, use: np.ndarray) -> int:
     return max(0, math.ceil(float(np.max(ahead + use)) - 1 - 1e-9))
 
 
+def _put(a: np.ndarray, at: int, x: Any) -> np.ndarray:
+    """``np.insert(a, at, x, axis=0)`` without its generic machinery."""
+    out = np.empty((a.shape[0] + 1, *a.shape[1:]), dtype=a.dtype)
+    out[:at] = a[:at]
+    out[at] = x
+    out[at + 1:] = a[at:]
+    return out
+
+
+class _Ranking:
+    """One slot's ranking of the admitted jobs, with what an arrival's estimate reads of it.
+
+    Per ranked job: shares ``u``, slots ``k``, density, the resource-time of the jobs ranked
+    before it (``before``: a sequential cumulative sum in rank order), its estimated duration
+    ``d`` and utility ``f`` at that duration. The profiles do not change between the arrivals of
+    a slot; an admitted arrival is inserted at its rank and only the jobs ranked after it get
+    new sums, durations and utilities (the same float operations as recomputing them all:
+    ``cumsum`` continues from the sum before the insertion point). O(J R) at the slot's first
+    arrival, O((J - rank) R) per admission, O(J - rank) per estimate."""
+
+    def __init__(self, t: int, cols: JobColumns, rows: np.ndarray, u: np.ndarray,
+                 k: np.ndarray, dens: np.ndarray) -> None:
+        self.t, self._cols = t, cols
+        self.rows, self.u, self.k, self.dens = rows, u, k, dens
+        self._neg = -dens
+        self.before = np.cumsum(u * k[:, None], axis=0)
+        self.d = np.zeros(rows.size)
+        self.f = np.zeros(rows.size)
+        self._tail(0)
+
+    def position(self, dens_new: float) -> int:
+        """Where a job of density ``dens_new`` ranks: after every job at least as dense."""
+        return int(np.searchsorted(self._neg, -dens_new, side="right"))
+
+    def excl(self, i: int) -> np.ndarray:
+        """Resource-time of the jobs ranked before position ``i``."""
+        return self.before[i - 1] if i > 0 else np.zeros(self.u.shape[1])
+
+    def _tail(self, at: int) -> None:
+        """Recompute ``d`` and ``f`` of the jobs from position ``at`` on."""
+        if at >= self.rows.size:
+            return
+        excl = (np.vstack([np.zeros((1, self.u.shape[1])), self.before[:-1]]) if at == 0
+                else self.before[at - 1:-1])
+        delay = np.maximum(0.0, np.ceil((excl + self.u[at:]).max(axis=1) - 1 - 1e-9))
+        sub = self.rows[at:]
+        self.d[at:] = self.t - self._cols.arrival[sub] + delay + self.k[at:]
+        self.f[at:] = self._cols.utility(sub, self.d[at:])
+
+    def insert(self, at: int, row: int, u: np.ndarray, k: float, dens: float) -> None:
+        """Rank a newly admitted job at position ``at``."""
+        self.rows = _put(self.rows, at, row)
+        self.u = _put(self.u, at, u)
+        self.k = _put(self.k, at, k)
+        self.dens = _put(self.dens, at, dens)
+        self._neg = _put(self._neg, at, -dens)
+        x = self.u * self.k[:, None]  # resource-time of each ranked job
+        if at:  # the prefix [:at] stays; the sum continues from it, one row after another
+            before = _put(self.before, at, 0.0)
+            np.cumsum(np.vstack([self.before[at - 1][None], x[at:]]), axis=0,
+                      out=before[at - 1:])
+        else:
+            before = np.cumsum(x, axis=0)
+        self.before = before
+        self.d = _put(self.d, at, 0.0)
+        self.f = _put(self.f, at, 0.0)
+        self._tail(at)
+
+
 @register_policy("rrh")
 class RrhPolicy(FifoPolicy):
     """Risk-reward admission, value-density scheduling, fixed counts.
@@ -78,7 +147,7 @@ class RrhPolicy(FifoPolicy):
         self._rejected = 0
         # the ranking of one slot's arrivals: (t, rows, shares, k, density), rank order; the
         # admitted jobs' profiles do not change between the arrivals of a slot
-        self._slot: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._slot: _Ranking | None = None
         self._seen: dict[str, JobStatus] = {}  # status object each job's left was set from
         self._moved: set[str] = set()  # jobs whose left plan() changed since the last replan
 
@@ -133,24 +202,19 @@ class RrhPolicy(FifoPolicy):
             return decision
         t = view.t
         u_new, k_new, dens_new = self._profile(job, job.work, t)
-        if self._slot is None or self._slot[0] != t:
-            self._slot = (t, *self._ranked(t))
-        _, rows, u, k, dens = self._slot
-        # resource-time of the jobs ranked before each one, accumulated in rank order
-        before = np.cumsum(u * k[:, None], axis=0)
-        excl = np.vstack([np.zeros((1, u_new.size)), before[:-1]]) if rows.size else before
-        below = np.flatnonzero(dens < dens_new)  # a suffix of the ranking
+        if self._slot is None or self._slot.t != t:
+            self._slot = _Ranking(t, self._cols, *self._ranked(t))
+        rank = self._slot
+        at = rank.position(dens_new)  # the jobs ranked below it: rank.rows[at:]
         loss = 0.0
-        if below.size:
-            ahead = excl[below[0]]
-            sub = rows[below]
-            delay = np.maximum(0.0, np.ceil((excl[below] + u[below]).max(axis=1) - 1 - 1e-9))
-            d = t - self._cols.arrival[sub] + delay + k[below]
-            late = self._cols.utility(sub, d + float(u_new.max()) * k_new)
+        if at < rank.rows.size:
+            ahead = rank.excl(at)
+            sub = rank.rows[at:]
+            late = self._cols.utility(sub, rank.d[at:] + float(u_new.max()) * k_new)
             # the same left-to-right float sum as adding one by one (accumulate is sequential)
-            loss = float(np.add.accumulate(self._cols.utility(sub, d) - late)[-1])
+            loss = float(np.add.accumulate(rank.f[at:] - late)[-1])
         else:
-            ahead = before[-1] if rows.size else np.zeros_like(u_new)
+            ahead = rank.before[-1] if rank.rows.size else np.zeros_like(u_new)
         gain = job.utility_at(t - job.arrival + _delay(ahead, u_new) + k_new)
         if gain - loss <= self.threshold:
             self._rejected += 1
@@ -158,9 +222,7 @@ class RrhPolicy(FifoPolicy):
         row = self._cols.add(job, request=self.request(job), left=float(job.work),
                              demand=self.facts.kind(job))
         self._jobs[job.job_id] = job
-        at = int(np.searchsorted(-dens, -dens_new, side="right"))  # after ties: latest row
-        self._slot = (t, np.insert(rows, at, row), np.insert(u, at, u_new, axis=0),
-                      np.insert(k, at, float(k_new)), np.insert(dens, at, dens_new))
+        rank.insert(at, row, u_new, float(k_new), dens_new)  # after ties: latest row
         return Decision(admitted=True, payoff=gain - loss)
 
     def replan(self, view: View) -> dict[str, Alloc]:
