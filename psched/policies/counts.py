@@ -158,6 +158,7 @@ class Builder:
         #: only shrinks while a plan is built, so :meth:`grow` of a job with no workers yet, to
         #: any target >= 1, gives 0 for every job of such a kind (the caller records them)
         self.dead: set[int] = set()
+        self._pos: tuple[dict[int, int], dict[int, int]] | None = None  # server -> position
 
     @property
     def free(self) -> np.ndarray:
@@ -191,8 +192,10 @@ class Builder:
         if n <= 0:
             return
         w, s, ratio, _ = self.facts.of(job)
-        pos_w = {int(h): i for i, h in enumerate(self.pools.worker)}
-        pos_p = {int(k): i for i, k in enumerate(self.pools.ps)}
+        if self._pos is None:
+            self._pos = ({int(h): i for i, h in enumerate(self.pools.worker)},
+                         {int(k): i for i, k in enumerate(self.pools.ps)})
+        pos_w, pos_p = self._pos
         j = job.job_id
         wmap, pmap = self._w.setdefault(j, {}), self._p.setdefault(j, {})
         for pairs, want, dem, out, free, pos, counter in (

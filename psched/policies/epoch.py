@@ -71,6 +71,24 @@ class Epoch:
     intervals: int = 1  #: T', planning intervals (1 = one-step)
     interval_slots: int = 1  #: Delta, slots per interval
     anti_starvation: bool = False  #: a queued job starts only if earlier fitting ones do
+    #: (allowed, ps, each job's smallest allowed count, the PS it needs there): a cache, used
+    #: only while ``allowed`` and ``ps`` are these very tuples (an epoch made by
+    #: ``dataclasses.replace`` with other jobs derives its own)
+    first: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...], np.ndarray, np.ndarray] | None \
+        = None
+
+    def first_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each job's smallest allowed count and the PS it needs there (J each, float)."""
+        f = self.first
+        if f is not None and f[0] is self.allowed and f[1] is self.ps:
+            return f[2], f[3]
+        at = np.zeros(len(self.ids), dtype=np.int64)  # where each job's list starts
+        np.cumsum(np.fromiter(map(len, self.allowed), dtype=np.int64,
+                              count=len(self.ids))[:-1], out=at[1:])
+        if not self.ids:
+            return np.zeros(0), np.zeros(0)
+        return (np.concatenate(self.allowed).astype(float)[at],
+                np.concatenate(self.ps).astype(float)[at])
 
     @property
     def running(self) -> np.ndarray:
@@ -215,15 +233,16 @@ def build_epoch(view: View, current: dict[str, Alloc], capacity: np.ndarray, poo
             rows.append(row)
     cw, cp = pool_totals(capacity, pools)
     r = capacity.shape[1]
-    cols: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 9
-    ids, allowed, speed, ps, rem, wts, pen, cur, kind = cols
+    cols: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 11
+    ids, allowed, speed, ps, rem, wts, pen, cur, kind, n1, p1 = cols
     wd, sd = cache.demands(np.array(kind, dtype=np.int64), r)
     return Epoch(ids=ids, allowed=allowed, speed=speed, ps=ps,
                  remaining=np.array(rem, dtype=float), weight=np.array(wts, dtype=float),
                  penalty=np.array(pen, dtype=float), current=np.array(cur, dtype=np.int64),
                  worker_demand=wd, ps_demand=sd, worker_cap=cw, ps_cap=cp,
                  intervals=intervals, interval_slots=interval_slots,
-                 anti_starvation=anti_starvation)
+                 anti_starvation=anti_starvation,
+                 first=(allowed, ps, np.array(n1, dtype=float), np.array(p1, dtype=float)))
 
 
 def _row(job_id: str, st: Any, alloc: Alloc | None, t: int, opts: tuple[Any, ...],
@@ -242,7 +261,7 @@ def _row(job_id: str, st: Any, alloc: Alloc | None, t: int, opts: tuple[Any, ...
     w = 1.0 if weight == "unit" else max(_full_speed_utility(job, st.remaining, t), 1e-9)
     s_now = float(a) ** (alpha if speedup == "sublinear" else 1.0) if a else 0.0
     pen = w * (rescale_overhead_s / slot_s) * s_now / st.remaining
-    return job_id, ns, s, ps_n, st.remaining, w, pen, a, kind
+    return job_id, ns, s, ps_n, st.remaining, w, pen, a, kind, int(ns[0]), int(ps_n[0])
 
 
 class EpochCache:

@@ -80,12 +80,7 @@ class _Room:
     def first(self) -> tuple[np.ndarray, np.ndarray]:
         """Every job's smallest allowed count and the PS it needs there (J each)."""
         if self._first is None:
-            e = self.e
-            at = np.zeros(len(e.ids), dtype=np.int64)  # where each job's list starts
-            np.cumsum(np.fromiter(map(len, e.allowed), dtype=np.int64, count=len(e.ids))[:-1],
-                      out=at[1:])
-            self._first = (np.concatenate(e.allowed).astype(float)[at],
-                           np.concatenate(e.ps).astype(float)[at])
+            self._first = self.e.first_counts()
         return self._first
 
     def counts(self) -> np.ndarray:
