@@ -27,7 +27,7 @@ from psched.policies import greedy, make_policy
 from psched.policies.base import JobStatus, View
 from psched.policies.epoch import Epoch, EpochCache, build_epoch, objective
 from psched.policies.greedy import density_fill, fifo_fill, marginal_gain
-from psched.policies.table import ActiveTable, live
+from psched.policies.table import ActiveTable, any_per_row, live, max_per_row
 from psched.simulator import simulate
 from psched.traces.synth_philly import philly_jobs
 
@@ -198,3 +198,12 @@ def test_random_instances_replay_every_rival_as_the_old_implementation(inst: Ins
         assert new.report == old.report, name
         assert [(j, r.admitted, r.reason, r.completion) for j, r in new.records.items()] == [
             (j, r.admitted, r.reason, r.completion) for j, r in old.records.items()], name
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 30), st.integers(1, 5), st.integers(0, 2**32 - 1))
+def test_row_reductions_equal_numpys(n: int, r: int, seed: int) -> None:
+    a = np.random.default_rng(seed).normal(size=(n, r))
+    a[a > 1.5] = np.nan
+    np.testing.assert_array_equal(max_per_row(a), a.max(axis=1))
+    np.testing.assert_array_equal(any_per_row(a > 0.5), (a > 0.5).any(axis=1))

@@ -44,6 +44,7 @@ from psched.model import EPS, Alloc, Job
 from psched.policies.base import View
 from psched.policies.counts import Builder, pool_totals, realise, work_cap
 from psched.policies.replan import ReplanPolicy
+from psched.policies.table import any_per_row
 
 __all__ = ["COUNT_SETS", "Epoch", "EpochCache", "EpochPolicy", "brute_force", "build_epoch",
            "feasible", "objective"]
@@ -157,7 +158,7 @@ def objective(epoch: Epoch, counts: np.ndarray) -> float:
     workers."""
     arr = _as_plan(epoch, counts)
     # a job with no workers in any interval and none now adds exactly +0.0: skipped
-    rows = np.flatnonzero(arr.any(axis=1) | (epoch.current != 0)).tolist()
+    rows = np.flatnonzero(any_per_row(arr != 0) | (epoch.current != 0)).tolist()
     plan = arr[rows].tolist()
     penalty, weight = epoch.penalty.tolist(), epoch.weight.tolist()
     remaining, current = epoch.remaining.tolist(), epoch.current.tolist()

@@ -26,6 +26,7 @@ import numpy as np
 
 from psched.policies.base import register_policy
 from psched.policies.epoch import Epoch, EpochPolicy
+from psched.policies.table import any_per_row
 
 __all__ = ["GreedyFillPolicy", "GreedyGainPolicy", "density_fill", "fifo_fill", "marginal_gain"]
 
@@ -130,7 +131,7 @@ def _fitting(epoch: Epoch, room: _Room, rows: np.ndarray) -> np.ndarray:
     dn, dp = first_n[rows], first_p[rows]
     w = np.asarray(room.w, dtype=float) - dn[:, None] * epoch.worker_demand[rows]
     p = np.asarray(room.p, dtype=float) - dp[:, None] * epoch.ps_demand[rows]
-    bad = (w < np.asarray(room.w_lim)).any(axis=1) | (p < np.asarray(room.p_lim)).any(axis=1)
+    bad = any_per_row(w < np.asarray(room.w_lim)) | any_per_row(p < np.asarray(room.p_lim))
     return ~bad
 
 

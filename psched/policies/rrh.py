@@ -42,10 +42,10 @@ import numpy as np
 
 from psched.model import EPS, RESOURCES, Alloc, Decision, Job, ceil_eps
 from psched.policies.base import JobStatus, View, register_policy
-from psched.policies.columns import JobColumns
+from psched.policies.columns import JobColumns, utility_of
 from psched.policies.counts import Builder
 from psched.policies.fifo import FifoPolicy
-from psched.policies.table import live
+from psched.policies.table import live, max_per_row
 
 __all__ = ["REJECT_RISK", "RrhPolicy"]
 
@@ -68,63 +68,92 @@ def _put(a: np.ndarray, at: int, x: Any) -> np.ndarray:
     return out
 
 
+# columns of a _Ranking's matrix: row, slots k, density, -density, duration d, utility f,
+# arrival, utility kind, value, decay, target; then u (R columns) and before (R columns)
+_ROW, _K, _DENS, _NEG, _D, _F, _ARR, _UK, _VAL, _DEC, _TGT, _U = range(12)
+
+
 class _Ranking:
     """One slot's ranking of the admitted jobs, with what an arrival's estimate reads of it.
 
-    Per ranked job: shares ``u``, slots ``k``, density, the resource-time of the jobs ranked
-    before it (``before``: a sequential cumulative sum in rank order), its estimated duration
-    ``d`` and utility ``f`` at that duration. The profiles do not change between the arrivals of
-    a slot; an admitted arrival is inserted at its rank and only the jobs ranked after it get
-    new sums, durations and utilities (the same float operations as recomputing them all:
-    ``cumsum`` continues from the sum before the insertion point). O(J R) at the slot's first
-    arrival, O((J - rank) R) per admission, O(J - rank) per estimate."""
+    Per ranked job (one row of one matrix, so an admission is one row insertion): shares
+    ``u``, slots ``k``, density, the resource-time of the jobs ranked before it (``before``: a
+    sequential cumulative sum in rank order), its estimated duration ``d`` and utility ``f``
+    at that duration, and its utility's parameters. The profiles do not change between the
+    arrivals of a slot; an admitted arrival is inserted at its rank and only the jobs ranked
+    after it get new sums, durations and utilities (the same float operations as recomputing
+    them all: ``cumsum`` continues from the sum before the insertion point). O(J R) at the
+    slot's first arrival, O((J - rank) R) per admission, O(J - rank) per estimate."""
 
     def __init__(self, t: int, cols: JobColumns, rows: np.ndarray, u: np.ndarray,
                  k: np.ndarray, dens: np.ndarray) -> None:
-        self.t, self._cols = t, cols
-        self.rows, self.u, self.k, self.dens = rows, u, k, dens
-        self._neg = -dens
-        self.before = np.cumsum(u * k[:, None], axis=0)
-        self.d = np.zeros(rows.size)
-        self.f = np.zeros(rows.size)
+        self.t, self._r = t, u.shape[1]
+        m = np.zeros((rows.size, _U + 2 * self._r))
+        m[:, _ROW], m[:, _K], m[:, _DENS], m[:, _NEG] = rows, k, dens, -dens
+        m[:, _ARR], m[:, _UK] = cols.arrival[rows], cols.kind[rows]
+        m[:, _VAL], m[:, _DEC], m[:, _TGT] = cols.value[rows], cols.decay[rows], cols.target[rows]
+        m[:, _U:_U + self._r] = u
+        m[:, _U + self._r:] = np.cumsum(u * k[:, None], axis=0)
+        self.m = m
         self._tail(0)
+
+    @property
+    def size(self) -> int:
+        return self.m.shape[0]
+
+    @property
+    def before(self) -> np.ndarray:
+        """Resource-time of the jobs ranked up to and including each one (J x R)."""
+        return self.m[:, _U + self._r:]
 
     def position(self, dens_new: float) -> int:
         """Where a job of density ``dens_new`` ranks: after every job at least as dense."""
-        return int(np.searchsorted(self._neg, -dens_new, side="right"))
+        return int(np.searchsorted(self.m[:, _NEG], -dens_new, side="right"))
 
     def excl(self, i: int) -> np.ndarray:
         """Resource-time of the jobs ranked before position ``i``."""
-        return self.before[i - 1] if i > 0 else np.zeros(self.u.shape[1])
+        return self.before[i - 1] if i > 0 else np.zeros(self._r)
+
+    def utility(self, at: int, d: np.ndarray) -> np.ndarray:
+        """Utilities of the jobs from position ``at`` on at durations ``d``."""
+        m = self.m[at:]
+        return utility_of(m[:, _UK].astype(np.int64), m[:, _VAL], m[:, _DEC], m[:, _TGT], d)
+
+    def late_loss(self, at: int, extra: float) -> float:
+        """Utility the jobs from position ``at`` on lose if each finishes ``extra`` slots
+        later, summed left to right (accumulate is sequential: the same floats as a loop)."""
+        late = self.utility(at, self.m[at:, _D] + extra)
+        return float(np.add.accumulate(self.m[at:, _F] - late)[-1])
 
     def _tail(self, at: int) -> None:
         """Recompute ``d`` and ``f`` of the jobs from position ``at`` on."""
-        if at >= self.rows.size:
+        if at >= self.size:
             return
-        excl = (np.vstack([np.zeros((1, self.u.shape[1])), self.before[:-1]]) if at == 0
-                else self.before[at - 1:-1])
-        delay = np.maximum(0.0, np.ceil((excl + self.u[at:]).max(axis=1) - 1 - 1e-9))
-        sub = self.rows[at:]
-        self.d[at:] = self.t - self._cols.arrival[sub] + delay + self.k[at:]
-        self.f[at:] = self._cols.utility(sub, self.d[at:])
+        before = self.before
+        excl = (np.vstack([np.zeros((1, self._r)), before[:-1]]) if at == 0
+                else before[at - 1:-1])
+        m = self.m
+        delay = np.maximum(0.0, np.ceil(max_per_row(excl + m[at:, _U:_U + self._r])
+                                        - 1 - 1e-9))
+        d = self.t - m[at:, _ARR] + delay + m[at:, _K]
+        m[at:, _D] = d
+        m[at:, _F] = self.utility(at, d)
 
-    def insert(self, at: int, row: int, u: np.ndarray, k: float, dens: float) -> None:
-        """Rank a newly admitted job at position ``at``."""
-        self.rows = _put(self.rows, at, row)
-        self.u = _put(self.u, at, u)
-        self.k = _put(self.k, at, k)
-        self.dens = _put(self.dens, at, dens)
-        self._neg = _put(self._neg, at, -dens)
-        x = self.u * self.k[:, None]  # resource-time of each ranked job
+    def insert(self, at: int, cols: JobColumns, row: int, u: np.ndarray, k: float,
+               dens: float) -> None:
+        """Rank a newly admitted job (row ``row`` of ``cols``) at position ``at``."""
+        new = np.zeros(self.m.shape[1])
+        new[[_ROW, _K, _DENS, _NEG, _ARR, _UK, _VAL, _DEC, _TGT]] = (
+            row, k, dens, -dens, cols.arrival[row], cols.kind[row], cols.value[row],
+            cols.decay[row], cols.target[row])
+        new[_U:_U + self._r] = u
+        m = self.m = _put(self.m, at, new)
+        x = m[at:, _U:_U + self._r] * m[at:, _K][:, None]  # resource-time of each job
         if at:  # the prefix [:at] stays; the sum continues from it, one row after another
-            before = _put(self.before, at, 0.0)
-            np.cumsum(np.vstack([self.before[at - 1][None], x[at:]]), axis=0,
-                      out=before[at - 1:])
+            m[at - 1:, _U + self._r:] = np.cumsum(
+                np.vstack([m[at - 1, _U + self._r:][None], x]), axis=0)
         else:
-            before = np.cumsum(x, axis=0)
-        self.before = before
-        self.d = _put(self.d, at, 0.0)
-        self.f = _put(self.f, at, 0.0)
+            m[:, _U + self._r:] = np.cumsum(x, axis=0)
         self._tail(at)
 
 
@@ -185,7 +214,7 @@ class RrhPolicy(FifoPolicy):
         tot = self.capacity.sum(axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
             u = np.where(tot > 0, use / tot, 0.0)
-        umax = u.max(axis=1) if u.shape[1] else np.zeros(rows.size)
+        umax = max_per_row(u) if u.shape[1] else np.zeros(rows.size)
         f = c.utility(rows, t - c.arrival[rows] + k)
         return u, k, f / np.maximum(umax * k, 1e-12)
 
@@ -205,16 +234,13 @@ class RrhPolicy(FifoPolicy):
         if self._slot is None or self._slot.t != t:
             self._slot = _Ranking(t, self._cols, *self._ranked(t))
         rank = self._slot
-        at = rank.position(dens_new)  # the jobs ranked below it: rank.rows[at:]
+        at = rank.position(dens_new)  # the jobs ranked below it: positions at..
         loss = 0.0
-        if at < rank.rows.size:
+        if at < rank.size:
             ahead = rank.excl(at)
-            sub = rank.rows[at:]
-            late = self._cols.utility(sub, rank.d[at:] + float(u_new.max()) * k_new)
-            # the same left-to-right float sum as adding one by one (accumulate is sequential)
-            loss = float(np.add.accumulate(rank.f[at:] - late)[-1])
+            loss = rank.late_loss(at, float(u_new.max()) * k_new)
         else:
-            ahead = rank.before[-1] if rank.rows.size else np.zeros_like(u_new)
+            ahead = rank.before[-1] if rank.size else np.zeros_like(u_new)
         gain = job.utility_at(t - job.arrival + _delay(ahead, u_new) + k_new)
         if gain - loss <= self.threshold:
             self._rejected += 1
@@ -222,7 +248,7 @@ class RrhPolicy(FifoPolicy):
         row = self._cols.add(job, request=self.request(job), left=float(job.work),
                              demand=self.facts.kind(job))
         self._jobs[job.job_id] = job
-        rank.insert(at, row, u_new, float(k_new), dens_new)  # after ties: latest row
+        rank.insert(at, self._cols, row, u_new, float(k_new), dens_new)  # after ties: last
         return Decision(admitted=True, payoff=gain - loss)
 
     def replan(self, view: View) -> dict[str, Alloc]:

@@ -23,7 +23,7 @@ import numpy as np
 
 from psched.policies.base import JobStatus
 
-__all__ = ["ActiveTable", "live"]
+__all__ = ["ActiveTable", "any_per_row", "live", "max_per_row"]
 
 _START = 64
 
@@ -113,3 +113,22 @@ def live(order: np.ndarray, kinds: np.ndarray, dead: set[int]) -> Iterator[int]:
                 rest = np.asarray(todo[p:], dtype=np.int64)
                 break
             yield i
+
+
+def max_per_row(a: np.ndarray) -> np.ndarray:
+    """``a.max(axis=1)`` for a few columns (the same values: max is exact), column by column:
+    numpy's reduction along a short last axis costs ~0.1 us per row, this ~0.01."""
+    if a.shape[1] == 0:
+        return a.max(axis=1)  # numpy's own error for no columns
+    out = a[:, 0].copy()
+    for c in range(1, a.shape[1]):
+        np.maximum(out, a[:, c], out=out)
+    return out
+
+
+def any_per_row(a: np.ndarray) -> np.ndarray:
+    """``a.any(axis=1)`` column by column (see :func:`max_per_row`)."""
+    out = np.zeros(a.shape[0], dtype=bool)
+    for c in range(a.shape[1]):
+        np.logical_or(out, a[:, c], out=out)
+    return out
