@@ -22,8 +22,14 @@ Choices the specification leaves open, made to keep the rival strong:
 
 Speed: a job that stays the smallest-share job for several workers in a row gets them as one
 *batch*, dealt in closed form (:func:`psched.placement.deal`) exactly where the one-by-one
-filling would put them. Complexity per event: O(B (S R + log J) + C) for B batches (at most
-the containers placed plus the jobs), S servers, J active jobs, C the total cap of a batch.
+filling would put them. The jobs with no worker yet wait in arrival order beside the heap
+(:class:`_Fresh`); once a job's first worker does not fit, every later job of the same *kind*
+(:meth:`~psched.policies.counts.JobFacts.kind`: the same first worker and PS) would fail the
+same way and is skipped in bulk; caps, kinds and one-worker shares live in an
+:class:`~psched.policies.table.ActiveTable` (recomputed only for jobs whose status changed).
+Complexity per event: O(J) at C speed + O(B (S R + log J) + C + K J) for B batches and single
+steps (at most the containers placed plus one per kind that stops fitting), S servers,
+C the total cap of a batch and K kinds that stop fitting.
 """
 
 from __future__ import annotations

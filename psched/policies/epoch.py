@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
@@ -212,26 +213,28 @@ def build_epoch(view: View, current: dict[str, Alloc], capacity: np.ndarray, poo
     """The epoch of ``view``: every active job that may run, in arrival order. O(J (N + R)).
 
     ``cache`` (a policy's, kept between events) remembers each job's row of the epoch with
-    the :class:`~psched.policies.base.JobStatus` and allocation objects it was computed from
-    (and the slot, under ``weight="utility"``): a row is recomputed only for a job whose
-    status or allocation object changed (the loop keeps a job's status object until it runs
-    or makes progress), so an event costs O(J) dictionary look-ups plus O(N + R) for each
-    job that changed."""
+    the :class:`~psched.policies.base.JobStatus` and allocation objects it was computed from:
+    a row is recomputed only for a job whose status or allocation object changed (the loop
+    keeps a job's status object until it runs or makes progress; under ``weight="utility"``
+    the weight depends on the slot, so every row is). Finding the changed jobs is a few
+    C-level passes (``map`` of ``dict.get`` and ``is``), so an event costs O(J) at C speed
+    plus O(N + R) Python for each job that changed."""
     opts = (counts, speedup, alpha, weight, rescale_overhead_s, view.cluster.slot_seconds)
-    unit = weight == "unit"
     cache = cache if cache is not None else EpochCache()
-    seen, rows = cache.rows, []
-    for job_id, st in view.active.items():
-        alloc = current.get(job_id)
-        hit = seen.get(job_id)
-        if (hit is not None and hit[0] is st and hit[1] is alloc
-                and (unit or hit[2] == view.t)):
-            row = hit[3]
-        else:
-            row = _row(job_id, st, alloc, view.t, opts, cache)
-            seen[job_id] = (st, alloc, view.t, row)
-        if row is not None:
-            rows.append(row)
+    keys, vals = list(view.active), list(view.active.values())
+    allocs = list(map(current.get, keys))
+    # which jobs kept their status and allocation objects (C-level passes, no Python per job)
+    same = np.fromiter(map(operator.is_, map(cache.status.get, keys), vals), dtype=bool,
+                       count=len(keys))
+    same &= np.fromiter(map(operator.is_, map(cache.alloc.get, keys), allocs), dtype=bool,
+                        count=len(keys))
+    if weight != "unit":  # the weight depends on the slot: every row is recomputed
+        same[:] = False
+    for i in np.flatnonzero(~same).tolist():
+        j = keys[i]
+        cache.row[j] = _row(j, vals[i], allocs[i], view.t, opts, cache)
+        cache.status[j], cache.alloc[j] = vals[i], allocs[i]
+    rows = list(filter(None, map(cache.row.__getitem__, keys)))  # None: cap 0, left out
     cw, cp = pool_totals(capacity, pools)
     r = capacity.shape[1]
     cols: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 11
@@ -268,13 +271,15 @@ def _row(job_id: str, st: Any, alloc: Alloc | None, t: int, opts: tuple[Any, ...
 class EpochCache:
     """What :func:`build_epoch` keeps between events (one per policy run).
 
-    ``rows``: each job's row of the epoch with the status and allocation objects (and slot) it
-    was computed from. Demand vectors are interned: each distinct (worker, PS) demand pair is a
+    Each job's row of the epoch with the status and allocation objects it was computed
+    from. Demand vectors are interned: each distinct (worker, PS) demand pair is a
     *kind* (a row of two small matrices), so an epoch's J x R demand matrices are one
     fancy-indexing step. O(1) per look-up."""
 
     def __init__(self) -> None:
-        self.rows: dict[str, tuple[Any, ...]] = {}  #: job id -> (status, alloc, slot, row)
+        self.status: dict[str, Any] = {}  #: job id -> the status object its row is from
+        self.alloc: dict[str, Any] = {}  #: job id -> the allocation object its row is from
+        self.row: dict[str, tuple[Any, ...] | None] = {}  #: job id -> its row (None: cap 0)
         self._kinds: dict[bytes, int] = {}
         self._w: list[np.ndarray] = []
         self._s: list[np.ndarray] = []
@@ -303,8 +308,10 @@ class EpochCache:
 
     def trim(self, active: Any) -> None:
         """Forget rows of jobs no longer active (when they outnumber the active ones)."""
-        if len(self.rows) > 2 * len(active) + 64:
-            self.rows = {j: v for j, v in self.rows.items() if j in active}
+        if len(self.row) > 2 * len(active) + 64:
+            for name in ("status", "alloc", "row"):
+                setattr(self, name, {j: v for j, v in getattr(self, name).items()
+                                     if j in active})
 
 
 def _full_speed_utility(job: Job, remaining: float, t: int) -> float:

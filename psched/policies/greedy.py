@@ -14,8 +14,11 @@ left).
    / W_j`` per added worker -- the strongest reading: it is greedy on the very objective the MIP
    maximises. Ties go to the earlier arrival.
 
-A job whose next step does not fit is frozen for the epoch (free capacity only shrinks).
-Complexity: O(J R + S_steps (R + log J)) for S_steps steps tried.
+A job whose next step does not fit is frozen for the epoch (free capacity only shrinks); so is a
+queued job whose start does not fit, and those are dropped in bulk (:func:`_start`).
+Complexity: O(J R) numpy per refresh of the queued jobs (at most one per job started) +
+O(S_steps (R + log J)) Python for S_steps steps tried (started jobs, and up to
+:data:`_MISSES` failed starts per refresh).
 """
 
 from __future__ import annotations
