@@ -369,10 +369,10 @@ class DrfPolicy(ReplanPolicy):
         if self._table_for is not self.capacity:  # shares depend on the cluster
             self._table.clear()
             self._table_for = self.capacity
-        _, statuses, nums = self._table.sync(view.active)
-        jobs = [st.job for st in statuses]
+        ids, statuses, nums = self._table.sync(view.active)
         cap = nums[:, 0].astype(np.int64)
-        fill = _Filling(self.capacity, self.pools, len(jobs), lambda i: self._row(jobs[i]))
+        fill = _Filling(self.capacity, self.pools, len(ids),
+                        lambda i: self._row(statuses[i].job))
         fresh = _Fresh(np.flatnonzero(cap > 0), cap, nums[:, 1].astype(np.int64), nums[:, 2])
         heap: list[tuple[float, int]] = []
         cap_l = cap.tolist()
@@ -422,7 +422,7 @@ class DrfPolicy(ReplanPolicy):
                 heapq.heappush(heap, (float(keys[batch]), i))
         wi, pi = self.pools.worker, self.pools.ps
         return {
-            jobs[i].job_id: Alloc.of(
+            ids[i]: Alloc.of(
                 {int(wi[h]): int(fill.w_at[i, h]) for h in np.flatnonzero(fill.w_at[i])},
                 {int(pi[k]): int(fill.p_at[i, k]) for k in np.flatnonzero(fill.p_at[i])})
             for i in fill.touched()
