@@ -25,11 +25,13 @@ from psched.model import Alloc, resolve_job
 from psched.placement import Pools
 from psched.policies import greedy, make_policy
 from psched.policies.base import JobStatus, View
+from psched.policies.columns import utility_of
 from psched.policies.epoch import Epoch, EpochCache, build_epoch, objective
 from psched.policies.greedy import density_fill, fifo_fill, marginal_gain
 from psched.policies.table import ActiveTable, any_per_row, live, max_per_row
 from psched.simulator import simulate
 from psched.traces.synth_philly import philly_jobs
+from psched.utility import UTILITY_KINDS, Utility
 
 SLOT_S = 3600.0
 SPECS, _ = philly_jobs(40, seed=4, options={"rate": "40"})
@@ -207,3 +209,15 @@ def test_row_reductions_equal_numpys(n: int, r: int, seed: int) -> None:
     a[a > 1.5] = np.nan
     np.testing.assert_array_equal(max_per_row(a), a.max(axis=1))
     np.testing.assert_array_equal(any_per_row(a > 0.5), (a > 0.5).any(axis=1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(UTILITY_KINDS), st.floats(0.5, 100.0),
+                          st.floats(0.0, 3.0), st.floats(0.0, 40.0), st.integers(0, 80)),
+                min_size=1, max_size=30))
+def test_vectorised_utility_equals_each_jobs_utility_bit_for_bit(
+        jobs: list[tuple[str, float, float, float, int]]) -> None:
+    kinds = np.array([UTILITY_KINDS.index(k) for k, *_ in jobs], dtype=np.int64)
+    v, g, tg, d = (np.array([j[i] for j in jobs], dtype=float) for i in range(1, 5))
+    want = [float(Utility(kind=k, value=a, decay=b, target=c)(x)) for k, a, b, c, x in jobs]
+    assert utility_of(kinds, v, g, tg, d).tolist() == want

@@ -21,23 +21,33 @@ _START = 64
 
 def utility_of(kind: np.ndarray, value: np.ndarray, decay: np.ndarray, target: np.ndarray,
                d: np.ndarray) -> np.ndarray:
-    """f_i(d_i) for many jobs; the arguments are aligned 1-D arrays. O(n)."""
+    """f_i(d_i) for many jobs; the arguments are aligned 1-D arrays. O(n).
+
+    Element by element the same float operations whether the jobs share one kind (computed
+    on the whole arrays at once) or not (one masked pass per kind)."""
     x = np.asarray(d, dtype=float)
-    out = np.empty(x.shape)
     present = np.bincount(kind, minlength=len(UTILITY_KINDS)) if kind.size else np.zeros(0)
-    for code in np.flatnonzero(present).tolist():  # the kinds present, ascending
+    codes = np.flatnonzero(present).tolist()  # the kinds present, ascending
+    if len(codes) == 1:
+        return _of_kind(UTILITY_KINDS[codes[0]], x, np.asarray(value, dtype=float),
+                        np.asarray(decay, dtype=float), np.asarray(target, dtype=float))
+    out = np.empty(x.shape)
+    for code in codes:
         m = kind == code
-        xv, v, g, tg = x[m], value[m], decay[m], target[m]
-        name = UTILITY_KINDS[code]
-        if name == "sigmoid":
-            out[m] = v * _expit(-g * (xv - tg))
-        elif name == "constant":
-            out[m] = v
-        elif name == "linear":
-            out[m] = np.clip(v - g * np.maximum(xv - tg, 0.0), 0.0, None)
-        else:  # deadline
-            out[m] = np.where(xv <= tg, v, 0.0)
+        out[m] = _of_kind(UTILITY_KINDS[code], x[m], value[m], decay[m], target[m])
     return out
+
+
+def _of_kind(name: str, xv: np.ndarray, v: np.ndarray, g: np.ndarray,
+             tg: np.ndarray) -> np.ndarray:
+    """Utilities of jobs of one kind (a new array)."""
+    if name == "sigmoid":
+        return v * _expit(-g * (xv - tg))
+    if name == "constant":
+        return np.array(v, dtype=float)
+    if name == "linear":
+        return np.clip(v - g * np.maximum(xv - tg, 0.0), 0.0, None)
+    return np.where(xv <= tg, v, 0.0)  # deadline
 
 
 class JobColumns:
