@@ -41,13 +41,16 @@ def utility_of(kind: np.ndarray, value: np.ndarray, decay: np.ndarray, target: n
 def _of_kind(name: str, xv: np.ndarray, v: np.ndarray, g: np.ndarray,
              tg: np.ndarray) -> np.ndarray:
     """Utilities of jobs of one kind (a new array)."""
+    out: np.ndarray
     if name == "sigmoid":
-        return v * _expit(-g * (xv - tg))
-    if name == "constant":
-        return np.array(v, dtype=float)
-    if name == "linear":
-        return np.clip(v - g * np.maximum(xv - tg, 0.0), 0.0, None)
-    return np.where(xv <= tg, v, 0.0)  # deadline
+        out = v * _expit(-g * (xv - tg))
+    elif name == "constant":
+        out = np.array(v, dtype=float)
+    elif name == "linear":
+        out = np.clip(v - g * np.maximum(xv - tg, 0.0), 0.0, None)
+    else:  # deadline
+        out = np.where(xv <= tg, v, 0.0)
+    return out
 
 
 class JobColumns:

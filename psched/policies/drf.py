@@ -276,7 +276,7 @@ class _Fresh:
         return (0.0, self._list[self.ptr]) if self.ptr < len(self._list) else None
 
     def pop(self) -> int:
-        i = self._list[self.ptr]
+        i = int(self._list[self.ptr])
         self.ptr += 1
         return i
 

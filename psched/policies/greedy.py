@@ -134,8 +134,9 @@ def _fitting(epoch: Epoch, room: _Room, rows: np.ndarray) -> np.ndarray:
     dn, dp = first_n[rows], first_p[rows]
     w = np.asarray(room.w, dtype=float) - dn[:, None] * epoch.worker_demand[rows]
     p = np.asarray(room.p, dtype=float) - dp[:, None] * epoch.ps_demand[rows]
-    bad = any_per_row(w < np.asarray(room.w_lim)) | any_per_row(p < np.asarray(room.p_lim))
-    return ~bad
+    ok: np.ndarray = ~(any_per_row(w < np.asarray(room.w_lim))
+                       | any_per_row(p < np.asarray(room.p_lim)))
+    return ok
 
 
 def fifo_fill(epoch: Epoch) -> np.ndarray:

@@ -99,7 +99,7 @@ class _Ranking:
 
     @property
     def size(self) -> int:
-        return self.m.shape[0]
+        return int(self.m.shape[0])
 
     @property
     def before(self) -> np.ndarray:
@@ -265,7 +265,7 @@ class RrhPolicy(FifoPolicy):
         dead: set[int] = set()
         n_l, ps_l, key_l, rows_l = n.tolist(), ps.tolist(), key.tolist(), rows.tolist()
         for p in live(np.flatnonzero(n > 0), key, dead):
-            job = self._jobs[c.ids[rows_l[p]]]  # type: ignore[index]
+            job = self._jobs[str(c.ids[rows_l[p]])]
             if not build.add(job, n_l[p], ps_l[p]):  # all or nothing: paused if it fails
                 dead.add(key_l[p])
         return build.allocs()

@@ -119,8 +119,9 @@ def max_per_row(a: np.ndarray) -> np.ndarray:
     """``a.max(axis=1)`` for a few columns (the same values: max is exact), column by column:
     numpy's reduction along a short last axis costs ~0.1 us per row, this ~0.01."""
     if a.shape[1] == 0:
-        return a.max(axis=1)  # numpy's own error for no columns
-    out = a[:, 0].copy()
+        empty: np.ndarray = a.max(axis=1)  # numpy's own error for no columns
+        return empty
+    out: np.ndarray = a[:, 0].copy()
     for c in range(1, a.shape[1]):
         np.maximum(out, a[:, c], out=out)
     return out
