@@ -27,12 +27,14 @@ clock.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
+import gc
 import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -780,7 +782,34 @@ def simulate(
     check: bool = True,
     on_slot: Callable[[int], None] | None = None,
 ) -> RunResult:
-    """Replay ``specs`` through ``policy`` on the simulated executor for ``horizon`` slots."""
+    """Replay ``specs`` through ``policy`` on the simulated executor for ``horizon`` slots.
+
+    The objects alive when the run starts (the trace's jobs, the cluster: long-lived, never
+    garbage during the run) are moved out of the cyclic collector's reach for the run
+    (``gc.freeze``, undone at the end; skipped if the caller froze objects itself): a full
+    collection then rescans only what the run allocated, instead of pausing one decision for
+    tens of milliseconds per 100k trace objects."""
+    with _frozen_heap():
+        return _simulate(specs, cluster, policy, horizon, hindsight=hindsight, history=history,
+                         max_window=max_window, seed=seed, check=check, on_slot=on_slot)
+
+
+@contextlib.contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """``gc.freeze()`` for the block, unless something is frozen already."""
+    mine = gc.get_freeze_count() == 0
+    if mine:
+        gc.freeze()
+    try:
+        yield
+    finally:
+        if mine:
+            gc.unfreeze()
+
+
+def _simulate(specs: Sequence[JobSpec], cluster: Cluster, policy: Policy, horizon: int, *,
+              hindsight: bool, history: Sequence[JobSpec], max_window: int | None, seed: int,
+              check: bool, on_slot: Callable[[int], None] | None) -> RunResult:
     loop = SchedulerLoop(
         cluster=cluster,
         policy=policy,

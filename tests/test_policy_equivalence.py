@@ -50,6 +50,13 @@ def _philly(seed: int) -> Case:
     return _trace(specs, load=1.5)
 
 
+def _philly_tight(seed: int) -> Case:
+    """Hundreds of jobs queued on a few servers: most jobs cannot start at an event (the fast
+    rivals skip them in bulk)."""
+    specs, _ = philly_jobs(300, seed=seed, options={"rate": "60"})
+    return _trace(specs, load=6.0)
+
+
 def _tiresias(seed: int) -> Case:
     return _trace(load_any(TIRESIAS, slot_seconds=600.0, seed=seed), load=1.0)
 
@@ -62,6 +69,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "elasticflow-s2": lambda: _elasticflow(2),
     "philly-s0": lambda: _philly(0),
     "philly-s3": lambda: _philly(3),
+    "philly-tight-s1": lambda: _philly_tight(1),
 }
 
 

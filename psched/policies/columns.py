@@ -21,21 +21,35 @@ _START = 64
 
 def utility_of(kind: np.ndarray, value: np.ndarray, decay: np.ndarray, target: np.ndarray,
                d: np.ndarray) -> np.ndarray:
-    """f_i(d_i) for many jobs; the arguments are aligned 1-D arrays. O(n)."""
+    """f_i(d_i) for many jobs; the arguments are aligned 1-D arrays. O(n).
+
+    Element by element the same float operations whether the jobs share one kind (computed
+    on the whole arrays at once) or not (one masked pass per kind)."""
     x = np.asarray(d, dtype=float)
+    present = np.bincount(kind, minlength=len(UTILITY_KINDS)) if kind.size else np.zeros(0)
+    codes = np.flatnonzero(present).tolist()  # the kinds present, ascending
+    if len(codes) == 1:
+        return _of_kind(UTILITY_KINDS[codes[0]], x, np.asarray(value, dtype=float),
+                        np.asarray(decay, dtype=float), np.asarray(target, dtype=float))
     out = np.empty(x.shape)
-    for code in np.unique(kind).tolist():
+    for code in codes:
         m = kind == code
-        xv, v, g, tg = x[m], value[m], decay[m], target[m]
-        name = UTILITY_KINDS[code]
-        if name == "sigmoid":
-            out[m] = v * _expit(-g * (xv - tg))
-        elif name == "constant":
-            out[m] = v
-        elif name == "linear":
-            out[m] = np.clip(v - g * np.maximum(xv - tg, 0.0), 0.0, None)
-        else:  # deadline
-            out[m] = np.where(xv <= tg, v, 0.0)
+        out[m] = _of_kind(UTILITY_KINDS[code], x[m], value[m], decay[m], target[m])
+    return out
+
+
+def _of_kind(name: str, xv: np.ndarray, v: np.ndarray, g: np.ndarray,
+             tg: np.ndarray) -> np.ndarray:
+    """Utilities of jobs of one kind (a new array)."""
+    out: np.ndarray
+    if name == "sigmoid":
+        out = v * _expit(-g * (xv - tg))
+    elif name == "constant":
+        out = np.array(v, dtype=float)
+    elif name == "linear":
+        out = np.clip(v - g * np.maximum(xv - tg, 0.0), 0.0, None)
+    else:  # deadline
+        out = np.where(xv <= tg, v, 0.0)
     return out
 
 
@@ -76,12 +90,13 @@ class JobColumns:
         self.ps = grow(g("ps"), (size, self._r), float)  #: one PS's demand
         self.left = grow(g("left"), (size,), float)  #: work left, worker-slots
         self.kind = grow(g("kind"), (size,), np.int64)  #: utility kind code
+        self.demand = grow(g("demand"), (size,), np.int64)  #: a caller's demand-kind code
         self.value = grow(g("value"), (size,), float)
         self.decay = grow(g("decay"), (size,), float)
         self.target = grow(g("target"), (size,), float)
         self.alive = grow(g("alive"), (size,), bool)  #: not dropped
 
-    def add(self, job: Job, *, request: int, left: float) -> int:
+    def add(self, job: Job, *, request: int, left: float, demand: int = 0) -> int:
         """Append ``job``; returns its row."""
         if self._n == self.alive.size:
             self._alloc(2 * self.alive.size)
@@ -92,6 +107,7 @@ class JobColumns:
         self.worker[i] = spec.worker_demand.as_array()
         self.ps[i] = spec.ps_demand.as_array()
         self.left[i] = left
+        self.demand[i] = demand
         self.kind[i], self.value[i] = _KIND[u.kind], u.value
         self.decay[i], self.target[i] = u.decay, u.target
         self.alive[i] = True
@@ -120,8 +136,8 @@ class JobColumns:
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self.alive[: self._n])
-        for name in ("arrival", "request", "ratio", "worker", "ps", "left", "kind", "value",
-                     "decay", "target", "alive"):
+        for name in ("arrival", "request", "ratio", "worker", "ps", "left", "kind", "demand",
+                     "value", "decay", "target", "alive"):
             a = getattr(self, name)
             a[: keep.size] = a[keep]
             a[keep.size: self._n] = 0

@@ -54,6 +54,7 @@ class JobFacts:
     def __init__(self) -> None:
         self._facts: dict[str, tuple[np.ndarray, np.ndarray, float, int]] = {}
         self._used: dict[str, tuple[list[tuple[int, float]], list[tuple[int, float]]]] = {}
+        self._kinds: dict[tuple[tuple[float, ...], tuple[float, ...], int], int] = {}
 
     def of(self, job: Job) -> tuple[np.ndarray, np.ndarray, float, int]:
         """(one worker's demand, one PS's demand, b/B, N) of ``job``."""
@@ -73,6 +74,17 @@ class JobFacts:
         if job.job_id not in self._used:
             self.of(job)
         return self._used[job.job_id]
+
+    def kind(self, job: Job) -> int:
+        """A small integer shared by the jobs whose first worker (with the PS it needs) is the
+        same request: one worker's and one PS's demand and ``ps_needed(1)``. Whether a job can
+        get its first worker from a :class:`Builder` depends on nothing else. O(R)."""
+        w, s, ratio, _ = self.of(job)
+        key = (tuple(w.tolist()), tuple(s.tolist()), _ps_for(ratio, 1))
+        k = self._kinds.get(key)
+        if k is None:
+            k = self._kinds[key] = len(self._kinds)
+        return k
 
     def forget(self, job_ids: Iterable[str]) -> None:
         """Drop finished jobs."""
@@ -142,6 +154,11 @@ class Builder:
         self._p: dict[str, dict[int, int]] = {}  #: job -> {PS server: count}
         self._nw: dict[str, int] = {}
         self._np: dict[str, int] = {}
+        #: kinds (:meth:`JobFacts.kind`) that cannot get a first worker any more: free capacity
+        #: only shrinks while a plan is built, so :meth:`grow` of a job with no workers yet, to
+        #: any target >= 1, gives 0 for every job of such a kind (the caller records them)
+        self.dead: set[int] = set()
+        self._pos: tuple[dict[int, int], dict[int, int]] | None = None  # server -> position
 
     @property
     def free(self) -> np.ndarray:
@@ -175,8 +192,10 @@ class Builder:
         if n <= 0:
             return
         w, s, ratio, _ = self.facts.of(job)
-        pos_w = {int(h): i for i, h in enumerate(self.pools.worker)}
-        pos_p = {int(k): i for i, k in enumerate(self.pools.ps)}
+        if self._pos is None:
+            self._pos = ({int(h): i for i, h in enumerate(self.pools.worker)},
+                         {int(k): i for i, k in enumerate(self.pools.ps)})
+        pos_w, pos_p = self._pos
         j = job.job_id
         wmap, pmap = self._w.setdefault(j, {}), self._p.setdefault(j, {})
         for pairs, want, dem, out, free, pos, counter in (

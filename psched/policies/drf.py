@@ -22,13 +22,20 @@ Choices the specification leaves open, made to keep the rival strong:
 
 Speed: a job that stays the smallest-share job for several workers in a row gets them as one
 *batch*, dealt in closed form (:func:`psched.placement.deal`) exactly where the one-by-one
-filling would put them. Complexity per event: O(B (S R + log J) + C) for B batches (at most
-the containers placed plus the jobs), S servers, J active jobs, C the total cap of a batch.
+filling would put them. The jobs with no worker yet wait in arrival order beside the heap
+(:class:`_Fresh`); once a job's first worker does not fit, every later job of the same *kind*
+(:meth:`~psched.policies.counts.JobFacts.kind`: the same first worker and PS) would fail the
+same way and is skipped in bulk; caps, kinds and one-worker shares live in an
+:class:`~psched.policies.table.ActiveTable` (recomputed only for jobs whose status changed).
+Complexity per event: O(J) at C speed + O(B (S R + log J) + C + K J) for B batches and single
+steps (at most the containers placed plus one per kind that stops fitting), S servers,
+C the total cap of a batch and K kinds that stop fitting.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +43,10 @@ import numpy as np
 
 from psched.model import EPS, Alloc, Job, ceil_eps
 from psched.placement import _FIT_TOL, Pools, deal, room
-from psched.policies.base import View, register_policy
+from psched.policies.base import JobStatus, View, register_policy
 from psched.policies.counts import _none_fits, _ps_for
 from psched.policies.replan import ReplanPolicy
+from psched.policies.table import ActiveTable
 
 __all__ = ["SHARE_DECIMALS", "SHARE_MODES", "DrfPolicy", "share_key", "share_keys"]
 
@@ -110,12 +118,10 @@ class _JobRow:
 class _Filling:
     """One event's filling: free capacity per pool, counts and placements, cursors."""
 
-    def __init__(self, capacity: np.ndarray, pools: Pools, rows: list[_JobRow]) -> None:
-        n_jobs = len(rows)
-        self.w = [r.w for r in rows]  #: one worker's demand, per job
-        self.s = [r.s for r in rows]  #: one PS's demand, per job
-        self.used = [r.used for r in rows]  #: the (resource, amount) pairs demanded, per job
-        self._wl, self._sl = [r.wl for r in rows], [r.sl for r in rows]
+    def __init__(self, capacity: np.ndarray, pools: Pools, n_jobs: int,
+                 row: Callable[[int], _JobRow]) -> None:
+        self._row_of = row
+        self._rows: dict[int, _JobRow] = {}  # the rows of the jobs this filling has touched
         self._top_w: list[float] | None = None  # most free per resource; None = stale
         self._top_p: list[float] | None = None
         self.free_w = capacity[pools.worker].copy()  #: free capacity of the worker servers
@@ -131,27 +137,39 @@ class _Filling:
         self.w_at = np.zeros((n_jobs, pools.worker.size), dtype=np.int64)
         self.p_at = np.zeros((n_jobs, pools.ps.size), dtype=np.int64)
 
+    def row(self, i: int) -> _JobRow:
+        """Job ``i``'s :class:`_JobRow`."""
+        r = self._rows.get(i)
+        if r is None:
+            r = self._rows[i] = self._row_of(i)
+        return r
+
+    def touched(self) -> list[int]:
+        """Jobs that got at least one container, ascending."""
+        return sorted(i for i in self._rows if self.n[i] > 0)
+
     def one(self, i: int, ps_after: int) -> bool:
         """Give job ``i`` one worker (and a PS if it then needs ``ps_after > p``); fits?
 
         Each container goes to the first server at or after its pool's cursor (cyclically)
         that has room: :func:`psched.placement.next_with_room`, computed on the lists."""
-        if self._none_fits_w(i) or (ps_after > self.p[i] and self._none_fits_p(i)):
+        r = self.row(i)
+        if self._none_fits_w(r) or (ps_after > self.p[i] and self._none_fits_p(r)):
             return False  # the answer next_with_room would give, without scanning servers
-        h = _next_with_room(self._fw_l, self.used[i][0], self.cur_w)
+        h = _next_with_room(self._fw_l, r.used[0], self.cur_w)
         if h is None:
             return False
         k = None
         if ps_after > self.p[i]:
-            k = _next_with_room(self._fp_l, self.used[i][1], self.cur_p)
+            k = _next_with_room(self._fp_l, r.used[1], self.cur_p)
             if k is None:
                 return False
-            self._fp_l[k] = [a - b for a, b in zip(self._fp_l[k], self._sl[i], strict=True)]
+            self._fp_l[k] = [a - b for a, b in zip(self._fp_l[k], r.sl, strict=True)]
             self.p_at[i, k] += 1
             self.cur_p = (k + 1) % len(self._fp_l)
             self.p[i] = ps_after
             self._top_p = None
-        self._fw_l[h] = [a - b for a, b in zip(self._fw_l[h], self._wl[i], strict=True)]
+        self._fw_l[h] = [a - b for a, b in zip(self._fw_l[h], r.wl, strict=True)]
         self.w_at[i, h] += 1
         self.cur_w = (h + 1) % len(self._fw_l)
         self.n[i] += 1
@@ -163,16 +181,17 @@ class _Filling:
         """Give job ``i`` up to ``len(ps_after)`` workers one by one, stopping at the first
         that does not fit; after ``m`` of them it needs ``ps_after[m - 1]`` PS. Returns how
         many it got. Dealt in closed form: only this job places, each pool has its cursor."""
-        if self._none_fits_w(i):
+        r = self.row(i)
+        if self._none_fits_w(r):
             return 0
         if self._arrays_stale:
             self.free_w = np.array(self._fw_l, dtype=float).reshape(self.free_w.shape)
             self.free_p = np.array(self._fp_l, dtype=float).reshape(self.free_p.shape)
             self._arrays_stale = False
-        w_room = room(self.free_w, self.w[i], ps_after.size)
+        w_room = room(self.free_w, r.w, ps_after.size)
         fit = min(ps_after.size, int(w_room.sum()))
         extra = ps_after[:fit] - self.p[i]
-        p_room = room(self.free_p, self.s[i], int(extra[-1]) if fit else 0)
+        p_room = room(self.free_p, r.s, int(extra[-1]) if fit else 0)
         fit = int(np.searchsorted(extra, p_room.sum(), side="right"))
         if fit == 0:
             return 0
@@ -180,32 +199,32 @@ class _Filling:
         dealt = deal(w_room, fit, self.cur_w)
         assert dealt is not None  # fit <= w_room.sum()
         self.w_at[i] += dealt[0]
-        self.free_w -= dealt[0][:, None] * self.w[i]
+        self.free_w -= dealt[0][:, None] * r.w
         self.cur_w = dealt[1]
         if extra[fit - 1] > 0:
             dealt = deal(p_room, int(extra[fit - 1]), self.cur_p)
             assert dealt is not None  # extra[fit - 1] <= p_room.sum()
             self.p_at[i] += dealt[0]
-            self.free_p -= dealt[0][:, None] * self.s[i]
+            self.free_p -= dealt[0][:, None] * r.s
             self.cur_p = dealt[1]
             self.p[i] = int(ps_after[fit - 1])
         self._fw_l, self._fp_l = self.free_w.tolist(), self.free_p.tolist()
         self.n[i] += fit
         return fit
 
-    def _none_fits_w(self, i: int) -> bool:
+    def _none_fits_w(self, r: _JobRow) -> bool:
         if not self._fw_l:
             return True
         if self._top_w is None:
             self._top_w = [max(col) for col in zip(*self._fw_l, strict=True)]
-        return _none_fits(self._top_w, self.used[i][0])
+        return _none_fits(self._top_w, r.used[0])
 
-    def _none_fits_p(self, i: int) -> bool:
+    def _none_fits_p(self, r: _JobRow) -> bool:
         if not self._fp_l:
             return True
         if self._top_p is None:
             self._top_p = [max(col) for col in zip(*self._fp_l, strict=True)]
-        return _none_fits(self._top_p, self.used[i][1])
+        return _none_fits(self._top_p, r.used[1])
 
 
 def _next_with_room(free: list[list[float]], used: list[tuple[int, float]],
@@ -229,6 +248,64 @@ def _next_with_room(free: list[list[float]], used: list[tuple[int, float]],
     return None
 
 
+class _Fresh:
+    """The jobs with no worker yet, in arrival order: in DRF's heap they are ``(0.0, i)``.
+
+    ``dead`` holds the kinds (:meth:`~psched.policies.counts.JobFacts.kind`) whose first
+    worker has failed to fit in this filling; free capacity only shrinks, so every later job
+    of a dead kind fails its first worker too and changes nothing. :meth:`skip` drops a run
+    of them at once and returns the batch attempts the one-by-one filling would have counted:
+    a popped job with no worker, cap > 1 and share 0 at one worker takes the batch branch
+    when another share-0 entry follows it (the other branches count nothing)."""
+
+    def __init__(self, order: np.ndarray, cap: np.ndarray, kind: np.ndarray,
+                 key1: np.ndarray) -> None:
+        self.order = order  #: job positions, ascending
+        self._kind = kind
+        self._list = order.tolist()
+        self.ptr = 0  #: next entry of ``order``
+        self.dead: set[int] = set()
+        # batch attempts a dead fresh job would count when another share-0 entry follows it
+        z = ((cap[order] > 1) & (key1[order] == 0.0)).astype(np.int64)
+        self._zeros = np.concatenate([[0], np.cumsum(z)])
+        self._alive: np.ndarray | None = None
+        self._n_dead = 0
+
+    def top(self) -> tuple[float, int] | None:
+        """The next fresh entry as a heap tuple, or None."""
+        return (0.0, self._list[self.ptr]) if self.ptr < len(self._list) else None
+
+    def pop(self) -> int:
+        i = int(self._list[self.ptr])
+        self.ptr += 1
+        return i
+
+    def kind_of(self, i: int) -> int:
+        return int(self._kind[i])
+
+    def dead_ahead(self) -> bool:
+        """Is the next fresh job of a dead kind, with another fresh job after it?"""
+        return bool(self.dead) and self.ptr + 1 < len(self._list) and int(
+            self._kind[self._list[self.ptr]]) in self.dead
+
+    def skip(self, heap: list[tuple[float, int]]) -> int:
+        """Drop the run of dead-kind fresh jobs from the next one: not the last fresh job, and
+        none after the heap's top. Returns the batch attempts they would have counted."""
+        if self._alive is None or self._n_dead != len(self.dead):
+            dead = np.fromiter(self.dead, dtype=np.int64, count=len(self.dead))
+            self._alive = np.flatnonzero(~np.isin(self._kind[self.order], dead))
+            self._n_dead = len(self.dead)
+        end = len(self._list) - 1  # the last fresh job is popped the ordinary way
+        if heap and heap[0][0] == 0.0:  # a share-0 heap entry comes before later fresh jobs
+            end = min(end, int(np.searchsorted(self.order, heap[0][1])))
+        nxt = int(np.searchsorted(self._alive, self.ptr))
+        stop = min(end, int(self._alive[nxt]) if nxt < self._alive.size else end)
+        stop = max(stop, self.ptr + 1)
+        n = int(self._zeros[stop] - self._zeros[self.ptr])
+        self.ptr = stop
+        return n
+
+
 @register_policy("drf")
 class DrfPolicy(ReplanPolicy):
     """Progressive filling of dominant shares at every event."""
@@ -244,10 +321,14 @@ class DrfPolicy(ReplanPolicy):
         self._batches = 0
         self._rows: dict[str, _JobRow] = {}
         self._rows_for: np.ndarray | None = None  # the capacity the rows were computed for
+        self._table = ActiveTable(3, self._numbers)
+        self._table_for: np.ndarray | None = None
 
     def reset(self) -> None:
         self._placed = self._batches = 0
         self._rows, self._rows_for = {}, None
+        self._table.clear()
+        self._table_for = None
 
     def _row(self, job: Job) -> _JobRow:
         """The job's :class:`_JobRow`, cached (shares depend on the cluster: a new cluster
@@ -265,53 +346,86 @@ class DrfPolicy(ReplanPolicy):
             self._rows[job.job_id] = row
         return row
 
+    def _numbers(self, st: JobStatus) -> tuple[float, float, float]:
+        """(cap, kind of first worker, dominant-share key at one worker) of one job."""
+        job = st.job
+        row = self._row(job)
+        ps1 = _ps_for(row.ratio, 1)
+        cap = 0 if ps1 > 1 else min(job.max_workers, max(1, ceil_eps(st.remaining)))
+        return cap, self.facts.kind(job), share_key(1, ps1, row.ws_l, row.ss_l)
+
     def replan(self, view: View) -> dict[str, Alloc]:
-        """Progressive filling from an empty cluster; see the module docstring."""
-        statuses = list(view.active.values())
-        if not statuses:
+        """Progressive filling from an empty cluster; see the module docstring.
+
+        The jobs with no worker yet sit in the heap at share 0, so they are popped in arrival
+        order (before any job with a worker, unless its share is 0 too); they are kept as an
+        ordered array beside the heap instead (:class:`_Fresh`), the same pop order. A kind
+        whose first worker no longer fits (free capacity only shrinks) makes every later job
+        of that kind a no-op, skipped in bulk with the batch count it would have added."""
+        if not view.active:
             return {}
-        if len(self._rows) > 2 * len(statuses) + 64:
+        if len(self._rows) > 2 * len(view.active) + 64:
             self._rows = {j: r for j, r in self._rows.items() if j in view.active}
-        jobs = [st.job for st in statuses]
-        rows = [self._row(j) for j in jobs]
-        cap = [0 if _ps_for(r.ratio, 1) > 1 else min(j.max_workers,
-                                                      max(1, ceil_eps(st.remaining)))
-               for j, st, r in zip(jobs, statuses, rows, strict=True)]
-        fill = _Filling(self.capacity, self.pools, rows)
-        heap = [(0.0, i) for i in range(len(jobs)) if cap[i] > 0]
-        while heap:
-            _, i = heapq.heappop(heap)
-            n_i, row = fill.n[i], rows[i]
+        if self._table_for is not self.capacity:  # shares depend on the cluster
+            self._table.clear()
+            self._table_for = self.capacity
+        ids, statuses, nums = self._table.sync(view.active)
+        cap = nums[:, 0].astype(np.int64)
+        fill = _Filling(self.capacity, self.pools, len(ids),
+                        lambda i: self._row(statuses[i].job))
+        fresh = _Fresh(np.flatnonzero(cap > 0), cap, nums[:, 1].astype(np.int64), nums[:, 2])
+        heap: list[tuple[float, int]] = []
+        cap_l = cap.tolist()
+        while True:
+            top = fresh.top()
+            if heap and (top is None or heap[0] < top):
+                _, i = heapq.heappop(heap)
+            elif top is not None:
+                if fresh.dead_ahead():
+                    self._batches += fresh.skip(heap)
+                    continue
+                i = fresh.pop()
+            else:
+                break
+            n_i, row = fill.n[i], fill.row(i)
             ps_next = _ps_for(row.ratio, n_i + 1)
-            if n_i + 1 >= cap[i]:  # its last worker: one step, nothing to push back
+            if n_i + 1 >= cap_l[i]:  # its last worker: one step, nothing to push back
                 if fill.one(i, ps_next):
                     self._placed += 1
+                elif n_i == 0:
+                    fresh.dead.add(fresh.kind_of(i))
                 continue
             nxt = share_key(n_i + 1, ps_next, row.ws_l, row.ss_l)
-            if heap and (nxt, i) > heap[0]:
+            first = fresh.top()
+            first = heap[0] if heap and (first is None or heap[0] < first) else first
+            if first is not None and (nxt, i) > first:
                 # the usual case: one worker, then another job is due
                 if fill.one(i, ps_next):
                     self._placed += 1
                     heapq.heappush(heap, (nxt, i))
+                elif n_i == 0:
+                    fresh.dead.add(fresh.kind_of(i))
                 continue  # a job whose next worker does not fit is frozen for this event
             # a batch: every increment while i stays before the next job in (share, arrival)
-            ms = np.arange(n_i, cap[i])
+            ms = np.arange(n_i, cap_l[i])
             keys = share_keys(ms, _ps_needed(row.ratio, ms), row.ws, row.ss)
             due = np.ones(ms.size, dtype=bool)
-            if heap:
-                due = (keys < heap[0][0]) | ((keys == heap[0][0]) & (i < heap[0][1]))
+            if first is not None:
+                due = (keys < first[0]) | ((keys == first[0]) & (i < first[1]))
             batch = int(ms.size if due.all() else np.argmin(due))
             got = fill.many(i, _ps_needed(row.ratio, ms[:batch] + 1))
             self._placed += got
             self._batches += 1
-            if got == batch and n_i + batch < cap[i]:
+            if got == 0 and n_i == 0 and batch > 0:
+                fresh.dead.add(fresh.kind_of(i))
+            if got == batch and n_i + batch < cap_l[i]:
                 heapq.heappush(heap, (float(keys[batch]), i))
         wi, pi = self.pools.worker, self.pools.ps
         return {
-            jobs[i].job_id: Alloc.of(
+            ids[i]: Alloc.of(
                 {int(wi[h]): int(fill.w_at[i, h]) for h in np.flatnonzero(fill.w_at[i])},
                 {int(pi[k]): int(fill.p_at[i, k]) for k in np.flatnonzero(fill.p_at[i])})
-            for i in range(len(jobs)) if fill.n[i] > 0
+            for i in fill.touched()
         }
 
     def report(self) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
@@ -44,9 +45,10 @@ from psched.model import EPS, Alloc, Job
 from psched.policies.base import View
 from psched.policies.counts import Builder, pool_totals, realise, work_cap
 from psched.policies.replan import ReplanPolicy
+from psched.policies.table import any_per_row
 
-__all__ = ["COUNT_SETS", "Epoch", "EpochPolicy", "brute_force", "build_epoch", "feasible",
-           "objective"]
+__all__ = ["COUNT_SETS", "Epoch", "EpochCache", "EpochPolicy", "brute_force", "build_epoch",
+           "feasible", "objective"]
 
 COUNT_SETS = ("pow2", "all")
 _TOL = 1e-9
@@ -71,6 +73,24 @@ class Epoch:
     intervals: int = 1  #: T', planning intervals (1 = one-step)
     interval_slots: int = 1  #: Delta, slots per interval
     anti_starvation: bool = False  #: a queued job starts only if earlier fitting ones do
+    #: (allowed, ps, each job's smallest allowed count, the PS it needs there): a cache, used
+    #: only while ``allowed`` and ``ps`` are these very tuples (an epoch made by
+    #: ``dataclasses.replace`` with other jobs derives its own)
+    first: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...], np.ndarray, np.ndarray] | None \
+        = None
+
+    def first_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each job's smallest allowed count and the PS it needs there (J each, float)."""
+        f = self.first
+        if f is not None and f[0] is self.allowed and f[1] is self.ps:
+            return f[2], f[3]
+        at = np.zeros(len(self.ids), dtype=np.int64)  # where each job's list starts
+        np.cumsum(np.fromiter(map(len, self.allowed), dtype=np.int64,
+                              count=len(self.ids))[:-1], out=at[1:])
+        if not self.ids:
+            return np.zeros(0), np.zeros(0)
+        return (np.concatenate(self.allowed).astype(float)[at],
+                np.concatenate(self.ps).astype(float)[at])
 
     @property
     def running(self) -> np.ndarray:
@@ -134,13 +154,18 @@ def objective(epoch: Epoch, counts: np.ndarray) -> float:
     """The MIP's objective of a plan (J counts, repeated over intervals, or J x T').
 
     One pass over the jobs in Python floats (the counts looked up by bisection in each job's
-    allowed list), in the order the terms are summed. O(J T' log N)."""
-    plan = _as_plan(epoch, counts).tolist()
+    allowed list), in the order the terms are summed; a job with no workers now or in the
+    plan adds exactly ``+0.0`` and is skipped. O(J T' + J' T' log N) for J' jobs with
+    workers."""
+    arr = _as_plan(epoch, counts)
+    # a job with no workers in any interval and none now adds exactly +0.0: skipped
+    rows = np.flatnonzero(any_per_row(arr != 0) | (epoch.current != 0)).tolist()
+    plan = arr[rows].tolist()
     penalty, weight = epoch.penalty.tolist(), epoch.weight.tolist()
     remaining, current = epoch.remaining.tolist(), epoch.current.tolist()
     slots = epoch.interval_slots
     total = 0.0
-    for j, row in enumerate(plan):
+    for j, row in zip(rows, plan, strict=True):
         done, prev = 0.0, int(current[j])
         allowed = epoch.allowed[j]
         speed = epoch.speed[j]
@@ -184,51 +209,109 @@ def build_epoch(view: View, current: dict[str, Alloc], capacity: np.ndarray, poo
                 counts: str = "pow2", speedup: str = "linear", alpha: float = 0.8,
                 weight: str = "unit", rescale_overhead_s: float = 30.0, intervals: int = 1,
                 interval_slots: int = 1, anti_starvation: bool = False,
-                cache: dict[str, tuple[Any, ...]] | None = None) -> Epoch:
+                cache: EpochCache | None = None) -> Epoch:
     """The epoch of ``view``: every active job that may run, in arrival order. O(J (N + R)).
 
-    ``cache`` (a policy's, kept between events) remembers each job's allowed counts, speeds,
-    PS and demand arrays for its (cap, current count): they are recomputed only for jobs whose
-    cap or count changed."""
-    ids, allowed, speed, ps, rem, wts, pen, cur, wd, sd = ([] for _ in range(10))
-    slot_s = view.cluster.slot_seconds
-    for job_id, st in view.active.items():
-        job = st.job
-        cap = work_cap(job, st.remaining)
-        if cap <= 0:
-            continue
-        a = min(current[job_id].n_workers, cap) if job_id in current else 0
-        hit = cache.get(job_id) if cache is not None else None
-        if hit is not None and hit[0] == (cap, a):
-            _, ns, s, ps_n, w_arr, s_arr = hit
-        else:
-            ns = _allowed(cap, a, counts)
-            s = ns.astype(float) ** (alpha if speedup == "sublinear" else 1.0)
-            ps_n = np.ceil(job.spec.ps_ratio * ns - EPS).astype(np.int64)  # Job.ps_needed
-            w_arr, s_arr = job.spec.worker_demand.as_array(), job.spec.ps_demand.as_array()
-            if cache is not None:
-                cache[job_id] = ((cap, a), ns, s, ps_n, w_arr, s_arr)
-        w = 1.0 if weight == "unit" else max(_full_speed_utility(job, st.remaining, view.t), 1e-9)
-        s_now = float(a) ** (alpha if speedup == "sublinear" else 1.0) if a else 0.0
-        ids.append(job_id)
-        allowed.append(ns)
-        speed.append(s)
-        ps.append(ps_n)
-        rem.append(st.remaining)
-        wts.append(w)
-        pen.append(w * (rescale_overhead_s / slot_s) * s_now / st.remaining)
-        cur.append(a)
-        wd.append(w_arr)
-        sd.append(s_arr)
+    ``cache`` (a policy's, kept between events) remembers each job's row of the epoch with
+    the :class:`~psched.policies.base.JobStatus` and allocation objects it was computed from:
+    a row is recomputed only for a job whose status or allocation object changed (the loop
+    keeps a job's status object until it runs or makes progress; under ``weight="utility"``
+    the weight depends on the slot, so every row is). Finding the changed jobs is a few
+    C-level passes (``map`` of ``dict.get`` and ``is``), so an event costs O(J) at C speed
+    plus O(N + R) Python for each job that changed."""
+    opts = (counts, speedup, alpha, weight, rescale_overhead_s, view.cluster.slot_seconds)
+    cache = cache if cache is not None else EpochCache()
+    keys, vals = list(view.active), list(view.active.values())
+    allocs = list(map(current.get, keys))
+    # which jobs kept their status and allocation objects (C-level passes, no Python per job)
+    same = np.fromiter(map(operator.is_, map(cache.status.get, keys), vals), dtype=bool,
+                       count=len(keys))
+    same &= np.fromiter(map(operator.is_, map(cache.alloc.get, keys), allocs), dtype=bool,
+                        count=len(keys))
+    if weight != "unit":  # the weight depends on the slot: every row is recomputed
+        same[:] = False
+    for i in np.flatnonzero(~same).tolist():
+        j = keys[i]
+        cache.row[j] = _row(j, vals[i], allocs[i], view.t, opts, cache)
+        cache.status[j], cache.alloc[j] = vals[i], allocs[i]
+    rows = list(filter(None, map(cache.row.__getitem__, keys)))  # None: cap 0, left out
     cw, cp = pool_totals(capacity, pools)
     r = capacity.shape[1]
-    return Epoch(ids=tuple(ids), allowed=tuple(allowed), speed=tuple(speed), ps=tuple(ps),
+    cols: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 11
+    ids, allowed, speed, ps, rem, wts, pen, cur, kind, n1, p1 = cols
+    wd, sd = cache.demands(np.array(kind, dtype=np.int64), r)
+    return Epoch(ids=ids, allowed=allowed, speed=speed, ps=ps,
                  remaining=np.array(rem, dtype=float), weight=np.array(wts, dtype=float),
                  penalty=np.array(pen, dtype=float), current=np.array(cur, dtype=np.int64),
-                 worker_demand=np.array(wd, dtype=float).reshape(-1, r),
-                 ps_demand=np.array(sd, dtype=float).reshape(-1, r), worker_cap=cw, ps_cap=cp,
+                 worker_demand=wd, ps_demand=sd, worker_cap=cw, ps_cap=cp,
                  intervals=intervals, interval_slots=interval_slots,
-                 anti_starvation=anti_starvation)
+                 anti_starvation=anti_starvation,
+                 first=(allowed, ps, np.array(n1, dtype=float), np.array(p1, dtype=float)))
+
+
+def _row(job_id: str, st: Any, alloc: Alloc | None, t: int, opts: tuple[Any, ...],
+         cache: EpochCache) -> tuple[Any, ...] | None:
+    """One job's entries of the epoch (``None`` if it cannot run: cap 0)."""
+    counts, speedup, alpha, weight, rescale_overhead_s, slot_s = opts
+    job = st.job
+    cap = work_cap(job, st.remaining)
+    if cap <= 0:
+        return None
+    a = min(alloc.n_workers, cap) if alloc is not None else 0
+    ns = _allowed(cap, a, counts)
+    s = ns.astype(float) ** (alpha if speedup == "sublinear" else 1.0)
+    ps_n = np.ceil(job.spec.ps_ratio * ns - EPS).astype(np.int64)  # Job.ps_needed
+    kind = cache.kind(job)
+    w = 1.0 if weight == "unit" else max(_full_speed_utility(job, st.remaining, t), 1e-9)
+    s_now = float(a) ** (alpha if speedup == "sublinear" else 1.0) if a else 0.0
+    pen = w * (rescale_overhead_s / slot_s) * s_now / st.remaining
+    return job_id, ns, s, ps_n, st.remaining, w, pen, a, kind, int(ns[0]), int(ps_n[0])
+
+
+class EpochCache:
+    """What :func:`build_epoch` keeps between events (one per policy run).
+
+    Each job's row of the epoch with the status and allocation objects it was computed
+    from. Demand vectors are interned: each distinct (worker, PS) demand pair is a
+    *kind* (a row of two small matrices), so an epoch's J x R demand matrices are one
+    fancy-indexing step. O(1) per look-up."""
+
+    def __init__(self) -> None:
+        self.status: dict[str, Any] = {}  #: job id -> the status object its row is from
+        self.alloc: dict[str, Any] = {}  #: job id -> the allocation object its row is from
+        self.row: dict[str, tuple[Any, ...] | None] = {}  #: job id -> its row (None: cap 0)
+        self._kinds: dict[bytes, int] = {}
+        self._w: list[np.ndarray] = []
+        self._s: list[np.ndarray] = []
+        self._mats: tuple[np.ndarray, np.ndarray] | None = None
+
+    def kind(self, job: Job) -> int:
+        """The interned index of ``job``'s (worker, PS) demand pair."""
+        w, s = job.spec.worker_demand.as_array(), job.spec.ps_demand.as_array()
+        key = np.concatenate([w, s]).astype(float).tobytes() + bytes([w.size])
+        k = self._kinds.get(key)
+        if k is None:
+            k = self._kinds[key] = len(self._w)
+            self._w.append(np.asarray(w, dtype=float))
+            self._s.append(np.asarray(s, dtype=float))
+            self._mats = None
+        return k
+
+    def demands(self, kinds: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
+        """Worker and PS demand matrices (len(kinds) x r) of jobs of these kinds."""
+        if not kinds.size:
+            return np.zeros((0, r)), np.zeros((0, r))
+        if self._mats is None:
+            self._mats = (np.array(self._w, dtype=float).reshape(-1, r),
+                          np.array(self._s, dtype=float).reshape(-1, r))
+        return self._mats[0][kinds], self._mats[1][kinds]
+
+    def trim(self, active: Any) -> None:
+        """Forget rows of jobs no longer active (when they outnumber the active ones)."""
+        if len(self.row) > 2 * len(active) + 64:
+            for name in ("status", "alloc", "row"):
+                setattr(self, name, {j: v for j, v in getattr(self, name).items()
+                                     if j in active})
 
 
 def _full_speed_utility(job: Job, remaining: float, t: int) -> float:
@@ -256,29 +339,30 @@ class EpochPolicy(ReplanPolicy):
             "rescale_overhead_s": rescale_overhead_s, "intervals": intervals,
             "interval_slots": interval_slots, "anti_starvation": anti_starvation}
         self.objectives: list[float] = []  #: objective of every decision
-        self._epoch_cache: dict[str, tuple[Any, ...]] = {}
+        self._epoch_cache = EpochCache()
 
     def reset(self) -> None:
         self.objectives = []
-        self._epoch_cache = {}
+        self._epoch_cache = EpochCache()
 
     def choose(self, epoch: Epoch) -> np.ndarray:
         """A feasible plan for ``epoch``: counts (J,) kept over every interval, or J x T'."""
         raise NotImplementedError
 
     def replan(self, view: View) -> dict[str, Alloc]:
-        if len(self._epoch_cache) > 2 * len(view.active) + 64:
-            self._epoch_cache = {j: v for j, v in self._epoch_cache.items() if j in view.active}
+        self._epoch_cache.trim(view.active)
         epoch = build_epoch(view, self.current, self.capacity, self.pools, **self.options,
                             cache=self._epoch_cache)
         if not epoch.ids:
             return {}
         chosen = self.choose(epoch)
         self.objectives.append(objective(epoch, chosen))
-        jobs = {j: view.active[j].job for j in epoch.ids}
         first = chosen if chosen.ndim == 1 else chosen[:, 0]
-        counts = dict(zip(epoch.ids, (int(c) for c in first), strict=True))
-        order = sorted(epoch.ids, key=lambda j: (j not in self.current, 0))
+        given = np.flatnonzero(first > 0).tolist()  # jobs without workers take no placement
+        ids = [epoch.ids[i] for i in given]
+        counts = {epoch.ids[i]: int(first[i]) for i in given}
+        jobs = {j: view.active[j].job for j in ids}
+        order = sorted(ids, key=lambda j: (j not in self.current, 0))
         build = Builder(self.capacity, self.pools, self.facts)
         return realise(build, jobs, counts, self.current, order)
 

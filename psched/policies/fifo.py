@@ -60,6 +60,8 @@ class FifoPolicy(ReplanPolicy):
         self._cursor = Cursor()
         self._waiting: deque[str] = deque()  # admitted, not started, in arrival order
         self._held: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # running: rows, amounts
+        self._fits: dict[tuple[Any, ...], int] = {}  # most_workers on the empty cluster
+        self._fits_for: np.ndarray | None = None  # the capacity _fits was computed for
 
     def reset(self) -> None:
         self._requests = {}
@@ -77,7 +79,15 @@ class FifoPolicy(ReplanPolicy):
         assert self.ctx is not None, "start() first"
         r = int(job_rng(self.ctx.seed, job.job_id).integers(1, self.max_request + 1))
         want = min(job.max_workers, r)
-        n = most_workers(self.capacity, self.pools, job, want)
+        # the most that fit the empty cluster depends only on the request and the demands
+        spec = job.spec
+        key = (want, spec.ps_ratio, spec.worker_demand.as_array().tobytes(),
+               spec.ps_demand.as_array().tobytes())
+        if self._fits_for is not self.capacity:
+            self._fits, self._fits_for = {}, self.capacity
+        n = self._fits.get(key, -1)
+        if n < 0:
+            n = self._fits[key] = most_workers(self.capacity, self.pools, job, want)
         self._shrunk += int(0 < n < want)
         if self.trim and n > 0:
             slots = ceil_eps(job.work / n)

@@ -14,8 +14,11 @@ left).
    / W_j`` per added worker -- the strongest reading: it is greedy on the very objective the MIP
    maximises. Ties go to the earlier arrival.
 
-A job whose next step does not fit is frozen for the epoch (free capacity only shrinks).
-Complexity: O(J R + S_steps (R + log J)) for S_steps steps tried.
+A job whose next step does not fit is frozen for the epoch (free capacity only shrinks); so is a
+queued job whose start does not fit, and those are dropped in bulk (:func:`_start`).
+Complexity: O(J R) numpy per refresh of the queued jobs (at most one per job started) +
+O(S_steps (R + log J)) Python for S_steps steps tried (started jobs, and up to
+:data:`_MISSES` failed starts per refresh).
 """
 
 from __future__ import annotations
@@ -26,10 +29,13 @@ import numpy as np
 
 from psched.policies.base import register_policy
 from psched.policies.epoch import Epoch, EpochPolicy
+from psched.policies.table import any_per_row
 
 __all__ = ["GreedyFillPolicy", "GreedyGainPolicy", "density_fill", "fifo_fill", "marginal_gain"]
 
 _TOL = 1e-9
+#: Failed starts in a row after which :func:`_start` drops the queued jobs that cannot fit.
+_MISSES = 8
 
 
 class _Room:
@@ -40,9 +46,11 @@ class _Room:
         self.e = epoch
         self.w = epoch.worker_cap.astype(float).tolist()
         self.p = epoch.ps_cap.astype(float).tolist()
-        self._w_lim = [-_TOL * max(1.0, c) for c in epoch.worker_cap.astype(float).tolist()]
-        self._p_lim = [-_TOL * max(1.0, c) for c in epoch.ps_cap.astype(float).tolist()]
+        self.w_lim = [-_TOL * max(1.0, c) for c in epoch.worker_cap.astype(float).tolist()]
+        self.p_lim = [-_TOL * max(1.0, c) for c in epoch.ps_cap.astype(float).tolist()]
         self.k = [-1] * len(epoch.ids)  #: index into allowed; -1 = 0
+        self.started: list[int] = []  #: jobs with workers (k >= 0), ascending after _start
+        self._first: tuple[np.ndarray, np.ndarray] | None = None
         self._rows: dict[int, tuple[list[int], list[int], list[float], list[float]]] = {}
 
     def _row(self, j: int) -> tuple[list[int], list[int], list[float], list[float]]:
@@ -65,32 +73,77 @@ class _Room:
         dp = ps[k] - (0 if kj < 0 else ps[kj])
         w = [a - dn * d for a, d in zip(self.w, wd, strict=True)]
         p = [a - dp * d for a, d in zip(self.p, pd, strict=True)]
-        if any(x < lim for x, lim in zip(w, self._w_lim, strict=True)) or any(
-                x < lim for x, lim in zip(p, self._p_lim, strict=True)):
+        if any(x < lim for x, lim in zip(w, self.w_lim, strict=True)) or any(
+                x < lim for x, lim in zip(p, self.p_lim, strict=True)):
             return False
+        if kj < 0:
+            self.started.append(j)
         self.w, self.p, self.k[j] = w, p, k
         return True
 
+    def first(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every job's smallest allowed count and the PS it needs there (J each)."""
+        if self._first is None:
+            self._first = self.e.first_counts()
+        return self._first
+
     def counts(self) -> np.ndarray:
-        return np.array([self.count(j) for j in range(len(self.e.ids))], dtype=np.int64)
+        """Counts (J,): 0 for every job not started."""
+        out = np.zeros(len(self.e.ids), dtype=np.int64)
+        for j in self.started:
+            out[j] = self.count(j)
+        return out
 
 
 def _start(epoch: Epoch) -> _Room:
-    """Running jobs at their current count, then queued ones at their smallest, in order."""
+    """Running jobs at their current count, then queued ones at their smallest, in order.
+
+    The queued jobs are stepped in arrival order as one by one, but those that cannot fit are
+    dropped in bulk: the room only shrinks while the greedy fills and a step's test
+    (``room - n d < lim``, float for float) is monotone in the room, so a queued job that does
+    not fit now never fits later in this epoch. A vectorised test over the queued jobs left
+    (:func:`_fitting`, the same float operations as :meth:`_Room.step`) drops them whenever
+    :data:`_MISSES` steps in a row have failed. Python work is O(started + misses), numpy
+    O(J R) per refresh, at most one refresh per job started."""
     room = _Room(epoch)
-    for j in np.flatnonzero(epoch.current > 0):
-        ok = room.step(int(j), epoch.index(int(j), int(epoch.current[j])))
+    for j in np.flatnonzero(epoch.current > 0).tolist():
+        ok = room.step(j, epoch.index(j, int(epoch.current[j])))
         assert ok, "running jobs fit at their current counts"
-    for j in np.flatnonzero(epoch.current == 0):
-        room.step(int(j), 0)
+    queued = np.flatnonzero(epoch.current == 0)
+    while queued.size:
+        queued = queued[_fitting(epoch, room, queued)]
+        misses, i = 0, 0
+        for j in queued.tolist():
+            i += 1
+            if room.step(j, 0):
+                misses = 0
+            else:
+                misses += 1
+                if misses >= _MISSES:
+                    break
+        queued = queued[i:]
+    room.started.sort()
     return room
+
+
+def _fitting(epoch: Epoch, room: _Room, rows: np.ndarray) -> np.ndarray:
+    """Which of ``rows`` (queued jobs) :meth:`_Room.step` would let start now (bool mask)."""
+    if not rows.size:
+        return np.zeros(0, dtype=bool)
+    first_n, first_p = room.first()
+    dn, dp = first_n[rows], first_p[rows]
+    w = np.asarray(room.w, dtype=float) - dn[:, None] * epoch.worker_demand[rows]
+    p = np.asarray(room.p, dtype=float) - dp[:, None] * epoch.ps_demand[rows]
+    ok: np.ndarray = ~(any_per_row(w < np.asarray(room.w_lim))
+                       | any_per_row(p < np.asarray(room.p_lim)))
+    return ok
 
 
 def fifo_fill(epoch: Epoch) -> np.ndarray:
     """FIFO + fill (module docstring): counts (J,)."""
     room = _start(epoch)
-    for j in range(len(epoch.ids)):
-        while room.k[j] >= 0 and room.k[j] + 1 < epoch.allowed[j].size:
+    for j in room.started:
+        while room.k[j] + 1 < epoch.allowed[j].size:
             if not room.step(j, int(room.k[j]) + 1):
                 break
     return room.counts()
@@ -107,8 +160,8 @@ def _gain(epoch: Epoch, j: int, k: int) -> float:
 def marginal_gain(epoch: Epoch) -> np.ndarray:
     """Marginal-gain greedy (module docstring): counts (J,)."""
     room = _start(epoch)
-    heap = [(-_gain(epoch, j, int(room.k[j]) + 1), j) for j in range(len(epoch.ids))
-            if room.k[j] >= 0 and room.k[j] + 1 < epoch.allowed[j].size]
+    heap = [(-_gain(epoch, j, int(room.k[j]) + 1), j) for j in room.started
+            if room.k[j] + 1 < epoch.allowed[j].size]
     heapq.heapify(heap)
     while heap:
         neg, j = heapq.heappop(heap)

@@ -20,7 +20,10 @@ Choices the specification leaves open, made to keep the rival strong:
   ``f(w, p) = (theta0 + theta1 w/p + theta2 w + theta3 p)^-1`` is *not* built: with linear
   progress in the executor its estimates would not match what happens.
 
-Complexity per event: O(J + I (S R + log J)) for I workers added.
+Speed: caps and kinds kept per job in an :class:`~psched.policies.table.ActiveTable`; seeding
+skips, in bulk, the jobs of a kind whose first worker no longer fits (free capacity only
+shrinks). Complexity per event: O(J) at C speed + O((P + I) (S R + log J)) for P jobs seeded
+or tried (one per kind that stops fitting) and I workers added.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ import heapq
 import numpy as np
 
 from psched.model import Alloc, Job
-from psched.policies.base import View, register_policy
+from psched.policies.base import JobStatus, View, register_policy
 from psched.policies.counts import Builder, work_cap
 from psched.policies.replan import ReplanPolicy
+from psched.policies.table import ActiveTable, live
 
 __all__ = ["OptimusPolicy", "saving_per_share"]
 
@@ -53,14 +57,25 @@ class OptimusPolicy(ReplanPolicy):
 
     name = "optimus"
 
+    def reset(self) -> None:
+        self._table = ActiveTable(2, self._numbers)
+
+    def _numbers(self, st: JobStatus) -> tuple[float, float]:
+        """(cap, kind) of one job."""
+        return work_cap(st.job, st.remaining), self.facts.kind(st.job)
+
     def replan(self, view: View) -> dict[str, Alloc]:
         totals = self.capacity.sum(axis=0)
         build = Builder(self.capacity, self.pools, self.facts)
         heap: list[tuple[float, int]] = []
-        statuses = list(view.active.values())
-        caps = [work_cap(st.job, st.remaining) for st in statuses]
-        for i, st in enumerate(statuses):
-            if caps[i] > 0 and build.grow(st.job, 1) == 1 and caps[i] > 1:
+        _, statuses, rows = self._table.sync(view.active)
+        caps, kinds = rows[:, 0].astype(np.int64).tolist(), rows[:, 1].astype(np.int64)
+        # seeding in arrival order; a kind whose first worker no longer fits is skipped in bulk
+        for i in live(np.flatnonzero(rows[:, 0] > 0), kinds, build.dead):
+            st = statuses[i]
+            if build.grow(st.job, 1) != 1:
+                build.dead.add(int(kinds[i]))
+            elif caps[i] > 1:
                 heap.append((-saving_per_share(st.job, st.remaining, 1, totals), i))
         heapq.heapify(heap)
         while heap:
