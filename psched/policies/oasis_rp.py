@@ -38,6 +38,8 @@ plan_late, fill : experimental, off by default (measured, did not pay): plan a j
     cheapest schedule within its promise, and re-plan every job at each boundary to use
     idle capacity now.
 floor_factor : multiplies the price floor L (>= 1; prices then charge sooner). Default 1.
+fast_search : the run-compressed exact search (:mod:`psched.policies.rp_search`, default);
+    off, the reference composition it is tested against. The same decisions either way.
 
 Deferred admission (d) is not offered: the loop admits a job only when it arrives.
 
@@ -106,6 +108,7 @@ class OasisRpPolicy:
         repack_limit: int = 64,
         pull_limit: int = 64,
         certificate: bool = True,
+        fast_search: bool = True,
     ) -> None:
         if price_source not in ("hindsight", "history"):
             raise ValueError(f"price_source must be 'hindsight' or 'history', got {price_source!r}")
@@ -141,6 +144,7 @@ class OasisRpPolicy:
         self._budget: int | None = None
         self.pull_limit = int(pull_limit)
         self.certificate = bool(certificate)
+        self.fast_search = bool(fast_search)
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._reset()
@@ -175,7 +179,8 @@ class OasisRpPolicy:
         if self.floor_factor != 1.0:
             params = raise_floor(params, self.floor_factor)
         self.params = params
-        self.ledger = PlanLedger(ctx.cluster, ctx.horizon, params, reprice=self.reprice)
+        self.ledger = PlanLedger(ctx.cluster, ctx.horizon, params, reprice=self.reprice,
+                                 fast=self.fast_search)
         self._reset()
 
     def on_cluster_change(self, cluster: Cluster) -> None:
