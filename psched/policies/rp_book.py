@@ -25,7 +25,7 @@ from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.schedule import Best, PlacementTables, placement_tables, schedule_allocs
 from psched.oasis.schedule import slot_costs as _slot_costs
-from psched.policies.rp_search import search_runs
+from psched.policies.rp_search import Schedule, search_runs
 from psched.prices import PriceParams
 
 __all__ = ["Found", "PlanLedger", "latest_same_utility", "raise_floor", "search",
@@ -126,6 +126,9 @@ class PlanLedger(Ledger):
     def _entries(self, schedule: Mapping[int, Alloc], role: str
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(slot, position in pool, count) of every container group of one role."""
+        if isinstance(schedule, Schedule):
+            ts, srv, cnt = schedule.groups(role)
+            return ts, self._pos[srv], cnt
         rows = [(t, h, c) for t, alloc in schedule.items() for h, c in getattr(alloc, role)]
         if not rows:
             z = np.zeros(0, dtype=np.int64)

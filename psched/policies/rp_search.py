@@ -24,7 +24,10 @@ Three exact devices on top:
    (:meth:`psched.policies.rp_book.PlanLedger.runs`): O(Tw) instead of comparing every row.
 3. **One placement per run and worker count**: slots of one run with the same number of
    workers get the same placement (the greedy of :func:`psched.oasis.schedule.place` on the
-   same row), computed once.
+   same row), computed once, for all such pairs in one array operation.
+
+The schedule comes back as a :class:`Schedule`, a dict that keeps its container groups as
+arrays for the ledger (a plan is added and taken out many times during re-packs).
 
 Complexity: O(U (H + K) R + U N log(H + K) + Tw N) for U runs, plus the recursion of
 :func:`~psched.oasis.fast.solve_fast`.
@@ -33,20 +36,20 @@ Complexity: O(U (H + K) R + U N log(H + K) + Tw N) for U runs, plus the recursio
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from psched.model import Alloc, Job
 from psched.oasis.ledger import JobInputs, PoolInputs
-from psched.oasis.schedule import greedy_costs, place, unit_caps, unit_prices
+from psched.oasis.schedule import greedy_costs, unit_caps, unit_prices
 from psched.policies.rp_dp import solve_compiled
 from psched.prices import log_utility, normalise
 
 if TYPE_CHECKING:
     from psched.policies.rp_book import Found, PlanLedger
 
-__all__ = ["RunTables", "feasible_work", "run_tables", "search_runs"]
+__all__ = ["RunTables", "Schedule", "feasible_work", "run_tables", "search_runs"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,21 +152,99 @@ def search_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline
     return Found(payoff=best.payoff, schedule=_allocs(tab, unit, best.counts))
 
 
+class Schedule(dict[int, Alloc]):
+    """A schedule (slot -> allocation) that keeps its container groups as arrays for the
+    ledger's :meth:`~psched.policies.rp_book.PlanLedger.add` and ``fits`` (a plan is added
+    and taken out many times during re-packs); any change to the mapping drops them."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._groups: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def groups(self, role: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(slot, server index, count) of every container group of ``role`` ("workers" or
+        "ps"), in the order of the slots and pairs; read-only arrays. O(entries) once."""
+        got = self._groups.get(role)
+        if got is None:
+            rows = [(t, h, c) for t, alloc in self.items() for h, c in getattr(alloc, role)]
+            arr = np.array(rows, dtype=np.int64).reshape(-1, 3)
+            got = (arr[:, 0], arr[:, 1], arr[:, 2])
+            for a in got:
+                a.flags.writeable = False
+            self._groups[role] = got
+        return got
+
+    def _changed(self) -> None:
+        self._groups.clear()
+
+    def __setitem__(self, key: int, value: Alloc) -> None:
+        self._changed()
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: int) -> None:
+        self._changed()
+        super().__delitem__(key)
+
+    def pop(self, *args: Any) -> Any:  # type: ignore[override]
+        self._changed()
+        return super().pop(*args)
+
+    def popitem(self) -> tuple[int, Alloc]:
+        self._changed()
+        return super().popitem()
+
+    def clear(self) -> None:
+        self._changed()
+        super().clear()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._changed()
+        super().update(*args, **kwargs)
+
+    def setdefault(self, *args: Any) -> Any:  # type: ignore[override]
+        self._changed()
+        return super().setdefault(*args)
+
+    def __ior__(self, other: Any) -> Schedule:  # type: ignore[override]
+        self._changed()
+        return super().__ior__(other)  # type: ignore[return-value]
+
+
 def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
-            counts: np.ndarray) -> dict[int, Alloc]:
+            counts: np.ndarray) -> Schedule:
     """The allocation per absolute slot, as :func:`psched.oasis.schedule.schedule_allocs`
-    builds it, one greedy placement per (run, workers)."""
-    out: dict[int, Alloc] = {}
-    done: dict[tuple[int, int], Alloc] = {}
-    for i in np.nonzero(counts)[0]:
-        n = int(counts[i])
-        r = int(tab.row_of[i])
-        alloc = done.get((r, n))
-        if alloc is None:
-            maps = []
-            for p, k in ((0, n), (1, int(tab.ps_needed[n]))):
-                pairs = place(unit[p][r], tab.caps[p][r], k)
-                maps.append({int(tab.pools[p].servers[h]): c for h, c in pairs})
-            alloc = done[(r, n)] = Alloc.of(maps[0], maps[1])
-        out[tab.start + int(i)] = alloc
+    builds it: per slot, the greedy of :func:`~psched.oasis.schedule.place` (cheapest
+    servers first, stable order among equal prices, each up to its capacity), done for all
+    distinct (run, workers) pairs at once. Pool servers are in ascending index order
+    (:meth:`~psched.model.Cluster.indices`), so the pairs come out as ``Alloc.of`` sorts them."""
+    slots = np.nonzero(counts)[0]
+    out = Schedule()
+    if slots.size == 0:
+        return out
+    keys = tab.row_of[slots] * (int(counts.max()) + 1) + counts[slots]
+    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    rr = tab.row_of[slots[first]]
+    nn = counts[slots[first]]
+    takes = []
+    for p, need in ((0, nn), (1, tab.ps_needed[nn])):
+        u = unit[p][rr]
+        order = np.argsort(u, axis=1, kind="stable")
+        caps = np.take_along_axis(tab.caps[p][rr], order, axis=1)
+        before = np.cumsum(caps, axis=1) - caps
+        take = np.clip(need[:, None] - before, 0, caps)
+        if np.any(take.sum(axis=1) != need):
+            raise ValueError("containers do not fit")  # pragma: no cover - searched feasible
+        back = np.zeros_like(take)
+        np.put_along_axis(back, order, take, axis=1)
+        takes.append(back)
+    groups = []
+    for p in (0, 1):  # per row, its (server, count) pairs in server order, zeros dropped
+        rows, cols = np.nonzero(takes[p])
+        pairs = list(zip(tab.pools[p].servers[cols].tolist(), takes[p][rows, cols].tolist(),
+                         strict=True))
+        ends = np.cumsum(np.bincount(rows, minlength=uniq.size)).tolist()
+        groups.append([tuple(pairs[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)])
+    made = [Alloc(workers=w, ps=k) for w, k in zip(groups[0], groups[1], strict=True)]
+    out.update(zip((slots + tab.start).tolist(), [made[j] for j in inverse.tolist()],
+                   strict=True))
     return out
