@@ -143,7 +143,11 @@ class PlanLedger(Ledger):
                                 (1, spec.ps_demand.as_array(), "ps")):
             ts, pos, cnt = self._entries(schedule, role)
             if ts.size:
-                np.add.at(self.usage[pool], (ts, pos), (sign * cnt)[:, None] * dem[None, :])
+                delta = (sign * cnt)[:, None] * dem[None, :]
+                if isinstance(schedule, Schedule) and schedule.distinct(role):
+                    self.usage[pool][ts, pos] += delta
+                else:
+                    np.add.at(self.usage[pool], (ts, pos), delta)
                 self._mark(ts)
 
     def fits(self, job: Job, schedule: Mapping[int, Alloc]) -> bool:

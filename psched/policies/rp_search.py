@@ -160,6 +160,7 @@ class Schedule(dict[int, Alloc]):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._groups: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._distinct: dict[str, bool] = {}
 
     def groups(self, role: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(slot, server index, count) of every container group of ``role`` ("workers" or
@@ -172,10 +173,19 @@ class Schedule(dict[int, Alloc]):
             for a in got:
                 a.flags.writeable = False
             self._groups[role] = got
+            keys = arr[:, 0] * (int(arr[:, 1].max(initial=0)) + 1) + arr[:, 1]
+            self._distinct[role] = np.unique(keys).size == keys.size
         return got
+
+    def distinct(self, role: str) -> bool:
+        """Every (slot, server) pair of ``role`` appears once (as ``Alloc.of`` builds them),
+        so a scatter-add needs no accumulation of repeats."""
+        self.groups(role)
+        return self._distinct[role]
 
     def _changed(self) -> None:
         self._groups.clear()
+        self._distinct.clear()
 
     def __setitem__(self, key: int, value: Alloc) -> None:
         self._changed()
