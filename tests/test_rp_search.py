@@ -26,7 +26,7 @@ from psched.oasis.schedule import slot_costs
 from psched.policies import make_policy
 from psched.policies.rp_book import Found, PlanLedger, search_reference
 from psched.policies.rp_dp import solve_compiled
-from psched.policies.rp_search import feasible_work, run_tables, search_runs
+from psched.policies.rp_search import Schedule, feasible_work, run_tables, search_runs
 from psched.prices import fixed_params
 from psched.simulator import RunResult, simulate
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
@@ -156,3 +156,43 @@ def test_fast_search_makes_the_same_decisions_on_the_paper_scenario(seed: int) -
                      300) for f in (True, False)]
     assert _decisions(runs[0]) == _decisions(runs[1])
     assert runs[0].report["repack_tried"] > 0  # the re-pack paths were exercised
+
+
+def test_a_schedule_rebuilds_its_arrays_after_any_change_and_copies_keep_their_own() -> None:
+    import copy
+    import pickle
+
+    s = Schedule({3: Alloc.of({1: 2}, {5: 1}), 4: Alloc.of({2: 1}, {})})
+    assert s.groups("workers")[2].tolist() == [2, 1]
+    for other in (copy.copy(s), copy.deepcopy(s), pickle.loads(pickle.dumps(s))):
+        other.pop(3)
+        assert other.groups("workers")[2].tolist() == [1]
+    assert s.groups("workers")[2].tolist() == [2, 1]
+    s[5] = Alloc.of({1: 4}, {6: 2})
+    assert s.groups("workers")[0].tolist() == [3, 4, 5]
+    assert s.groups("ps")[1].tolist() == [5, 6]
+    del s[3]
+    assert s.groups("workers")[2].tolist() == [1, 4]
+
+
+def test_adding_a_schedule_or_the_same_dict_changes_the_usage_alike() -> None:
+    cluster = make_cluster([(4.0, 8.0, 8.0, 10.0)] * 2, [(8.0, 8.0, 10.0)])
+    params = fixed_params(5.0, 0.01, 5.0, 0.01)
+    books = [PlanLedger(cluster, 6, params) for _ in range(2)]
+    job = make_job(work=4, window=6, max_workers=2)
+    plan = {1: Alloc.of({0: 1, 1: 1}, {2: 1}), 3: Alloc.of({1: 2}, {2: 2})}
+    for book, sched in zip(books, (Schedule(plan), dict(plan)), strict=True):
+        book.add(job, sched)
+        book.add(job, sched, sign=-1)
+        book.add(job, sched)
+    for a, b in zip(books[0].usage, books[1].usage, strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_runs_follow_a_direct_write_after_refresh() -> None:
+    cluster = make_cluster([(4.0, 8.0, 8.0, 10.0)], [(8.0, 8.0, 10.0)])
+    book = PlanLedger(cluster, 5, fixed_params(5.0, 0.01, 5.0, 0.01))
+    assert book.runs(0, 5).tolist() == [0]
+    book.usage[0][2] += 1.0
+    book.refresh_runs()
+    assert book.runs(0, 5).tolist() == Ledger.runs(book, 0, 5).tolist() == [0, 2, 3]

@@ -34,7 +34,12 @@ __all__ = ["Found", "PlanLedger", "latest_same_utility", "raise_floor", "search"
 
 class PlanLedger(Ledger):
     """Usage of the current plans per pool, slot, server and resource; prices from it or from
-    its high-water mark."""
+    its high-water mark.
+
+    The boundaries of runs of identical slots are kept as the usage changes (``fast``): write
+    the usage through :meth:`add`, :meth:`commit` or :meth:`release` (or call
+    :meth:`refresh_runs` after writing it directly), else a search may treat changed slots as
+    copies of their neighbours."""
 
     def __init__(self, cluster: Cluster, horizon: int, params: PriceParams,
                  reprice: bool = True, fast: bool = True) -> None:
@@ -80,6 +85,12 @@ class PlanLedger(Ledger):
         until the next :meth:`runs` reads them. O(|slots|)."""
         self._stale[slots] = True
         self._stale[np.minimum(slots + 1, self.horizon - 1)] = True
+
+    def refresh_runs(self) -> None:
+        """Recompute every run boundary: call it after writing :attr:`usage` (or the
+        high-water mark) other than through :meth:`add`, :meth:`commit`, :meth:`release` or
+        :meth:`raise_prices`, which keep them. O(T (H + K) R)."""
+        self._mark_all()
 
     def runs(self, t0: int, t1: int) -> np.ndarray:
         """First slot (relative to ``t0``) of every run of identical rows over ``t0..t1-1``,

@@ -183,6 +183,10 @@ class Schedule(dict[int, Alloc]):
         self.groups(role)
         return self._distinct[role]
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copies and pickles carry the items only (each copy builds its own arrays)."""
+        return (type(self), (dict(self),))
+
     def _changed(self) -> None:
         self._groups.clear()
         self._distinct.clear()
