@@ -196,3 +196,21 @@ def test_runs_follow_a_direct_write_after_refresh() -> None:
     book.usage[0][2] += 1.0
     book.refresh_runs()
     assert book.runs(0, 5).tolist() == Ledger.runs(book, 0, 5).tolist() == [0, 2, 3]
+
+
+@SETTINGS
+@given(rows=st.integers(1, 4), servers=st.integers(0, 6), n_max=st.integers(0, 9),
+       data=st.data())
+def test_compiled_greedy_costs_are_greedy_costs(rows: int, servers: int, n_max: int,
+                                                data: st.DataObject) -> None:
+    from psched.oasis.schedule import greedy_costs
+    from psched.policies.rp_dp import greedy_costs_compiled
+
+    prices = st.sampled_from([0.0, 1e-3, 0.1, 0.1, 0.3, 2.5, 7.0])  # ties on purpose
+    unit = np.array(data.draw(st.lists(prices, min_size=rows * servers,
+                                       max_size=rows * servers))).reshape(rows, servers)
+    caps = np.array(data.draw(st.lists(st.integers(0, 3), min_size=rows * servers,
+                                       max_size=rows * servers)),
+                    dtype=np.int64).reshape(rows, servers)
+    assert np.array_equal(greedy_costs_compiled(unit, caps, n_max),
+                          greedy_costs(unit, caps, n_max))

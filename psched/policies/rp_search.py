@@ -42,8 +42,8 @@ import numpy as np
 
 from psched.model import Alloc, Job
 from psched.oasis.ledger import JobInputs, PoolInputs
-from psched.oasis.schedule import greedy_costs, unit_caps, unit_prices
-from psched.policies.rp_dp import solve_compiled
+from psched.oasis.schedule import unit_caps, unit_prices
+from psched.policies.rp_dp import greedy_costs_compiled, solve_compiled
 from psched.prices import log_utility, normalise
 
 if TYPE_CHECKING:
@@ -136,8 +136,8 @@ def search_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline
     w_pool, p_pool = _priced(ledger, tab)
     unit = (unit_prices(w_pool), unit_prices(p_pool))
     psn = tab.ps_needed
-    wc = greedy_costs(unit[0], tab.caps[0], sub.max_workers)
-    pc = greedy_costs(unit[1], tab.caps[1], int(psn[-1]))
+    wc = greedy_costs_compiled(unit[0], tab.caps[0], sub.max_workers)
+    pc = greedy_costs_compiled(unit[1], tab.caps[1], int(psn[-1]))
     costs = np.asarray((wc + pc[:, psn])[tab.row_of])
     if flat:
         util = np.ones(tab.n_slots)
