@@ -214,3 +214,26 @@ def test_compiled_greedy_costs_are_greedy_costs(rows: int, servers: int, n_max: 
                     dtype=np.int64).reshape(rows, servers)
     assert np.array_equal(greedy_costs_compiled(unit, caps, n_max),
                           greedy_costs(unit, caps, n_max))
+
+
+@SETTINGS
+@given(slots=st.integers(1, 4), servers=st.integers(1, 4), limit=st.integers(0, 6),
+       data=st.data())
+def test_compiled_unit_caps_are_unit_caps_of_the_residual(slots: int, servers: int, limit: int,
+                                                         data: st.DataObject) -> None:
+    from psched.oasis.ledger import PoolInputs
+    from psched.oasis.schedule import unit_caps
+    from psched.policies.rp_dp import unit_caps_compiled
+
+    amounts = st.sampled_from([0.0, 0.5, 1.0, 2.0, 1 / 3, 8.0, 7.999999999])
+    cap = np.array(data.draw(st.lists(amounts, min_size=servers * 5, max_size=servers * 5))
+                   ).reshape(servers, 5)
+    usage = np.array(data.draw(st.lists(amounts, min_size=slots * servers * 5,
+                                        max_size=slots * servers * 5))).reshape(slots, servers, 5)
+    dem = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 1 / 3, 2.0]),
+                                      min_size=5, max_size=5)))
+    rows = np.array(data.draw(st.lists(st.integers(0, slots - 1), max_size=4)), dtype=np.int64)
+    pool = PoolInputs(servers=np.arange(servers), price=np.zeros(0), resid=cap - usage[rows],
+                      demand=dem, norm=dem)
+    assert np.array_equal(unit_caps_compiled(usage, cap, rows, dem, limit),
+                          unit_caps(pool, limit))

@@ -24,11 +24,12 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from psched.model import EPS
 from psched.oasis.fast import cost_lower_bound
 from psched.oasis.ledger import JobInputs
 from psched.oasis.schedule import ARG_RTOL, TIE_RTOL, Best
 
-__all__ = ["greedy_costs_compiled", "solve_compiled"]
+__all__ = ["greedy_costs_compiled", "solve_compiled", "unit_caps_compiled"]
 
 
 @numba.njit("boolean(float64, float64)", cache=True, nogil=True)
@@ -188,3 +189,37 @@ def greedy_costs_compiled(unit: np.ndarray, caps: np.ndarray, n_max: int) -> np.
     order (cheapest first, the lower server among equal prices). O(T H log H + T n_max)."""
     return np.asarray(_greedy(np.ascontiguousarray(unit, dtype=np.float64),
                               np.ascontiguousarray(caps, dtype=np.int64), int(n_max)))
+
+
+@numba.njit("int64[:, ::1](float64[:, :, ::1], float64[:, ::1], int64[::1], float64[::1], int64)",
+            cache=True, nogil=True)
+def _caps(usage: np.ndarray, cap: np.ndarray, rows: np.ndarray, dem: np.ndarray,
+          limit: int) -> np.ndarray:  # pragma: no cover - compiled
+    n_srv, n_res = cap.shape
+    out = np.empty((rows.size, n_srv), dtype=np.int64)
+    for u in range(rows.size):
+        t = rows[u]
+        for h in range(n_srv):
+            low = np.inf
+            for r in range(n_res):
+                if dem[r] > 0:
+                    v = np.floor((cap[h, r] - usage[t, h, r]) / dem[r] + EPS)
+                    if v < low:
+                        low = v
+            low = min(max(low, 0.0), float(limit))
+            out[u, h] = int(low)
+    return out
+
+
+def unit_caps_compiled(usage: np.ndarray, capacity: np.ndarray, rows: np.ndarray,
+                       demand: np.ndarray, limit: int) -> np.ndarray:
+    """:func:`psched.oasis.schedule.unit_caps` of the residual ``capacity - usage[rows]``
+    compiled, without building the residual: containers that fit per row and server,
+    ``min_r floor((c - g) / w + EPS)`` over the resources the container demands, clipped to
+    ``[0, limit]`` (``limit`` everywhere if it demands none). O(|rows| H R)."""
+    dem = np.ascontiguousarray(demand, dtype=np.float64)
+    if not (dem > 0).any():
+        return np.full((rows.size, capacity.shape[0]), limit, dtype=np.int64)
+    return np.asarray(_caps(np.ascontiguousarray(usage, dtype=np.float64),
+                            np.ascontiguousarray(capacity, dtype=np.float64),
+                            np.ascontiguousarray(rows, dtype=np.int64), dem, int(limit)))

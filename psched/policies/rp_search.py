@@ -42,8 +42,8 @@ import numpy as np
 
 from psched.model import Alloc, Job
 from psched.oasis.ledger import JobInputs, PoolInputs
-from psched.oasis.schedule import unit_caps, unit_prices
-from psched.policies.rp_dp import greedy_costs_compiled, solve_compiled
+from psched.oasis.schedule import unit_prices
+from psched.policies.rp_dp import greedy_costs_compiled, solve_compiled, unit_caps_compiled
 from psched.prices import log_utility, normalise
 
 if TYPE_CHECKING:
@@ -59,7 +59,9 @@ class RunTables:
     start: int  #: first slot of the window (absolute)
     starts: np.ndarray  #: (U,) window index of the first slot of each run
     row_of: np.ndarray  #: (Tw,) run of every window slot
-    pools: tuple[PoolInputs, PoolInputs]  #: workers, PS: prices and residuals per run
+    #: workers, PS: servers, demands and (once priced) prices per run; the residual is not
+    #: built (``caps`` are computed from the usage directly)
+    pools: tuple[PoolInputs, PoolInputs]
     caps: tuple[np.ndarray, np.ndarray]  #: (U, H), (U, K) containers that fit
     ps_needed: np.ndarray  #: (N+1,) fewest PS for n workers
 
@@ -70,7 +72,7 @@ class RunTables:
 
 
 def run_tables(ledger: PlanLedger, job: Job, t0: int, t1: int) -> RunTables:
-    """Residual capacities and container caps of ``job`` over slots ``t0..t1-1``, per run
+    """Container caps of ``job`` over slots ``t0..t1-1``, per run
     (prices are added by :func:`_priced`, only when the search goes on). O(U (H + K) R + Tw)."""
     starts = ledger.runs(t0, t1)
     n = t1 - t0
@@ -82,11 +84,10 @@ def run_tables(ledger: PlanLedger, job: Job, t0: int, t1: int) -> RunTables:
     for p, dem, limit in ((0, spec.worker_demand, job.max_workers), (1, spec.ps_demand,
                                                                       int(psn[-1]))):
         d = dem.as_array()
-        pool = PoolInputs(servers=ledger.servers[p], price=np.zeros(0),
-                          resid=ledger.capacity[p] - ledger.usage[p][t0 + starts],
-                          demand=d, norm=normalise(d, ledger.cbar[p]))
-        pools.append(pool)
-        caps.append(unit_caps(pool, limit))
+        pools.append(PoolInputs(servers=ledger.servers[p], price=np.zeros(0),
+                                resid=np.zeros(0), demand=d, norm=normalise(d, ledger.cbar[p])))
+        caps.append(unit_caps_compiled(ledger.usage[p], ledger.capacity[p], t0 + starts, d,
+                                       limit))
     return RunTables(start=t0, starts=starts, row_of=row_of, pools=(pools[0], pools[1]),
                      caps=(caps[0], caps[1]), ps_needed=psn)
 
