@@ -82,8 +82,9 @@ def _child(trace: str, policy: str, seed: int, out: Any, max_cpu_s: float | None
     load_s = time.perf_counter() - w0
     name, *opts = policy.split(":")
     kw: dict[str, Any] = {"certificate": False} if name.startswith("oasis") else {}
-    kw.update(o.split("=", 1) for o in opts)
-    kw = {k: _number(v) for k, v in kw.items()}
+    for o in opts:
+        k, v = o.split("=", 1)
+        kw[k] = _number(v)
     seen = [0]
     try:
         res = simulate(specs, cluster, _capped(make_policy(name, **kw), max_cpu_s, seen),

@@ -159,7 +159,7 @@ class Schedule(dict[int, Alloc]):
     and taken out many times during re-packs); any change to the mapping drops them."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        super().__init__(*args, **kwargs)
         self._groups: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._distinct: dict[str, bool] = {}
 
@@ -200,7 +200,7 @@ class Schedule(dict[int, Alloc]):
         self._changed()
         super().__delitem__(key)
 
-    def pop(self, *args: Any) -> Any:  # type: ignore[override]
+    def pop(self, *args: Any) -> Any:
         self._changed()
         return super().pop(*args)
 
@@ -216,13 +216,13 @@ class Schedule(dict[int, Alloc]):
         self._changed()
         super().update(*args, **kwargs)
 
-    def setdefault(self, *args: Any) -> Any:  # type: ignore[override]
+    def setdefault(self, *args: Any) -> Any:
         self._changed()
         return super().setdefault(*args)
 
-    def __ior__(self, other: Any) -> Schedule:  # type: ignore[override]
+    def __ior__(self, other: Any) -> Any:  # type: ignore[misc]
         self._changed()
-        return super().__ior__(other)  # type: ignore[return-value]
+        return super().__ior__(other)
 
 
 def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
