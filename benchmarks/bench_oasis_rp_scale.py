@@ -11,6 +11,10 @@ included. One markdown row per policy.
     python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 \
         --policies oasis,oasis-rp,fifo,srtf
     python benchmarks/bench_oasis_rp_scale.py --trace ef-cluster04 --policies oasis,oasis-rp
+    python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 --policies oasis-rp \
+        --max-cpu-s 120      # how far a run gets in 120 CPU s
+
+A policy may carry options, ``name:opt=value:...`` (as in ``bench_oasis_rp.py``).
 """
 
 from __future__ import annotations
@@ -50,7 +54,25 @@ def load(trace: str, seed: int) -> tuple[list[Any], Any, int]:
     return specs, cluster, horizon
 
 
-def _child(trace: str, policy: str, seed: int, out: Any) -> None:
+class _Capped(Exception):
+    """The run used up its CPU budget (``--max-cpu-s``)."""
+
+
+def _capped(pol: Any, max_cpu_s: float | None, seen: list[int]) -> Any:
+    """``pol`` with ``on_arrival`` counting arrivals and stopping the run past the budget."""
+    inner = pol.on_arrival
+
+    def on_arrival(job: Any, view: Any) -> Any:
+        if max_cpu_s is not None and time.process_time() > max_cpu_s:
+            raise _Capped
+        seen[0] += 1
+        return inner(job, view)
+
+    pol.on_arrival = on_arrival
+    return pol
+
+
+def _child(trace: str, policy: str, seed: int, out: Any, max_cpu_s: float | None = None) -> None:
     from psched.metrics import summarize
     from psched.policies import make_policy
     from psched.simulator import simulate
@@ -58,8 +80,21 @@ def _child(trace: str, policy: str, seed: int, out: Any) -> None:
     w0, c0 = time.perf_counter(), time.process_time()
     specs, cluster, horizon = load(trace, seed)
     load_s = time.perf_counter() - w0
-    kw = {"certificate": False} if policy.startswith("oasis") else {}
-    res = simulate(specs, cluster, make_policy(policy, **kw), horizon, seed=seed)
+    name, *opts = policy.split(":")
+    kw: dict[str, Any] = {"certificate": False} if name.startswith("oasis") else {}
+    for o in opts:
+        k, v = o.split("=", 1)
+        kw[k] = _number(v)
+    seen = [0]
+    try:
+        res = simulate(specs, cluster, _capped(make_policy(name, **kw), max_cpu_s, seen),
+                       horizon, seed=seed)
+    except _Capped:
+        out.send({"policy": policy, "capped": True, "arrivals": seen[0], "jobs": len(specs),
+                  "horizon": horizon, "wall_s": time.perf_counter() - w0,
+                  "cpu_s": time.process_time() - c0,
+                  "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0})
+        return
     s = summarize(res)
     util = s["utilization"]
     gpu = util.get("worker", {}).get("gpu") if isinstance(util, dict) else None
@@ -73,11 +108,22 @@ def _child(trace: str, policy: str, seed: int, out: Any) -> None:
               "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0})
 
 
+def _number(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", default="philly-80000")
     ap.add_argument("--policies", default="oasis,oasis-rp,fifo,srtf")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-cpu-s", type=float, default=None,
+                    help="stop a policy's run past this much CPU (the row says how far it got)")
     args = ap.parse_args()
     ctx = mp.get_context("fork")
     print(f"load {os.getloadavg()[0]:.2f}")
@@ -86,10 +132,16 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for policy in args.policies.split(","):
         recv, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, args=(args.trace, policy, args.seed, send))
+        proc = ctx.Process(target=_child,
+                           args=(args.trace, policy, args.seed, send, args.max_cpu_s))
         proc.start()
         m = recv.recv()
         proc.join()
+        if m.get("capped"):
+            print(f"| {args.trace} | {policy} | {m['jobs']} | {m['horizon']} | stopped at"
+                  f" {args.max_cpu_s:.0f} CPU s after {m['arrivals']} arrivals | | | | |"
+                  f" {m['wall_s']:.1f} | {m['cpu_s']:.1f} | {m['maxrss_mb']:.0f} |", flush=True)
+            continue
         gpu = "" if m["gpu_util"] is None else f"{m['gpu_util']:.3f}"
         print(f"| {args.trace} | {policy} | {m['jobs']} | {m['horizon']} | {m['utility']:.1f} |"
               f" {m['completed']} | {m['rejected'] / m['jobs']:.3f} | {gpu} |"

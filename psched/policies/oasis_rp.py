@@ -56,6 +56,8 @@ own_price : (f) ``"off"`` (OASiS: each container pays the price before the job's
 repack_late : (g) in the re-pack's second order, re-plan each moved job to complete as late
     as its promise allows (:mod:`psched.policies.rp_late`) instead of as its cheapest
     schedule (which, at flat prices, packs it early again): the earliest-deadline order.
+fast_search : the run-compressed exact search (:mod:`psched.policies.rp_search`, default);
+    off, the reference composition it is tested against. The same decisions either way.
 
 Prices: ``price_source`` ``"hindsight"`` (U, L from the whole trace), ``"history"`` or
 ``"fixed"`` (``u_worker``, ``l_worker``, ``u_ps``, ``l_ps``: the service's ``--prices``).
@@ -145,6 +147,7 @@ class OasisRpPolicy:
         own_price: str = "integral",
         repack_late: bool = False,
         own_scope: str = "admission",
+        fast_search: bool = True,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
@@ -195,6 +198,7 @@ class OasisRpPolicy:
         if own_scope not in ("admission", "all"):
             raise ValueError(f"own_scope must be admission or all, got {own_scope!r}")
         self.own_scope = own_scope
+        self.fast_search = bool(fast_search)
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._reset()
@@ -237,7 +241,8 @@ class OasisRpPolicy:
         if self.floor_factor != 1.0:
             params = raise_floor(params, self.floor_factor)
         self.params = params
-        self.ledger = PlanLedger(ctx.cluster, ctx.horizon, params, reprice=self.reprice)
+        self.ledger = PlanLedger(ctx.cluster, ctx.horizon, params, reprice=self.reprice,
+                                 fast=self.fast_search)
         self._reset()
 
     def on_cluster_change(self, cluster: Cluster) -> None:

@@ -25,20 +25,33 @@ from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.schedule import Best, PlacementTables, placement_tables, schedule_allocs
 from psched.oasis.schedule import slot_costs as _slot_costs
+from psched.policies.rp_search import Schedule, search_runs
 from psched.prices import PriceParams
 
-__all__ = ["Found", "PlanLedger", "latest_same_utility", "raise_floor", "search", "work_of"]
+__all__ = ["Found", "PlanLedger", "latest_same_utility", "raise_floor", "search",
+           "search_reference", "work_of"]
 
 
 class PlanLedger(Ledger):
     """Usage of the current plans per pool, slot, server and resource; prices from it or from
-    its high-water mark."""
+    its high-water mark.
+
+    The boundaries of runs of identical slots are kept as the usage changes (``fast``): write
+    the usage through :meth:`add`, :meth:`commit` or :meth:`release` (or call
+    :meth:`refresh_runs` after writing it directly), else a search may treat changed slots as
+    copies of their neighbours."""
 
     def __init__(self, cluster: Cluster, horizon: int, params: PriceParams,
-                 reprice: bool = True) -> None:
+                 reprice: bool = True, fast: bool = True) -> None:
         super().__init__(cluster, horizon, params)
         self.reprice = reprice
+        #: searches run-compressed with incremental run boundaries (:mod:`rp_search`); off:
+        #: the reference path (:func:`search_reference`, every row compared per search)
+        self.fast = fast
         self.high = None if reprice else tuple(np.zeros_like(u) for u in self.usage)
+        self._psn: dict[str, np.ndarray] = {}
+        self._change = np.ones(horizon, dtype=bool)
+        self._mark_all()
 
     def grow(self, cluster: Cluster) -> None:
         old = self.high
@@ -47,6 +60,75 @@ class PlanLedger(Ledger):
             self.high = tuple(
                 np.concatenate([h, np.zeros((self.horizon, u.shape[1] - h.shape[1], h.shape[2]))],
                                axis=1) for h, u in zip(old, self.usage, strict=True))
+        self._mark_all()
+
+    # -- run boundaries, kept as the usage changes ---------------------------------------------
+    def _tracked(self) -> list[np.ndarray]:
+        """The arrays whose identical consecutive rows form runs: the usage of both pools and,
+        with re-pricing off, the high-water mark prices follow."""
+        arrays = list(self.usage)
+        arrays += [u for u in self.price_usage() if not any(u is a for a in arrays)]
+        return arrays
+
+    def _mark_all(self) -> None:
+        """Recompute every run boundary. O(T (H + K) R)."""
+        self._change[:] = True
+        self._stale = np.zeros(self.horizon, dtype=bool)
+        if self.horizon > 1:
+            self._change[1:] = False
+            for u in self._tracked():
+                rows = u.reshape(self.horizon, -1)
+                self._change[1:] |= (rows[1:] != rows[:-1]).any(axis=1)
+
+    def _mark(self, slots: np.ndarray) -> None:
+        """The rows of ``slots`` changed: the boundaries at them and just after them are stale
+        until the next :meth:`runs` reads them. O(|slots|)."""
+        self._stale[slots] = True
+        self._stale[np.minimum(slots + 1, self.horizon - 1)] = True
+
+    def refresh_runs(self) -> None:
+        """Recompute every run boundary: call it after writing :attr:`usage` (or the
+        high-water mark) other than through :meth:`add`, :meth:`commit`, :meth:`release` or
+        :meth:`raise_prices`, which keep them. O(T (H + K) R)."""
+        self._mark_all()
+
+    def runs(self, t0: int, t1: int) -> np.ndarray:
+        """First slot (relative to ``t0``) of every run of identical rows over ``t0..t1-1``,
+        as :meth:`Ledger.runs` finds them, from boundaries kept as rows change: O(t1 - t0)
+        plus O((H + K) R) per boundary whose rows changed since it was last read."""
+        if not self.fast:
+            return super().runs(t0, t1)
+        n = t1 - t0
+        if n <= 0:
+            return np.zeros(0, dtype=np.intp)
+        stale = np.flatnonzero(self._stale[t0 + 1:t1]) + (t0 + 1)
+        if stale.size:
+            diff = np.zeros(stale.size, dtype=bool)
+            for u in self._tracked():
+                diff |= (u[stale] != u[stale - 1]).reshape(stale.size, -1).any(axis=1)
+            self._change[stale] = diff
+            self._stale[stale] = False
+        return np.concatenate(([0], np.flatnonzero(self._change[t0 + 1:t1]) + 1)).astype(np.intp)
+
+    def commit(self, job: Job, schedule: Mapping[int, Alloc]) -> None:
+        super().commit(job, schedule)
+        self._mark(np.fromiter(schedule, dtype=np.int64))
+
+    def release(self, job: Job, schedule: Mapping[int, Alloc]) -> None:
+        super().release(job, schedule)
+        self._mark(np.fromiter(schedule, dtype=np.int64))
+
+    def price_of(self, pool: int, usage: np.ndarray) -> np.ndarray:
+        """Prices in cost units of the usage rows ``usage`` (..., H, R) of ``pool``."""
+        return self._price_of(pool, usage)
+
+    def ps_needed_of(self, job: Job) -> np.ndarray:
+        """``(N+1,)`` fewest PS for ``n = 0..N`` workers of ``job`` (kept per job id)."""
+        got = self._psn.get(job.job_id)
+        if got is None or got.shape[0] != job.max_workers + 1:
+            got = np.array([job.ps_needed(k) for k in range(job.max_workers + 1)], dtype=int)
+            self._psn[job.job_id] = got
+        return got
 
     def price_usage(self) -> tuple[np.ndarray, ...]:
         """Prices follow the current plans (re-pricing on) or their high-water mark."""
@@ -55,6 +137,9 @@ class PlanLedger(Ledger):
     def _entries(self, schedule: Mapping[int, Alloc], role: str
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(slot, position in pool, count) of every container group of one role."""
+        if isinstance(schedule, Schedule):
+            ts, srv, cnt = schedule.groups(role)
+            return ts, self._pos[srv], cnt
         rows = [(t, h, c) for t, alloc in schedule.items() for h, c in getattr(alloc, role)]
         if not rows:
             z = np.zeros(0, dtype=np.int64)
@@ -69,7 +154,12 @@ class PlanLedger(Ledger):
                                 (1, spec.ps_demand.as_array(), "ps")):
             ts, pos, cnt = self._entries(schedule, role)
             if ts.size:
-                np.add.at(self.usage[pool], (ts, pos), (sign * cnt)[:, None] * dem[None, :])
+                delta = (sign * cnt)[:, None] * dem[None, :]
+                if isinstance(schedule, Schedule) and schedule.distinct(role):
+                    self.usage[pool][ts, pos] += delta
+                else:
+                    np.add.at(self.usage[pool], (ts, pos), delta)
+                self._mark(ts)
 
     def fits(self, job: Job, schedule: Mapping[int, Alloc]) -> bool:
         """True if adding ``schedule`` keeps every server within capacity. O(entries R)."""
@@ -94,6 +184,7 @@ class PlanLedger(Ledger):
             return
         for high, use in zip(self.high, self.usage, strict=True):
             high[idx] = np.maximum(high[idx], use[idx])
+        self._mark(idx)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,7 +213,22 @@ def search(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline: int
     ``flat``: a constant utility, so the search finds the cheapest schedule that completes by
     ``deadline`` (earliest completion among equal costs); the payoff is then meaningless and
     ``floor`` should be ``-inf``. Durations count from the job's arrival.
+    Run-compressed (:func:`psched.policies.rp_search.search_runs`) unless the ledger was made
+    with ``fast=False``; both give the same result (:func:`search_reference`).
     Complexity: that of :func:`~psched.oasis.solve_fast` over the window.
+    """
+    if ledger.fast:
+        return search_runs(ledger, job, start=start, work=work, deadline=deadline, flat=flat,
+                           floor=floor)
+    return search_reference(ledger, job, start=start, work=work, deadline=deadline, flat=flat,
+                            floor=floor)
+
+
+def search_reference(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline: int,
+                     flat: bool = False, floor: float = 0.0) -> Found:
+    """:func:`search` composed literally: the job's priced inputs over the whole window
+    (:meth:`~psched.oasis.ledger.Ledger.inputs`), its placement tables and slot costs, then
+    :func:`~psched.oasis.solve_fast`. The reference the run-compressed path is tested against.
     """
     last = min(job.last_slot, deadline)
     if work <= 0 or last < max(start, job.arrival):

@@ -1,0 +1,225 @@
+"""The recursion of :func:`psched.oasis.solve_fast`, compiled: the same result, one call.
+
+``oasis-rp`` runs thousands of exact searches per run (one per re-planned job); in each, the
+min-plus recursion ``cost(t, D) = min_n c_t(n) + cost(t - 1, D - n)`` is most of the time at
+the oasis-paper scale (windows of a few hundred slots, W up to 1,000, N up to 100). NumPy
+builds a ``(D, n)`` array per slot; :func:`solve_compiled` runs the same loop in one
+compiled call (numba: compiled for fixed argument types when this module is first imported,
+then loaded from the cache on disk next to it).
+
+It is the loop of :func:`~psched.oasis.solve_fast` line for line -- the lower-bound pruning
+of completion slots, the stationary-run skip, the tie rule of
+:mod:`psched.oasis.schedule` (earliest completion among payoffs equal up to
+:data:`~psched.oasis.schedule.TIE_RTOL`; per step the largest ``n`` within
+:data:`~psched.oasis.schedule.ARG_RTOL` of the minimum), and the back-tracking -- with the
+same floating-point operations in the same order (sums of two numbers, exact minima and
+comparisons), so the payoff and the schedule are bit-identical
+(``tests/test_rp_search.py`` compares them on random and recorded inputs).
+
+Complexity: O(Tw W N) at most, as :func:`~psched.oasis.solve_fast`.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from psched.model import EPS
+from psched.oasis.fast import cost_lower_bound
+from psched.oasis.ledger import JobInputs
+from psched.oasis.schedule import ARG_RTOL, TIE_RTOL, Best
+
+__all__ = ["greedy_costs_compiled", "solve_compiled", "unit_caps_compiled"]
+
+
+@numba.njit("boolean(float64, float64)", cache=True, nogil=True)
+def _beats(payoff: float, best: float) -> bool:  # pragma: no cover - compiled
+    if not np.isfinite(best):
+        return payoff > best
+    return payoff > best + TIE_RTOL * abs(best)
+
+
+@numba.njit("void(float64[::1], float64[::1], int64, int64, float64[::1], int32[::1])",
+            cache=True, nogil=True)
+def _step(h: np.ndarray, c: np.ndarray, k: int, hi: int, new: np.ndarray,
+          arg: np.ndarray) -> None:  # pragma: no cover - compiled
+    """``new[D] = min_n h[D - n] + c[n]``, ``arg[D]`` the largest minimising ``n`` within
+    ARG_RTOL, for ``D = 0..hi`` (``h[x] = inf`` for ``x < 0``): ``minplus_step``."""
+    inf = np.inf
+    for d in range(hi + 1):
+        low = inf
+        for n in range(k, -1, -1):
+            v = (h[d - n] if d - n >= 0 else inf) + c[n]
+            if v < low:
+                low = v
+        thr = low + ARG_RTOL * low
+        for n in range(k, -1, -1):
+            v = (h[d - n] if d - n >= 0 else inf) + c[n]
+            if v <= thr:
+                new[d] = v
+                arg[d] = n
+                break
+
+
+@numba.njit("Tuple((float64, int64[::1]))(float64[:, ::1], int64[::1], float64[::1],"
+            " float64[::1], int64[::1], float64, float64, int64)", cache=True, nogil=True)
+def _solve(c_all: np.ndarray, n_cap: np.ndarray, util: np.ndarray, util_after: np.ndarray,
+           run_end: np.ndarray, lb: float, floor: float, work: int
+           ) -> tuple[float, np.ndarray]:  # pragma: no cover - compiled
+    n_slots = c_all.shape[0]
+    best = floor
+    best_i = -1
+    h = np.full(work + 1, np.inf)
+    h[0] = 0.0
+    new = np.empty(work + 1)
+    reach = 0
+    # the minimisers of every computed step, and for every slot the step it uses (-1: none)
+    steps = np.zeros((0, work + 1), dtype=np.int32)
+    n_steps = 0
+    row = np.full(n_slots, -1, dtype=np.int64)
+    prev_row = -1
+    prev_i = -1
+    prev_k = -1
+    prev_changed = True
+    i = -1
+    while i + 1 < n_slots:
+        i += 1
+        if not _beats(util_after[i] - lb, best):
+            break
+        k = n_cap[i]
+        if k <= 0:
+            continue
+        same = prev_i >= 0 and prev_k == k
+        if same:
+            for n in range(k + 1):
+                if c_all[i, n] != c_all[prev_i, n]:
+                    same = False
+                    break
+        if same and not prev_changed:
+            end = run_end[i]
+            for s in range(i, end):
+                row[s] = prev_row
+            i = end - 1
+            continue
+        hi = min(work, reach + k)
+        if n_steps == steps.shape[0]:
+            grown = np.zeros((max(4, 2 * n_steps), work + 1), dtype=np.int32)
+            grown[:n_steps] = steps[:n_steps]
+            steps = grown
+        _step(h, c_all[i], k, hi, new, steps[n_steps])
+        changed = False
+        for d in range(hi + 1):
+            if new[d] != h[d]:
+                changed = True
+            h[d] = new[d]
+        prev_changed = changed
+        reach = hi
+        row[i] = prev_row = n_steps
+        n_steps += 1
+        prev_i = i
+        prev_k = k
+        payoff = util[i] - h[work]
+        if _beats(payoff, best):
+            best = payoff
+            best_i = i
+    counts = np.zeros(n_slots, dtype=np.int64)
+    if best_i < 0:
+        return best, counts[:0]
+    left = work
+    for s in range(best_i, -1, -1):
+        if row[s] >= 0 and left > 0:
+            counts[s] = steps[row[s], left]
+            left -= counts[s]
+    if left != 0:
+        raise RuntimeError("backtracking did not reach zero work")
+    return best, counts
+
+
+def solve_compiled(inp: JobInputs, costs: np.ndarray, floor: float = 0.0) -> Best:
+    """:func:`psched.oasis.solve_fast` ``(inp, floor, costs)``, compiled. The same result.
+
+    ``costs`` are ``inp``'s slot costs (Tw, N+1); ``inp`` is read for the job's work, the
+    utilities and the runs of identical slots only.
+    """
+    work = inp.job.work
+    c_all = np.ascontiguousarray(costs[:, : min(costs.shape[1], work + 1)], dtype=np.float64)
+    finite = np.isfinite(c_all)
+    first_inf = np.where(finite.all(axis=1), c_all.shape[1], np.argmin(finite, axis=1))
+    n_cap = (first_inf - 1).astype(np.int64)
+    lb = cost_lower_bound(c_all, work)
+    if not np.isfinite(lb):
+        return Best(payoff=floor, counts=None)
+    util = np.ascontiguousarray(inp.util, dtype=np.float64)
+    util_after = np.maximum.accumulate(util[::-1])[::-1].copy()
+    starts, row_of = inp.run_index()
+    run_end = np.append(starts[1:], inp.n_slots)[row_of].astype(np.int64)
+    best, counts = _solve(c_all, n_cap, util, util_after, run_end, float(lb), float(floor),
+                          int(work))
+    if counts.size == 0:
+        return Best(payoff=float(best), counts=None)
+    return Best(payoff=float(best), counts=counts)
+
+
+@numba.njit("float64[:, ::1](float64[:, ::1], int64[:, ::1], int64)", cache=True, nogil=True)
+def _greedy(unit: np.ndarray, caps: np.ndarray, n_max: int) -> np.ndarray:  # pragma: no cover
+    n_rows, n_srv = unit.shape
+    out = np.full((n_rows, n_max + 1), np.inf)
+    for r in range(n_rows):
+        out[r, 0] = 0.0
+        if n_srv == 0:
+            continue
+        order = np.argsort(unit[r], kind="mergesort")  # stable, as numpy's
+        j = 1
+        acc = 0.0
+        for s in order:
+            for _ in range(caps[r, s]):
+                if j > n_max:
+                    break
+                acc = unit[r, s] if j == 1 else acc + unit[r, s]
+                out[r, j] = acc
+                j += 1
+            if j > n_max:
+                break
+    return out
+
+
+def greedy_costs_compiled(unit: np.ndarray, caps: np.ndarray, n_max: int) -> np.ndarray:
+    """:func:`psched.oasis.schedule.greedy_costs` compiled: the cost of the ``n`` cheapest
+    units per row, ``n = 0..n_max`` (``inf`` beyond capacity); the same sums in the same
+    order (cheapest first, the lower server among equal prices). O(T H log H + T n_max)."""
+    return np.asarray(_greedy(np.ascontiguousarray(unit, dtype=np.float64),
+                              np.ascontiguousarray(caps, dtype=np.int64), int(n_max)))
+
+
+@numba.njit("int64[:, ::1](float64[:, :, ::1], float64[:, ::1], int64[::1], float64[::1], int64)",
+            cache=True, nogil=True)
+def _caps(usage: np.ndarray, cap: np.ndarray, rows: np.ndarray, dem: np.ndarray,
+          limit: int) -> np.ndarray:  # pragma: no cover - compiled
+    n_srv, n_res = cap.shape
+    out = np.empty((rows.size, n_srv), dtype=np.int64)
+    for u in range(rows.size):
+        t = rows[u]
+        for h in range(n_srv):
+            low = np.inf
+            for r in range(n_res):
+                if dem[r] > 0:
+                    v = np.floor((cap[h, r] - usage[t, h, r]) / dem[r] + EPS)
+                    if v < low:
+                        low = v
+            low = min(max(low, 0.0), float(limit))
+            out[u, h] = int(low)
+    return out
+
+
+def unit_caps_compiled(usage: np.ndarray, capacity: np.ndarray, rows: np.ndarray,
+                       demand: np.ndarray, limit: int) -> np.ndarray:
+    """:func:`psched.oasis.schedule.unit_caps` of the residual ``capacity - usage[rows]``
+    compiled, without building the residual: containers that fit per row and server,
+    ``min_r floor((c - g) / w + EPS)`` over the resources the container demands, clipped to
+    ``[0, limit]`` (``limit`` everywhere if it demands none). O(|rows| H R)."""
+    dem = np.ascontiguousarray(demand, dtype=np.float64)
+    if not (dem > 0).any():
+        return np.full((rows.size, capacity.shape[0]), limit, dtype=np.int64)
+    return np.asarray(_caps(np.ascontiguousarray(usage, dtype=np.float64),
+                            np.ascontiguousarray(capacity, dtype=np.float64),
+                            np.ascontiguousarray(rows, dtype=np.int64), dem, int(limit)))

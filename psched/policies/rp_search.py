@@ -1,0 +1,265 @@
+"""The exact search of ``oasis-rp``, run-compressed: the same result as the reference path,
+at a cost that grows with the runs of identical slots in a window, not with its length.
+
+The reference search (:func:`psched.policies.rp_book.search_reference`) builds a job's priced
+inputs over the whole window (:meth:`psched.oasis.ledger.Ledger.inputs`: prices and residual
+capacities per slot, server and resource, ``Tw x H x R`` per pool), the placement tables and the
+slot costs (computed once per run of identical slots, then copied to every slot of the run),
+then runs :func:`psched.oasis.solve_fast`. Here every per-slot array stays per run
+(``U x H x R``) except the slot costs (``Tw x (N + 1)``), which the search reads slot by slot;
+placements are read back through each slot's run. Each number is computed by the same numpy
+operation on the same rows as in the reference, so the result -- payoff, schedule and
+placement -- is bit-identical (``tests/test_rp_search.py`` holds the two paths against each
+other, search by search and over whole runs).
+
+Three exact devices on top:
+
+1. **Feasibility first.** A job can do ``work`` worker-slots by the deadline iff the slots of
+   the window can hold it: ``sum_t min(N, work, W_t, n_PS(P_t)) >= work``, with ``W_t`` the
+   worker containers and ``P_t`` the PS containers that fit in slot ``t`` (the count of
+   finite slot costs, which is exactly when :func:`~psched.oasis.fast.cost_lower_bound` is
+   finite). It needs only the residual capacities; prices, costs and the recursion are
+   skipped when it fails (most pull-forward searches at trace scale).
+2. **Run boundaries kept incrementally** by the ledger
+   (:meth:`psched.policies.rp_book.PlanLedger.runs`): O(Tw) instead of comparing every row.
+3. **One placement per run and worker count**: slots of one run with the same number of
+   workers get the same placement (the greedy of :func:`psched.oasis.schedule.place` on the
+   same row), computed once, for all such pairs in one array operation.
+
+The schedule comes back as a :class:`Schedule`, a dict that keeps its container groups as
+arrays for the ledger (a plan is added and taken out many times during re-packs).
+
+Complexity: O(U (H + K) R + U N log(H + K) + Tw N) for U runs, plus the recursion of
+:func:`~psched.oasis.fast.solve_fast`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from psched.model import Alloc, Job
+from psched.oasis.ledger import JobInputs, PoolInputs
+from psched.oasis.schedule import unit_prices
+from psched.policies.rp_dp import greedy_costs_compiled, solve_compiled, unit_caps_compiled
+from psched.prices import log_utility, normalise
+
+if TYPE_CHECKING:
+    from psched.policies.rp_book import Found, PlanLedger
+
+__all__ = ["RunTables", "Schedule", "feasible_work", "run_tables", "search_runs"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunTables:
+    """A job's window, one row per run of identical slots."""
+
+    start: int  #: first slot of the window (absolute)
+    starts: np.ndarray  #: (U,) window index of the first slot of each run
+    row_of: np.ndarray  #: (Tw,) run of every window slot
+    #: workers, PS: servers, demands and (once priced) prices per run; the residual is not
+    #: built (``caps`` are computed from the usage directly)
+    pools: tuple[PoolInputs, PoolInputs]
+    caps: tuple[np.ndarray, np.ndarray]  #: (U, H), (U, K) containers that fit
+    ps_needed: np.ndarray  #: (N+1,) fewest PS for n workers
+
+    @property
+    def n_slots(self) -> int:
+        """Tw, the window length in slots."""
+        return int(self.row_of.shape[0])
+
+
+def run_tables(ledger: PlanLedger, job: Job, t0: int, t1: int) -> RunTables:
+    """Container caps of ``job`` over slots ``t0..t1-1``, per run
+    (prices are added by :func:`_priced`, only when the search goes on). O(U (H + K) R + Tw)."""
+    starts = ledger.runs(t0, t1)
+    n = t1 - t0
+    row_of = np.repeat(np.arange(starts.size), np.diff(np.append(starts, n)))
+    spec = job.spec
+    psn = ledger.ps_needed_of(job)
+    pools = []
+    caps = []
+    for p, dem, limit in ((0, spec.worker_demand, job.max_workers), (1, spec.ps_demand,
+                                                                      int(psn[-1]))):
+        d = dem.as_array()
+        pools.append(PoolInputs(servers=ledger.servers[p], price=np.zeros(0),
+                                resid=np.zeros(0), demand=d, norm=normalise(d, ledger.cbar[p])))
+        caps.append(unit_caps_compiled(ledger.usage[p], ledger.capacity[p], t0 + starts, d,
+                                       limit))
+    return RunTables(start=t0, starts=starts, row_of=row_of, pools=(pools[0], pools[1]),
+                     caps=(caps[0], caps[1]), ps_needed=psn)
+
+
+def feasible_work(tab: RunTables, max_workers: int, work: int) -> int:
+    """Worker-slots the window can hold, each slot at most ``min(N, work)``: the count of
+    finite slot costs summed over the slots, as the search's lower bound counts them. O(U + Tw)."""
+    w_fit = tab.caps[0].sum(axis=1)
+    p_fit = tab.caps[1].sum(axis=1)
+    n_ps = np.searchsorted(tab.ps_needed, p_fit, side="right") - 1  # ps_needed is sorted
+    per_run = np.minimum(np.minimum(w_fit, n_ps), min(max_workers, work))
+    lengths = np.diff(np.append(tab.starts, tab.n_slots))
+    return int(np.sum(per_run * lengths))
+
+
+def _priced(ledger: PlanLedger, tab: RunTables) -> tuple[PoolInputs, PoolInputs]:
+    """The pools of ``tab`` with their prices per run, as :meth:`Ledger.inputs` computes them."""
+    src = ledger.price_usage()
+    out = []
+    for p, pool in enumerate(tab.pools):
+        price = ledger.price_of(p, src[p][tab.start + tab.starts])
+        out.append(replace(pool, price=price))
+    return out[0], out[1]
+
+
+def search_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline: int,
+                flat: bool = False, floor: float = 0.0) -> Found:
+    """Exactly :func:`psched.policies.rp_book.search_reference`, run-compressed.
+
+    Parameters and result as there: the best schedule of ``work`` worker-slots of ``job`` in
+    slots ``start..deadline`` (``flat``: a constant utility, the cheapest schedule by the
+    deadline); ``Found`` with an empty schedule and ``floor`` as payoff if none beats it.
+    """
+    from psched.policies.rp_book import Found
+
+    last = min(job.last_slot, deadline)
+    if work <= 0 or last < max(start, job.arrival):
+        return Found(payoff=floor, schedule={})
+    sub = replace(job, work=int(work), window=last - job.arrival + 1)
+    t0 = max(job.arrival, start)
+    t1 = max(t0, sub.last_slot + 1)
+    if t1 <= t0:
+        return Found(payoff=floor, schedule={})
+    tab = run_tables(ledger, sub, t0, t1)
+    if feasible_work(tab, sub.max_workers, sub.work) < sub.work:
+        return Found(payoff=floor, schedule={})
+    w_pool, p_pool = _priced(ledger, tab)
+    unit = (unit_prices(w_pool), unit_prices(p_pool))
+    psn = tab.ps_needed
+    wc = greedy_costs_compiled(unit[0], tab.caps[0], sub.max_workers)
+    pc = greedy_costs_compiled(unit[1], tab.caps[1], int(psn[-1]))
+    costs = np.asarray((wc + pc[:, psn])[tab.row_of])
+    if flat:
+        util = np.ones(tab.n_slots)
+    else:
+        log_f = log_utility(sub, np.arange(t0 - sub.arrival + 1, t1 - sub.arrival + 1))
+        util = np.exp(log_f - ledger.log_scale)
+    inp = JobInputs(job=sub, start=t0, util=util, workers=w_pool, ps=p_pool, ps_needed=psn,
+                    runs=tab.starts)  # the recursion reads job, util and runs only
+    best = solve_compiled(inp, costs, floor)
+    if best.counts is None:
+        return Found(payoff=best.payoff, schedule={})
+    return Found(payoff=best.payoff, schedule=_allocs(tab, unit, best.counts))
+
+
+class Schedule(dict[int, Alloc]):
+    """A schedule (slot -> allocation) that keeps its container groups as arrays for the
+    ledger's :meth:`~psched.policies.rp_book.PlanLedger.add` and ``fits`` (a plan is added
+    and taken out many times during re-packs); any change to the mapping drops them."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self._groups: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._distinct: dict[str, bool] = {}
+
+    def groups(self, role: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(slot, server index, count) of every container group of ``role`` ("workers" or
+        "ps"), in the order of the slots and pairs; read-only arrays. O(entries) once."""
+        got = self._groups.get(role)
+        if got is None:
+            rows = [(t, h, c) for t, alloc in self.items() for h, c in getattr(alloc, role)]
+            arr = np.array(rows, dtype=np.int64).reshape(-1, 3)
+            got = (arr[:, 0], arr[:, 1], arr[:, 2])
+            for a in got:
+                a.flags.writeable = False
+            self._groups[role] = got
+            keys = arr[:, 0] * (int(arr[:, 1].max(initial=0)) + 1) + arr[:, 1]
+            self._distinct[role] = np.unique(keys).size == keys.size
+        return got
+
+    def distinct(self, role: str) -> bool:
+        """Every (slot, server) pair of ``role`` appears once (as ``Alloc.of`` builds them),
+        so a scatter-add needs no accumulation of repeats."""
+        self.groups(role)
+        return self._distinct[role]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copies and pickles carry the items only (each copy builds its own arrays)."""
+        return (type(self), (dict(self),))
+
+    def _changed(self) -> None:
+        self._groups.clear()
+        self._distinct.clear()
+
+    def __setitem__(self, key: int, value: Alloc) -> None:
+        self._changed()
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: int) -> None:
+        self._changed()
+        super().__delitem__(key)
+
+    def pop(self, *args: Any) -> Any:
+        self._changed()
+        return super().pop(*args)
+
+    def popitem(self) -> tuple[int, Alloc]:
+        self._changed()
+        return super().popitem()
+
+    def clear(self) -> None:
+        self._changed()
+        super().clear()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._changed()
+        super().update(*args, **kwargs)
+
+    def setdefault(self, *args: Any) -> Any:
+        self._changed()
+        return super().setdefault(*args)
+
+    def __ior__(self, other: Any) -> Any:  # type: ignore[misc]
+        self._changed()
+        return super().__ior__(other)
+
+
+def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
+            counts: np.ndarray) -> Schedule:
+    """The allocation per absolute slot, as :func:`psched.oasis.schedule.schedule_allocs`
+    builds it: per slot, the greedy of :func:`~psched.oasis.schedule.place` (cheapest
+    servers first, stable order among equal prices, each up to its capacity), done for all
+    distinct (run, workers) pairs at once. Pool servers are in ascending index order
+    (:meth:`~psched.model.Cluster.indices`), so the pairs come out as ``Alloc.of`` sorts them."""
+    slots = np.nonzero(counts)[0]
+    out = Schedule()
+    if slots.size == 0:
+        return out
+    keys = tab.row_of[slots] * (int(counts.max()) + 1) + counts[slots]
+    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    rr = tab.row_of[slots[first]]
+    nn = counts[slots[first]]
+    takes = []
+    for p, need in ((0, nn), (1, tab.ps_needed[nn])):
+        u = unit[p][rr]
+        order = np.argsort(u, axis=1, kind="stable")
+        caps = np.take_along_axis(tab.caps[p][rr], order, axis=1)
+        before = np.cumsum(caps, axis=1) - caps
+        take = np.clip(need[:, None] - before, 0, caps)
+        if np.any(take.sum(axis=1) != need):
+            raise ValueError("containers do not fit")  # pragma: no cover - searched feasible
+        back = np.zeros_like(take)
+        np.put_along_axis(back, order, take, axis=1)
+        takes.append(back)
+    groups = []
+    for p in (0, 1):  # per row, its (server, count) pairs in server order, zeros dropped
+        rows, cols = np.nonzero(takes[p])
+        pairs = list(zip(tab.pools[p].servers[cols].tolist(), takes[p][rows, cols].tolist(),
+                         strict=True))
+        ends = np.cumsum(np.bincount(rows, minlength=uniq.size)).tolist()
+        groups.append([tuple(pairs[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)])
+    made = [Alloc(workers=w, ps=k) for w, k in zip(groups[0], groups[1], strict=True)]
+    out.update(zip((slots + tab.start).tolist(), [made[j] for j in inverse.tolist()],
+                   strict=True))
+    return out
