@@ -11,6 +11,8 @@ Suspensions are counted from ``allocations`` (:func:`psched.behind.churn`).
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_journal import _cluster, _drive, _spec
 from test_service_oasis_rp import _config, _random_plan
 
@@ -138,3 +140,17 @@ def test_churn_counts_suspensions_and_resizes_from_allocation_rows():
     got = churn(rows)
     assert (got.suspensions, got.resizes, got.max_suspensions, got.jobs) == (2, 1, 2, 2)
 
+
+
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), rate=st.floats(0.5, 1.0), startup=st.floats(0.0, 1.0))
+def test_with_reality_behind_no_admitted_job_is_forgotten(tmp_path_factory, seed, rate, startup):
+    """Whatever the lag: every admitted job completes or is dropped after its window ends
+    (``dropped_behind``), on plans the loop checked against capacity every slot."""
+    svc = _service(tmp_path_factory.mktemp("h"), StartupExecutor(rate, startup), True)
+    _drive(svc, _random_plan(seed), 80)
+    for job_id, rec in svc.loop.state.records.items():
+        if rec.admitted:
+            assert rec.completion is not None or (
+                rec.reason == "dropped_behind" and svc.loop.state.t > rec.job.last_slot), job_id
