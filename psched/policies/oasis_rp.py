@@ -619,7 +619,7 @@ class OasisRpPolicy:
         out["boundary_ms_p99"] = float(np.percentile(ms, 99))
         out["levers"] = {"repack": self.repack, "latest_promise": self.latest_promise,
                          "pull": self.pull, "reprice": self.reprice,
-                         "plan_late": self.plan_late, "fill": self.fill}
+                         "plan_late": self.plan_late, "fill": self.fill, "steady": self.steady}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor
