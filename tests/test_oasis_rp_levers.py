@@ -403,6 +403,7 @@ def test_latest_search_completes_at_the_latest_feasible_slot(data: st.DataObject
         frac = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.5, 0.75, 1.0]),
                                            min_size=2, max_size=2)))
         ledger.usage[0][t] = frac[:, None] * ledger.capacity[0]
+    ledger.refresh_runs()  # usage written directly: the run boundaries must be recomputed
     deadline = data.draw(st.integers(0, 3))
     got = search_latest(ledger, job, start=0, work=job.work, deadline=deadline)
     costs = slot_costs(ledger.inputs(job))

@@ -7,11 +7,13 @@ well after its planned completion) takes both GPUs from slot 0; ``urgent`` (stee
 in slot 1 and finds no room; the re-pack moves ``patient`` after it, within its promise. The
 runtime suspends ``patient`` at the next boundary (a resize to no workers, checkpointed) and
 resumes it from its checkpoint when its revised plan says; it completes by its promised slot,
-as the service's own records (journal, status) say.
+as the service's own records (journal, status) say. The jobs are planned at their measured
+speed; reality runs behind (start-up), and neither job is suspended over and over.
 """
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 
 import pytest
@@ -29,9 +31,15 @@ from ray_cluster.service import SchedulerService, ServiceConfig  # noqa: E402
 SLOT_S = 1.5
 
 
-#: the jobs are profiled this many times slower than measured: reality runs ahead of the
-#: plans, as it must on a loaded 2-core machine where each resume costs a slot's start-up
-PESSIMISM = 5.0
+#: jobs are planned at their measured speed (1.0: no margin). Reality then runs behind the
+#: plans (each start and resume costs about a slot of actor start-up on a loaded 2-core
+#: machine), and oasis-rp's steady boundary re-plan (psched/policies/rp_steady.py) keeps the
+#: running job running instead of swapping the two jobs at every boundary. Under the literal
+#: re-plan (steady off) this test fails at 1.0: the jobs alternated every 2-3 slots, urgent
+#: never completed in 36 slots and patient completed in slot 36, past its promise (34); with
+#: the steady rule patient completed in slots 16-17 (3 runs, load 10-30). The margin left is
+#: patient's promise (its slowly decaying utility), not a slowed-down plan.
+PESSIMISM = 1.0
 
 
 def _spec(job_id: str, *, slots: float, tau: float, value: float, decay: float,
@@ -86,6 +94,7 @@ def test_a_plan_revised_mid_run_is_a_resize_and_the_job_completes_by_its_promise
                 break
             svc.run_for(1)
         status = {j["job_id"]: j for j in svc.status()["jobs"]}
+        ran = [sorted(plan) for _t, _s, _e, plan in svc.journal.slots()]
         workers = [plan["patient"].n_workers if "patient" in plan else 0
                    for _t, _s, _e, plan in svc.journal.slots()]
     finally:
@@ -100,3 +109,5 @@ def test_a_plan_revised_mid_run_is_a_resize_and_the_job_completes_by_its_promise
     assert rec.completion is not None and rec.completion <= promised["patient"]
     assert workers[0] == 2 and workers[1] == 0 and max(workers[2:]) == 2  # paused, resumed
     assert svc.loop.state.records["urgent"].completion is not None
+    switches = sum(a != b for a, b in itertools.pairwise(ran) if a and b)
+    assert switches <= 6  # the plan switches twice (the re-pack, and back); literal: 14 times

@@ -114,7 +114,7 @@ def test_a_restart_decides_as_the_uninterrupted_service(tmp_path_factory, seed, 
     interrupted; every promise and plan survives the restart."""
     plan = _random_plan(seed)
     crash_at = random.Random(seed).randrange(2, 7)
-    end = 30
+    end = 40  # at 0.7, a job behind whose promise is lost can finish near its window's end
     ref = SchedulerService(tmp_path_factory.mktemp("ref"), config=_config(),
                            cluster=_cluster(), executor=FastExecutor(rate))
     _drive(ref, plan, crash_at)

@@ -58,6 +58,11 @@ repack_late : (g) in the re-pack's second order, re-plan each moved job to compl
     schedule (which, at flat prices, packs it early again): the earliest-deadline order.
 fast_search : the run-compressed exact search (:mod:`psched.policies.rp_search`, default);
     off, the reference composition it is tested against. The same decisions either way.
+steady : when reality departs from the plans (a real executor), re-plan jobs off their
+    plans tightest promise first, keep a running job running as it runs (re-plan only the
+    rest of its work, within its promise), and never stop or resize a running job to pull it
+    earlier (:mod:`psched.policies.rp_steady`).
+    Default on; with reality as planned it changes nothing.
 
 Prices: ``price_source`` ``"hindsight"`` (U, L from the whole trace), ``"history"`` or
 ``"fixed"`` (``u_worker``, ``l_worker``, ``u_ps``, ``l_ps``: the service's ``--prices``).
@@ -96,6 +101,7 @@ from psched.policies.rp_book import (
 )
 from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import OWN_PRICES, search_own
+from psched.policies.rp_steady import continue_now, keep_now, keeps_running, tightest_first
 from psched.prices import PriceParams, fixed_params, params_from_jobs
 
 __all__ = ["REJECT_PAYOFF", "OasisRpPolicy"]
@@ -138,6 +144,7 @@ class OasisRpPolicy:
         repack_limit: int = 64,
         pull_limit: int = 64,
         certificate: bool = True,
+        steady: bool = True,
         u_worker: float | Mapping[str, float] | None = None,
         l_worker: float | None = None,
         u_ps: float | Mapping[str, float] | None = None,
@@ -199,6 +206,7 @@ class OasisRpPolicy:
             raise ValueError(f"own_scope must be admission or all, got {own_scope!r}")
         self.own_scope = own_scope
         self.fast_search = bool(fast_search)
+        self.steady = bool(steady)
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._reset()
@@ -211,10 +219,12 @@ class OasisRpPolicy:
         self._promised_utility = 0.0
         self._dirty = False
         self._freed = False  # plans moved since the held jobs were last searched
+        self._ran: dict[str, Alloc] = {}  # jobs that ran in the last planned slot
         self._stats = {"repack_tried": 0, "repack_kept": 0, "repack_moved": 0,
                        "repack_admitted_utility": 0.0,
                        "deferred_admitted": 0, "deferred_searches": 0,
-                       "pulled": 0, "filled": 0, "replanned_behind": 0, "promise_at_risk": 0}
+                       "pulled": 0, "filled": 0, "replanned_behind": 0, "promise_at_risk": 0,
+                       "kept_running": 0}
         self._boundary_ms: list[float] = []
         self._report: dict[str, Any] | None = None
 
@@ -498,8 +508,9 @@ class OasisRpPolicy:
                 book.add(self._jobs[j], plan, sign=-1)
 
     # -- slot boundaries -----------------------------------------------------------------------
-    def _pull_one(self, j: str, t: int) -> bool:
-        """Lever (c): re-plan job ``j`` to complete strictly earlier if capacity allows."""
+    def _pull_one(self, j: str, t: int, steady: bool = False) -> bool:
+        """Lever (c): re-plan job ``j`` to complete strictly earlier if capacity allows
+        (``steady``: and without stopping or resizing it if it runs)."""
         book = self._book()
         old = self._plans[j]
         done = max(old)
@@ -508,7 +519,7 @@ class OasisRpPolicy:
         jj = self._jobs[j]
         book.add(jj, old, sign=-1)
         got = self._search_kept(jj, t, work_of(old, t), done - 1)
-        if got.schedule:
+        if got.schedule and (not steady or keeps_running(old, got.schedule, t, j in self._ran)):
             book.add(jj, got.schedule)
             self._plans[j] = got.schedule
             self._stats["pulled"] += 1
@@ -527,17 +538,24 @@ class OasisRpPolicy:
             book.add(self._jobs[j], gone, sign=-1)
             self._freed = self._freed or bool(gone)
             del self._plans[j]
+        todo = []
         for j, status in view.active.items():
-            plan = self._plans.get(j)
-            if plan is None and j not in self._promise:
+            if j not in self._plans and j not in self._promise:
                 continue
-            plan = plan or {}  # no plan left: a job behind after its last planned slot
             left = max(0, ceil_eps(status.remaining))
-            if left == self._plans.left.get(j, 0):  # the plan holds slots >= t only
-                continue
+            if left != self._plans.left.get(j, 0):  # the plan holds slots >= t only
+                todo.append((j, left))
+        if self.steady:
+            rank = {j: i for i, j in enumerate(tightest_first([j for j, _ in todo],
+                                                              self._promise))}
+            todo.sort(key=lambda x: rank[x[0]])
+        for j, left in todo:
             self._stats["replanned_behind"] += 1
             self._freed = True
             self._dirty = True
+            if self.steady and self._steady_one(j, left, t):
+                continue
+            plan = self._plans.get(j) or {}  # none left: behind after its last planned slot
             jj = self._jobs[j]
             book.add(jj, plan, sign=-1)
             got = search(book, jj, start=t, work=left, deadline=self._promise[j], floor=-math.inf)
@@ -552,6 +570,36 @@ class OasisRpPolicy:
             else:  # none left in its window: planned again at the next boundary
                 self._plans.pop(j, None)
 
+    def _steady_one(self, j: str, left: int, t: int) -> bool:
+        """The steady rule for job ``j`` off its plan (``left`` worker-slots left), if it ran
+        in the last slot: planned in ``t``, it takes its best plan within its promise if that
+        runs it in ``t``, else keeps its allocation in ``t`` with the rest re-planned; not
+        planned in ``t``, it continues (:func:`continue_now`). True if that settled ``j``
+        (else the literal re-plan follows)."""
+        plan = self._plans.get(j)
+        if j not in self._ran or left <= 0:
+            return False
+        if not plan or t not in plan:
+            done = continue_now(self._book(), self._jobs, self._plans, self._promise, j,
+                                self._ran[j], left, t, self._ran)
+            self._stats["kept_running"] += done
+            return done
+        book, jj = self._book(), self._jobs[j]
+        book.add(jj, plan, sign=-1)  # its best plan, if that keeps it running
+        got = search(book, jj, start=t, work=left, deadline=self._promise[j], floor=-math.inf)
+        if t in got.schedule:
+            book.add(jj, got.schedule)
+            book.raise_prices(got.schedule)
+            self._plans[j] = got.schedule
+            return True
+        book.add(jj, plan)
+        new = keep_now(book, jj, plan, left, t, self._promise[j])
+        if new is None:
+            return False
+        self._stats["kept_running"] += 1
+        self._plans[j] = new
+        return True
+
     def plan(self, view: View) -> SlotPlan:
         c0 = time.process_time()
         t = view.t
@@ -560,7 +608,7 @@ class OasisRpPolicy:
             self._dirty = False
             order = sorted(self._plans, key=lambda j: (self._promise[j], j))
             for j in order[: self.pull_limit]:
-                if self._pull_one(j, t):
+                if self._pull_one(j, t, steady=self.steady):
                     self._dirty = True
         if self.fill:
             self._fill_now(t)
@@ -574,6 +622,7 @@ class OasisRpPolicy:
                     out[j] = alloc
             if not plan:
                 del self._plans[j]
+        self._ran = dict(out)
         if view.event or self._boundary_ms:
             self._boundary_ms.append((time.process_time() - c0) * 1e3)
         return out
@@ -588,7 +637,8 @@ class OasisRpPolicy:
     def boundary_state(self) -> dict[str, Any]:
         """What a restarted service needs besides the promises and plans (JSON): whether the
         next boundary pulls, and the counters of :meth:`report`."""
-        return {"dirty": self._dirty, "stats": dict(self._stats)}
+        ran = {j: [list(a.workers), list(a.ps)] for j, a in sorted(self._ran.items())}
+        return {"dirty": self._dirty, "stats": dict(self._stats), "ran": ran}
 
     def restore(self, job: Job, decision: Decision) -> None:
         """Re-apply an arrival decision made before (a restarted service replaying its
@@ -642,6 +692,8 @@ class OasisRpPolicy:
         if state:
             self._dirty = bool(state.get("dirty", self._dirty))
             self._stats.update(state.get("stats", {}))
+            self._ran = {j: Alloc.of(dict(w), dict(p))
+                         for j, (w, p) in state.get("ran", {}).items()}
 
     # -- results --------------------------------------------------------------------------------
     def promises(self) -> dict[str, int]:
@@ -670,7 +722,7 @@ class OasisRpPolicy:
                          "pull": self.pull, "reprice": self.reprice,
                          "plan_late": self.plan_late, "fill": self.fill,
                          "defer": self.defer, "own_price": self.own_price,
-                         "repack_late": self.repack_late}
+                         "repack_late": self.repack_late, "steady": self.steady}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor
