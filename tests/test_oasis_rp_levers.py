@@ -380,6 +380,7 @@ def test_own_usage_search_finds_the_brute_force_optimum(mode: str,
             frac = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.25, 0.5]),
                                                min_size=arr.shape[1], max_size=arr.shape[1])))
             arr[t] = frac[:, None] * ledger.capacity[pool]
+    ledger.refresh_runs()  # usage written directly: the run boundaries must be recomputed
     got = search_own(ledger, job, start=0, work=job.work, deadline=job.last_slot, mode=mode)
     want = _brute_own(ledger, job, mode)
     assert math.isclose(max(got.payoff, 0.0), want, rel_tol=1e-7, abs_tol=1e-12)
