@@ -28,8 +28,16 @@ from psched.oasis.schedule import slot_costs as _slot_costs
 from psched.policies.rp_search import Schedule, search_runs
 from psched.prices import PriceParams
 
-__all__ = ["Found", "PlanLedger", "latest_same_utility", "raise_floor", "search",
-           "search_reference", "work_of"]
+__all__ = [
+    "Found",
+    "PlanLedger",
+    "latest_same_utility",
+    "raise_floor",
+    "search",
+    "search_reference",
+    "window_inputs",
+    "work_of",
+]
 
 
 class PlanLedger(Ledger):
@@ -224,18 +232,27 @@ def search(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline: int
                             floor=floor)
 
 
+def window_inputs(ledger: Ledger, job: Job, *, start: int, work: int,
+                  deadline: int) -> JobInputs | None:
+    """The priced inputs of ``work`` more worker-slots of ``job`` from slot ``start`` to
+    ``min(deadline, job.last_slot)`` (:meth:`~psched.oasis.ledger.Ledger.inputs` of the job
+    cut to that window), or None when there is no work or no slot to search."""
+    last = min(job.last_slot, deadline)
+    if work <= 0 or last < max(start, job.arrival):
+        return None
+    sub = replace(job, work=int(work), window=last - job.arrival + 1)
+    inp = ledger.inputs(sub, start=start)
+    return inp if inp.n_slots else None
+
+
 def search_reference(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline: int,
                      flat: bool = False, floor: float = 0.0) -> Found:
     """:func:`search` composed literally: the job's priced inputs over the whole window
     (:meth:`~psched.oasis.ledger.Ledger.inputs`), its placement tables and slot costs, then
     :func:`~psched.oasis.solve_fast`. The reference the run-compressed path is tested against.
     """
-    last = min(job.last_slot, deadline)
-    if work <= 0 or last < max(start, job.arrival):
-        return Found(payoff=floor, schedule={})
-    sub = replace(job, work=int(work), window=last - job.arrival + 1)
-    inp = ledger.inputs(sub, start=start)
-    if inp.n_slots == 0:
+    inp = window_inputs(ledger, job, start=start, work=work, deadline=deadline)
+    if inp is None:
         return Found(payoff=floor, schedule={})
     if flat:
         inp = replace(inp, util=np.ones(inp.n_slots))

@@ -22,13 +22,12 @@ completion slot is tested against enumeration.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
 from psched.model import Job
 from psched.oasis.schedule import placement_tables, schedule_allocs, slot_costs
-from psched.policies.rp_book import Found, PlanLedger
+from psched.policies.rp_book import Found, PlanLedger, window_inputs
 
 __all__ = ["search_latest"]
 
@@ -41,13 +40,9 @@ def search_latest(ledger: PlanLedger, job: Job, *, start: int, work: int,
     meaningless (0, or ``-inf`` if none). Complexity: the slot costs over the window,
     O(Tw (H + K) R + Tw N log(H + K)).
     """
-    last = min(job.last_slot, deadline)
     none = Found(payoff=-math.inf, schedule={})
-    if work <= 0 or last < max(start, job.arrival):
-        return none
-    sub = replace(job, work=int(work), window=last - job.arrival + 1)
-    inp = ledger.inputs(sub, start=start)
-    if inp.n_slots == 0:
+    inp = window_inputs(ledger, job, start=start, work=work, deadline=deadline)
+    if inp is None:
         return none
     tables = placement_tables(inp)
     finite = np.isfinite(slot_costs(inp, tables))

@@ -26,7 +26,7 @@ the final prices, valid for any non-negative prices) are those of OASiS.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from psched.model import Alloc, Job
 from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import PoolInputs
 from psched.oasis.schedule import placement_tables
-from psched.policies.rp_book import Found, PlanLedger
+from psched.policies.rp_book import Found, PlanLedger, window_inputs
 
 __all__ = ["OWN_PRICES", "OwnUnits", "marginal_units", "search_own"]
 
@@ -123,12 +123,8 @@ def search_own(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline:
     """
     if mode not in OWN_PRICES[1:]:
         raise ValueError(f"own-usage price mode must be one of {OWN_PRICES[1:]}, got {mode!r}")
-    last = min(job.last_slot, deadline)
-    if work <= 0 or last < max(start, job.arrival):
-        return Found(payoff=floor, schedule={})
-    sub = replace(job, work=int(work), window=last - job.arrival + 1)
-    inp = ledger.inputs(sub, start=start)
-    if inp.n_slots == 0:
+    inp = window_inputs(ledger, job, start=start, work=work, deadline=deadline)
+    if inp is None:
         return Found(payoff=floor, schedule={})
     tables = placement_tables(inp)
     starts, row_of = inp.run_index()
