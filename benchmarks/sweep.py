@@ -35,6 +35,9 @@ from contextlib import contextmanager
 
 from psched.sweep import SweepSpec, cells_of, run_sweep
 
+#: Row fields that differ between two runs of the same cell (when and where it ran).
+TIMING_KEYS = ("wall_s", "ray_node", "start_unix_s", "end_unix_s")
+
 DEFAULT_TRACE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "traces",
                              "elasticflow", "augmented", "cluster10.csv")
 
@@ -148,6 +151,17 @@ def _load() -> str:
     return f"{os.getloadavg()[0]:.2f}"
 
 
+def _most_at_once(rows: list[dict]) -> int:
+    """The most cells whose simulations overlapped in time (from their start/end stamps)."""
+    events = sorted([(r["start_unix_s"], 1) for r in rows if "start_unix_s" in r]
+                    + [(r["end_unix_s"], -1) for r in rows if "end_unix_s" in r])
+    running = most = 0
+    for _, step in events:
+        running += step
+        most = max(most, running)
+    return most
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", default=DEFAULT_TRACE)
@@ -199,7 +213,7 @@ def main() -> None:
             runs[kind] = {"rows": rows, "t": t, "load": f"{before}–{_load()}"}
 
     def strip(rows: list[dict]) -> list[dict]:
-        return [{k: v for k, v in r.items() if k not in ("wall_s", "ray_node")} for r in rows]
+        return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
 
     serial, ray_run = runs["serial"], runs["ray"]
     same = strip(serial["rows"]) == strip(ray_run["rows"])
@@ -225,6 +239,7 @@ def main() -> None:
     if "system_cpu_s" in rt:
         print(f"Ray's own processes (GCS, raylet, agents) from the first to the last cell: "
               f"{rt['system_cpu_s']:.1f} CPU s; its workers: {rt['worker_cpu_s']:.1f} CPU s")
+    print(f"Ray run: at most {_most_at_once(ray_run['rows'])} cells at once")
     print("serial time by policy: " + ", ".join(f"{k} {v:.1f} s" for k, v in by_policy.items()))
 
 

@@ -14,7 +14,8 @@ pytestmark = pytest.mark.ray
 
 
 def _strip(row: dict[str, object]) -> dict[str, object]:
-    return {k: v for k, v in row.items() if k not in ("wall_s", "ray_node")}
+    return {k: v for k, v in row.items()
+            if k not in ("wall_s", "ray_node", "start_unix_s", "end_unix_s")}
 
 
 def test_sweep_on_ray_matches_the_cells_run_one_by_one(ray_session: object,
@@ -116,3 +117,34 @@ def test_cells_on_ray_and_the_drivers_own_cell_are_all_saved_once(ray_session: o
     key = lambda r: (r["policy"], r["seed"])  # noqa: E731
     assert sorted((_strip(r) for r in saved), key=key) == sorted(
         (_strip(run_cell(spec, c)) for c in cells), key=key)
+
+
+def test_no_more_cells_run_at_once_than_the_cluster_has_cpus_the_drivers_counted(
+        ray_session: object) -> None:
+    """The driver's own cell takes one of the machine's places: with 2 CPUs and the driver
+    busy, Ray runs one cell, never two (three cells on two cores slowed every cell)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import ray
+
+    from psched import sweep
+
+    cpus = int(ray.cluster_resources()["CPU"])
+    spec = SweepSpec(trace=(str(DATA / "helios_cluster_log_sample.csv"),),
+                     policies=("fifo", "drf", "srtf"), seeds=(0, 1), loads=(1.0, 2.0),
+                     scales=(1.0,))
+    cells = cells_of(spec)
+    saved: list[dict[str, object]] = []
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        loading = {s: pool.submit(sweep.load_cell_jobs, spec, s) for s in spec.seeds}
+        local = pool.submit(sweep._driver_cell, spec, cells[0], loading[cells[0].seed])
+        sweep._drain(spec, cells[1:], loading, saved.append, 1.0, local)
+    assert sorted(r["policy"] + str(r["seed"]) + str(r["load"]) for r in saved) == sorted(
+        c.policy + str(c.seed) + str(c.load) for c in cells)
+    events = sorted([(float(r["start_unix_s"]), 1) for r in saved]  # type: ignore[arg-type]
+                    + [(float(r["end_unix_s"]), -1) for r in saved])  # type: ignore[arg-type]
+    running = most = 0
+    for _, step in events:  # an end sorts before a start at the same instant
+        running += step
+        most = max(most, running)
+    assert 1 <= most <= cpus
