@@ -16,7 +16,8 @@ so a newly registered one appears by itself); columns are scenarios:
 
 Every cell (scenario, seed or instance, policy) is cached in ``--cache`` (CSV, appended as it
 is measured; the last row of a cell wins), so a re-run measures only what is missing:
-``--policies oasis-rp`` adds one policy's row; ``--force`` re-measures the selected cells.
+``--policies oasis-rp`` adds one policy's row; ``--force`` re-measures the selected cells (on
+fig5 the policies only: a cached OPT is re-solved only with ``--force-opt``).
 ``--import-ratio`` seeds the fig5 cells (and OPT) from a ``psched ratio`` / ``bench_offline.py
 study`` CSV of the same instances. Each trace cell runs in a forked child with a time cap
 (``--cap-s``); a cell that hits it is recorded as ``cap`` and shown as ``> cap`` -- never as a
@@ -310,7 +311,8 @@ def measure(args: argparse.Namespace, policies: Sequence[str], scenarios: Sequen
             cells: dict[tuple[str, str, str], Cell], writer: CellWriter) -> None:
     """Measure every selected cell missing from the cache (all of them with ``--force``)."""
     def missing(sc: str, inst: str, names: Sequence[str]) -> list[str]:
-        return [p for p in names if args.force or (sc, inst, p) not in cells]
+        return [p for p in names
+                if (args.force_opt if p == OPT else args.force) or (sc, inst, p) not in cells]
 
     def keep(batch: Callable[[], Iterator[Cell]]) -> None:
         for cell in batch():
@@ -346,7 +348,10 @@ def main() -> None:
     ap.add_argument("--md", type=Path, default=RESULTS / "policy_table.md")
     ap.add_argument("--import-ratio", type=Path,
                     help="seed the fig5 cells from this ratio-study CSV first")
-    ap.add_argument("--force", action="store_true", help="re-measure the selected cells")
+    ap.add_argument("--force", action="store_true",
+                    help="re-measure the selected cells (fig5: the policies, not OPT)")
+    ap.add_argument("--force-opt", action="store_true",
+                    help="also re-solve the fig5 offline optima (OPT) already cached")
     ap.add_argument("--table-only", action="store_true", help="only print the cached table")
     args = ap.parse_args()
     known = available_policies()
