@@ -112,3 +112,10 @@ def test_window_bench_variants_parse(text: str, want: tuple[str, dict]) -> None:
 def test_window_bench_refuses_a_malformed_option_in_one_line(bad: str) -> None:
     with pytest.raises(SystemExit, match=re.escape("bench_dorm_window: --policy")):
         parse_variant(bad)
+
+
+@pytest.mark.parametrize("name", ["dorm", "elastic-mip"])
+def test_the_readme_window_default_is_the_policys(name: str) -> None:
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "on at most `max_jobs` jobs per decision (256 by default for both," in readme
+    assert pt.make_policy(name).max_jobs == 256
