@@ -26,6 +26,7 @@ number. Partial cells (fewer seeds or instances than asked) show how many they h
     python benchmarks/policy_table.py                      # everything, every policy
     python benchmarks/policy_table.py --policies oasis-rp  # add one policy's row
     python benchmarks/policy_table.py --table-only         # print the table from the cache
+    python benchmarks/policy_table.py --table-only --compare old_cells.csv  # what changed
 
 Writes ``benchmarks/results/policy_table_cells.csv`` and ``benchmarks/results/policy_table.md``.
 """
@@ -305,6 +306,24 @@ def render(cells: dict[tuple[str, str, str], Cell], policies: Sequence[str],
     return "\n".join(lines)
 
 
+def compare(old: dict[tuple[str, str, str], Cell], new: dict[tuple[str, str, str], Cell],
+            policies: Sequence[str], scenarios: Sequence[str], seeds: int,
+            fig5_per_cell: int) -> str:
+    """A markdown table of the summary cells that differ between two caches (old -> new)."""
+    keys = [fig5_key(n, p, s) for n, p, s in fig5_keys(fig5_per_cell)]
+    lines = ["| policy | scenario | before | now |", "|---|---|---:|---:|"]
+    for p in policies:
+        for sc in scenarios:
+            if sc == "fig5":
+                a, b = ratio_summary(old, p, keys)[0], ratio_summary(new, p, keys)[0]
+            else:
+                sd = [0] if sc.startswith("ef-") else list(range(seeds))
+                a, b = trace_summary(old, sc, p, sd)[0], trace_summary(new, sc, p, sd)[0]
+            if a != b:
+                lines.append(f"| {p} | {sc} | {a or '–'} | {b or '–'} |")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- driver
 
 def measure(args: argparse.Namespace, policies: Sequence[str], scenarios: Sequence[str],
@@ -353,6 +372,8 @@ def main() -> None:
     ap.add_argument("--force-opt", action="store_true",
                     help="also re-solve the fig5 offline optima (OPT) already cached")
     ap.add_argument("--table-only", action="store_true", help="only print the cached table")
+    ap.add_argument("--compare", type=Path, metavar="OLD_CSV",
+                    help="also print the cells that differ from this older cache")
     args = ap.parse_args()
     known = available_policies()
     policies = known if args.policies == "all" else args.policies.split(",")
@@ -373,6 +394,9 @@ def main() -> None:
     shown = [p for p in known if any(k[2] == p for k in cells)]
     table = render(cells, shown, list(SCENARIOS), args.seeds, args.fig5_instances)
     print(table)
+    if args.compare is not None:
+        print(compare(read_cells(args.compare), cells, shown, list(SCENARIOS), args.seeds,
+                      args.fig5_instances))
     tmp = args.md.with_suffix(".md.tmp")
     tmp.write_text(table + "\n")
     tmp.replace(args.md)

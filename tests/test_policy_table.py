@@ -119,3 +119,11 @@ def test_the_readme_window_default_is_the_policys(name: str) -> None:
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert "on at most `max_jobs` jobs per decision (256 by default for both," in readme
     assert pt.make_policy(name).max_jobs == 256
+
+
+def test_compare_lists_exactly_the_cells_that_changed() -> None:
+    old = _cells(_cell("ef-cluster04", "0", "optimus", math.nan, status="cap", wall_s=301.0),
+                 _cell("ef-cluster04", "0", "srtf", 766643.0, completed=15802))
+    new = {**old, **_cells(_cell("ef-cluster04", "0", "optimus", 665339.4, completed=15802))}
+    out = pt.compare(old, new, ["optimus", "srtf"], ["ef-cluster04"], seeds=5, fig5_per_cell=1)
+    assert out.splitlines()[2:] == ["| optimus | ef-cluster04 | > 301 s (cap) | 665,339 (15802) |"]
