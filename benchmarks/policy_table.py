@@ -16,7 +16,8 @@ so a newly registered one appears by itself); columns are scenarios:
 
 Every cell (scenario, seed or instance, policy) is cached in ``--cache`` (CSV, appended as it
 is measured; the last row of a cell wins), so a re-run measures only what is missing:
-``--policies oasis-rp`` adds one policy's row; ``--force`` re-measures the selected cells.
+``--policies oasis-rp`` adds one policy's row; ``--force`` re-measures the selected cells (on
+fig5 the policies only: a cached OPT is re-solved only with ``--force-opt``).
 ``--import-ratio`` seeds the fig5 cells (and OPT) from a ``psched ratio`` / ``bench_offline.py
 study`` CSV of the same instances. Each trace cell runs in a forked child with a time cap
 (``--cap-s``); a cell that hits it is recorded as ``cap`` and shown as ``> cap`` -- never as a
@@ -25,6 +26,7 @@ number. Partial cells (fewer seeds or instances than asked) show how many they h
     python benchmarks/policy_table.py                      # everything, every policy
     python benchmarks/policy_table.py --policies oasis-rp  # add one policy's row
     python benchmarks/policy_table.py --table-only         # print the table from the cache
+    python benchmarks/policy_table.py --table-only --compare old_cells.csv  # what changed
 
 Writes ``benchmarks/results/policy_table_cells.csv`` and ``benchmarks/results/policy_table.md``.
 """
@@ -304,13 +306,32 @@ def render(cells: dict[tuple[str, str, str], Cell], policies: Sequence[str],
     return "\n".join(lines)
 
 
+def compare(old: dict[tuple[str, str, str], Cell], new: dict[tuple[str, str, str], Cell],
+            policies: Sequence[str], scenarios: Sequence[str], seeds: int,
+            fig5_per_cell: int) -> str:
+    """A markdown table of the summary cells that differ between two caches (old -> new)."""
+    keys = [fig5_key(n, p, s) for n, p, s in fig5_keys(fig5_per_cell)]
+    lines = ["| policy | scenario | before | now |", "|---|---|---:|---:|"]
+    for p in policies:
+        for sc in scenarios:
+            if sc == "fig5":
+                a, b = ratio_summary(old, p, keys)[0], ratio_summary(new, p, keys)[0]
+            else:
+                sd = [0] if sc.startswith("ef-") else list(range(seeds))
+                a, b = trace_summary(old, sc, p, sd)[0], trace_summary(new, sc, p, sd)[0]
+            if a != b:
+                lines.append(f"| {p} | {sc} | {a or '–'} | {b or '–'} |")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- driver
 
 def measure(args: argparse.Namespace, policies: Sequence[str], scenarios: Sequence[str],
             cells: dict[tuple[str, str, str], Cell], writer: CellWriter) -> None:
     """Measure every selected cell missing from the cache (all of them with ``--force``)."""
     def missing(sc: str, inst: str, names: Sequence[str]) -> list[str]:
-        return [p for p in names if args.force or (sc, inst, p) not in cells]
+        return [p for p in names
+                if (args.force_opt if p == OPT else args.force) or (sc, inst, p) not in cells]
 
     def keep(batch: Callable[[], Iterator[Cell]]) -> None:
         for cell in batch():
@@ -346,8 +367,13 @@ def main() -> None:
     ap.add_argument("--md", type=Path, default=RESULTS / "policy_table.md")
     ap.add_argument("--import-ratio", type=Path,
                     help="seed the fig5 cells from this ratio-study CSV first")
-    ap.add_argument("--force", action="store_true", help="re-measure the selected cells")
+    ap.add_argument("--force", action="store_true",
+                    help="re-measure the selected cells (fig5: the policies, not OPT)")
+    ap.add_argument("--force-opt", action="store_true",
+                    help="also re-solve the fig5 offline optima (OPT) already cached")
     ap.add_argument("--table-only", action="store_true", help="only print the cached table")
+    ap.add_argument("--compare", type=Path, metavar="OLD_CSV",
+                    help="also print the cells that differ from this older cache")
     args = ap.parse_args()
     known = available_policies()
     policies = known if args.policies == "all" else args.policies.split(",")
@@ -368,6 +394,9 @@ def main() -> None:
     shown = [p for p in known if any(k[2] == p for k in cells)]
     table = render(cells, shown, list(SCENARIOS), args.seeds, args.fig5_instances)
     print(table)
+    if args.compare is not None:
+        print(compare(read_cells(args.compare), cells, shown, list(SCENARIOS), args.seeds,
+                      args.fig5_instances))
     tmp = args.md.with_suffix(".md.tmp")
     tmp.write_text(table + "\n")
     tmp.replace(args.md)

@@ -33,7 +33,7 @@ Choices the specification leaves open, made to keep the rival strong:
   arrival order (:func:`~psched.policies.counts.realise`); a job the servers cannot hold at its
   count (fragmentation) gets what fits.
 
-**Beyond reach**: one MILP sees at most ``max_jobs`` jobs (default 64): every running job, then
+**Beyond reach**: one MILP sees at most ``max_jobs`` jobs (default 256): every running job, then
 the earliest queued ones; running jobs beyond it keep their counts and the queued rest get a
 FIFO fill of what is left (:mod:`psched.policies.dorm_reach`, counted as ``dorm_reach_*`` in
 :meth:`DormPolicy.report`). With at most ``max_jobs`` unfinished jobs nothing changes; ``J``
@@ -69,8 +69,11 @@ __all__ = ["DEFAULT_MAX_JOBS", "DormPolicy", "dorm_solution", "solve_dorm"]
 
 log = logging.getLogger(__name__)
 
-#: Most jobs one MILP sees by default (the window rule beyond, :mod:`.dorm_reach`).
-DEFAULT_MAX_JOBS = 64
+#: Most jobs one MILP sees by default (the window rule beyond, :mod:`.dorm_reach`). Chosen by
+#: ``benchmarks/bench_dorm_window.py`` (BENCHMARKS.md section 7): the largest of 32 / 64 / 128 /
+#: 256 whose 80k-job Philly-like run stays within issue 18's 5 minutes; utility rose with the
+#: window on every oasis-paper 300 / 400 seed and was flat on the 10k-job Philly-like trace.
+DEFAULT_MAX_JOBS = 256
 
 
 def _shares(jobs: list[Job], capacity_w: np.ndarray, capacity_p: np.ndarray

@@ -1,0 +1,129 @@
+"""The policy table (BENCHMARKS.md section 10): its cells, cap rule, ratio column, re-run rule,
+and the table printed in BENCHMARKS.md being the one its committed cache renders."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import policy_table as pt  # noqa: E402
+from bench_dorm_window import parse_variant  # noqa: E402
+
+
+def _cell(scenario: str, instance: str, policy: str, utility: float, *, completed: int = 1,
+          status: str = "ok", wall_s: float = 1.0) -> pt.Cell:
+    return pt.Cell(scenario=scenario, instance=instance, policy=policy, utility=utility,
+                   completed=completed, jobs=10, wall_s=wall_s, status=status)
+
+
+def _cells(*cells: pt.Cell) -> dict[tuple[str, str, str], pt.Cell]:
+    return {(c.scenario, c.instance, c.policy): c for c in cells}
+
+
+def test_a_capped_seed_shows_the_cap_never_a_number() -> None:
+    cells = _cells(_cell("oasis-100", "0", "dorm", 5.0),
+                   _cell("oasis-100", "1", "dorm", math.nan, status="cap", wall_s=301.4))
+    text, value = pt.trace_summary(cells, "oasis-100", "dorm", [0, 1])
+    assert text == "> 301 s (cap)" and math.isnan(value)
+
+
+@pytest.mark.parametrize("seeds", [[0, 1, 2], [0, 1, 2, 3, 4]])
+def test_missing_seeds_are_named_in_the_cell(seeds: list[int]) -> None:
+    cells = _cells(_cell("oasis-100", "0", "fifo", 100.0, completed=4),
+                   _cell("oasis-100", "1", "fifo", 300.0, completed=6))
+    text, value = pt.trace_summary(cells, "oasis-100", "fifo", seeds)
+    assert text == f"200 ± 100 (5) [2/{len(seeds)} seeds]" and value == 200.0
+
+
+def test_ratio_uses_only_proven_optima_and_is_infinite_when_the_policy_earns_nothing() -> None:
+    keys = ["a", "b", "c"]
+    cells = _cells(_cell("fig5", "a", pt.OPT, 10.0, status="optimal"),
+                   _cell("fig5", "a", "rrh", 5.0),
+                   _cell("fig5", "b", pt.OPT, 10.0, status="time_limit"),
+                   _cell("fig5", "b", "rrh", 1.0),
+                   _cell("fig5", "c", pt.OPT, 4.0, status="optimal"),
+                   _cell("fig5", "c", "rrh", 0.0))
+    text, value = pt.ratio_summary(cells, "rrh", keys)
+    assert text.endswith("/ ∞ [2/3]")  # b's OPT is not proven: left out, and said so
+    assert value == -math.inf  # median of [2, inf]
+
+
+def test_the_best_value_of_each_column_is_bold_and_only_it() -> None:
+    cells = _cells(_cell("ef-195job", "0", "srtf", 5249.0, completed=194),
+                   _cell("ef-195job", "0", "rrh", 4449.0, completed=77))
+    table = pt.render(cells, ["rrh", "srtf"], ["ef-195job"], seeds=5, fig5_per_cell=1)
+    assert "| rrh | 4,449 (77) |" in table and "| srtf | **5,249 (194)** |" in table
+
+
+def test_force_re_measures_the_policies_but_not_a_cached_optimum(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[list[str]] = []
+
+    def fake(n: int, prio: tuple[float, float], seed: int, names: Sequence[str],
+             time_limit: float) -> Iterator[pt.Cell]:
+        asked.append(list(names))
+        key = pt.fig5_key(n, prio, seed)
+        yield from (_cell("fig5", key, p, 1.0) for p in names)
+
+    monkeypatch.setattr(pt, "fig5_cells", fake)
+    keys = [pt.fig5_key(n, p, s) for n, p, s in pt.fig5_keys(1)]
+    cells = _cells(*(_cell("fig5", k, p, 2.0, status="optimal" if p == pt.OPT else "ok")
+                     for k in keys for p in ("rrh", pt.OPT)))
+    writer = pt.CellWriter(tmp_path / "cells.csv")
+    for force_opt, want in ((False, ["rrh"]), (True, ["rrh", pt.OPT])):
+        asked.clear()
+        args = argparse.Namespace(force=True, force_opt=force_opt, fig5_instances=1,
+                                  time_limit=1.0, cap_s=1.0, seeds=1)
+        pt.measure(args, ["rrh"], ["fig5"], dict(cells), writer)
+        assert asked == [want] * len(keys)
+
+
+def test_benchmarks_section_10_prints_the_table_of_the_committed_cache() -> None:
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    section = text[text.index("\n## 10. "):text.index("\n## 11. ")]
+    printed = [ln for ln in section.splitlines() if ln.startswith("| ")]
+    cells = pt.read_cells(pt.RESULTS / "policy_table_cells.csv")
+    known = pt.available_policies()
+    shown = [p for p in known if any(k[2] == p for k in cells)]
+    table = pt.render(cells, shown, list(pt.SCENARIOS), seeds=5, fig5_per_cell=7)
+    assert printed == table.splitlines()[:1] + table.splitlines()[2:]
+    assert (pt.RESULTS / "policy_table.md").read_text().strip() == table
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("dorm", ("dorm", {})),
+    ("elastic-mip:mip_rel_gap=1e-4;time_limit_s=1", ("elastic-mip",
+                                                      {"mip_rel_gap": 1e-4, "time_limit_s": 1})),
+])
+def test_window_bench_variants_parse(text: str, want: tuple[str, dict]) -> None:
+    assert parse_variant(text) == want
+
+
+@pytest.mark.parametrize("bad", ["dorm:max_jobs", "dorm:theta=half"])
+def test_window_bench_refuses_a_malformed_option_in_one_line(bad: str) -> None:
+    with pytest.raises(SystemExit, match=re.escape("bench_dorm_window: --policy")):
+        parse_variant(bad)
+
+
+@pytest.mark.parametrize("name", ["dorm", "elastic-mip"])
+def test_the_readme_window_default_is_the_policys(name: str) -> None:
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "on at most `max_jobs` jobs per decision (256 by default for both," in readme
+    assert pt.make_policy(name).max_jobs == 256
+
+
+def test_compare_lists_exactly_the_cells_that_changed() -> None:
+    old = _cells(_cell("ef-cluster04", "0", "optimus", math.nan, status="cap", wall_s=301.0),
+                 _cell("ef-cluster04", "0", "srtf", 766643.0, completed=15802))
+    new = {**old, **_cells(_cell("ef-cluster04", "0", "optimus", 665339.4, completed=15802))}
+    out = pt.compare(old, new, ["optimus", "srtf"], ["ef-cluster04"], seeds=5, fig5_per_cell=1)
+    assert out.splitlines()[2:] == ["| optimus | ef-cluster04 | > 301 s (cap) | 665,339 (15802) |"]
