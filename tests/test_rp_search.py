@@ -100,6 +100,37 @@ def test_run_compressed_search_is_the_reference_search(
     got = search_runs(fast, job, flat=flat, floor=floor, **call)
     want = search_reference(ref, job, flat=flat, floor=floor, **call)
     assert _same(got, want)
+    _same_groups(got.schedule)
+
+
+def _same_groups(schedule: dict[int, Alloc]) -> None:
+    """The container groups a searched schedule carries are those its items give, and its
+    worker-slots are :func:`work_of`'s."""
+    from psched.policies.rp_book import work_of
+
+    rebuilt = Schedule(dict(schedule))
+    for role in ("workers", "ps"):
+        if isinstance(schedule, Schedule):
+            for a, b in zip(schedule.groups(role), rebuilt.groups(role), strict=True):
+                assert np.array_equal(a, b) and a.dtype == b.dtype
+            assert schedule.distinct(role)
+    for since in (0, *schedule):
+        assert work_of(schedule, since) == sum(a.n_workers for t, a in schedule.items()
+                                               if t >= since)
+
+
+@SETTINGS
+@given(case=_ledgers(), mode=st.sampled_from(["integral", "after"]),
+       floor=st.sampled_from([-math.inf, 0.0]))
+def test_run_compressed_own_usage_search_is_the_reference_own_usage_search(
+        case: tuple[list[PlanLedger], Job, dict[str, int]], mode: str, floor: float) -> None:
+    from psched.policies.rp_own import search_own_reference, search_own_runs
+
+    (fast, ref), job, call = case
+    got = search_own_runs(fast, job, mode=mode, floor=floor, **call)
+    want = search_own_reference(ref, job, mode=mode, floor=floor, **call)
+    assert _same(got, want)
+    _same_groups(got.schedule)
 
 
 @SETTINGS

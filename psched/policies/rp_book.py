@@ -210,6 +210,8 @@ class Found:
 
 def work_of(schedule: Mapping[int, Alloc], since: int = 0) -> int:
     """Worker-slots a schedule does in slots ``>= since``."""
+    if isinstance(schedule, Schedule):
+        return schedule.work(since)
     return sum(a.n_workers for t, a in schedule.items() if t >= since)
 
 

@@ -49,7 +49,8 @@ from psched.prices import log_utility, normalise
 if TYPE_CHECKING:
     from psched.policies.rp_book import Found, PlanLedger
 
-__all__ = ["RunTables", "Schedule", "feasible_work", "run_tables", "search_runs"]
+__all__ = ["RunTables", "Schedule", "feasible_work", "priced_pools", "run_tables",
+           "search_runs"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,7 +74,8 @@ class RunTables:
 
 def run_tables(ledger: PlanLedger, job: Job, t0: int, t1: int) -> RunTables:
     """Container caps of ``job`` over slots ``t0..t1-1``, per run
-    (prices are added by :func:`_priced`, only when the search goes on). O(U (H + K) R + Tw)."""
+    (prices are added by :func:`priced_pools`, only when the search goes on).
+    O(U (H + K) R + Tw)."""
     starts = ledger.runs(t0, t1)
     n = t1 - t0
     row_of = np.repeat(np.arange(starts.size), np.diff(np.append(starts, n)))
@@ -103,7 +105,7 @@ def feasible_work(tab: RunTables, max_workers: int, work: int) -> int:
     return int(np.sum(per_run * lengths))
 
 
-def _priced(ledger: PlanLedger, tab: RunTables) -> tuple[PoolInputs, PoolInputs]:
+def priced_pools(ledger: PlanLedger, tab: RunTables) -> tuple[PoolInputs, PoolInputs]:
     """The pools of ``tab`` with their prices per run, as :meth:`Ledger.inputs` computes them."""
     src = ledger.price_usage()
     out = []
@@ -134,7 +136,7 @@ def search_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline
     tab = run_tables(ledger, sub, t0, t1)
     if feasible_work(tab, sub.max_workers, sub.work) < sub.work:
         return Found(payoff=floor, schedule={})
-    w_pool, p_pool = _priced(ledger, tab)
+    w_pool, p_pool = priced_pools(ledger, tab)
     unit = (unit_prices(w_pool), unit_prices(p_pool))
     psn = tab.ps_needed
     wc = greedy_costs_compiled(unit[0], tab.caps[0], sub.max_workers)
@@ -162,6 +164,24 @@ class Schedule(dict[int, Alloc]):
         super().__init__(*args, **kwargs)
         self._groups: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._distinct: dict[str, bool] = {}
+        if len(args) == 1 and not kwargs and isinstance(args[0], Schedule):
+            self._groups.update(args[0]._groups)  # a copy: the same items, read-only arrays
+            self._distinct.update(args[0]._distinct)
+
+    def _preset(self, role: str, slots: np.ndarray, servers: np.ndarray,
+                counts: np.ndarray) -> None:
+        """Keep the container groups of ``role`` as built from arrays (each (slot, server)
+        once, in slot then server order: what :meth:`groups` would build from the items)."""
+        got = tuple(np.ascontiguousarray(a, dtype=np.int64) for a in (slots, servers, counts))
+        for a in got:
+            a.flags.writeable = False
+        self._groups[role] = got  # type: ignore[assignment]
+        self._distinct[role] = True
+
+    def work(self, since: int = 0) -> int:
+        """Worker-slots in slots ``>= since`` (as :func:`psched.policies.rp_book.work_of`)."""
+        ts, _, cnt = self.groups("workers")
+        return int(cnt[ts >= since].sum())
 
     def groups(self, role: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(slot, server index, count) of every container group of ``role`` ("workers" or
@@ -262,4 +282,9 @@ def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
     made = [Alloc(workers=w, ps=k) for w, k in zip(groups[0], groups[1], strict=True)]
     out.update(zip((slots + tab.start).tolist(), [made[j] for j in inverse.tolist()],
                    strict=True))
+    for p, role in ((0, "workers"), (1, "ps")):  # the ledger's arrays, from the same takes
+        per_slot = takes[p][inverse]
+        rows, cols = np.nonzero(per_slot)
+        out._preset(role, slots[rows] + tab.start, tab.pools[p].servers[cols],
+                    per_slot[rows, cols])
     return out
