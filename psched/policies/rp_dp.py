@@ -29,7 +29,8 @@ from psched.oasis.fast import cost_lower_bound
 from psched.oasis.ledger import JobInputs
 from psched.oasis.schedule import ARG_RTOL, TIE_RTOL, Best
 
-__all__ = ["greedy_costs_compiled", "solve_compiled", "unit_caps_compiled"]
+__all__ = ["greedy_costs_compiled", "greedy_takes_compiled", "solve_compiled",
+           "unit_caps_compiled"]
 
 
 @numba.njit("boolean(float64, float64)", cache=True, nogil=True)
@@ -223,3 +224,40 @@ def unit_caps_compiled(usage: np.ndarray, capacity: np.ndarray, rows: np.ndarray
     return np.asarray(_caps(np.ascontiguousarray(usage, dtype=np.float64),
                             np.ascontiguousarray(capacity, dtype=np.float64),
                             np.ascontiguousarray(rows, dtype=np.int64), dem, int(limit)))
+
+
+@numba.njit("int64[:, ::1](float64[:, ::1], int64[:, ::1], int64[::1], int64[::1])",
+            cache=True, nogil=True)
+def _takes(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray,
+           need: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    out = np.zeros((rows.size, unit.shape[1]), dtype=np.int64)
+    for i in range(rows.size):
+        r = rows[i]
+        left = need[i]
+        if left <= 0:
+            continue
+        for s in np.argsort(unit[r], kind="mergesort"):  # stable, as numpy's
+            take = min(caps[r, s], left)
+            out[i, s] = take
+            left -= take
+            if left <= 0:
+                break
+        if left > 0:
+            out[i, 0] = -1  # does not fit
+    return out
+
+
+def greedy_takes_compiled(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray,
+                          need: np.ndarray) -> np.ndarray:
+    """Containers per server of the greedy placement (:func:`psched.oasis.schedule.place`:
+    cheapest unit price first, the lower server among equal prices, each up to its
+    capacity) of ``need[i]`` containers on row ``rows[i]`` of ``unit`` / ``caps``, (M, H).
+    Integer counts, so the same as the numpy composition exactly. Raises ``ValueError`` if
+    some ``need`` does not fit. O(M H log H)."""
+    out = np.asarray(_takes(np.ascontiguousarray(unit, dtype=np.float64),
+                            np.ascontiguousarray(caps, dtype=np.int64),
+                            np.ascontiguousarray(rows, dtype=np.int64),
+                            np.ascontiguousarray(need, dtype=np.int64)))
+    if out.size and np.any(out < 0):
+        raise ValueError("containers do not fit")
+    return out

@@ -43,7 +43,12 @@ import numpy as np
 from psched.model import Alloc, Job
 from psched.oasis.ledger import JobInputs, PoolInputs
 from psched.oasis.schedule import unit_prices
-from psched.policies.rp_dp import greedy_costs_compiled, solve_compiled, unit_caps_compiled
+from psched.policies.rp_dp import (
+    greedy_costs_compiled,
+    greedy_takes_compiled,
+    solve_compiled,
+    unit_caps_compiled,
+)
 from psched.prices import log_utility, normalise
 
 if TYPE_CHECKING:
@@ -260,18 +265,8 @@ def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
     uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     rr = tab.row_of[slots[first]]
     nn = counts[slots[first]]
-    takes = []
-    for p, need in ((0, nn), (1, tab.ps_needed[nn])):
-        u = unit[p][rr]
-        order = np.argsort(u, axis=1, kind="stable")
-        caps = np.take_along_axis(tab.caps[p][rr], order, axis=1)
-        before = np.cumsum(caps, axis=1) - caps
-        take = np.clip(need[:, None] - before, 0, caps)
-        if np.any(take.sum(axis=1) != need):
-            raise ValueError("containers do not fit")  # pragma: no cover - searched feasible
-        back = np.zeros_like(take)
-        np.put_along_axis(back, order, take, axis=1)
-        takes.append(back)
+    takes = [greedy_takes_compiled(unit[p], tab.caps[p], rr, need)
+             for p, need in ((0, nn), (1, tab.ps_needed[nn]))]
     groups = []
     for p in (0, 1):  # per row, its (server, count) pairs in server order, zeros dropped
         rows, cols = np.nonzero(takes[p])
