@@ -25,6 +25,7 @@ from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.schedule import Best, PlacementTables, placement_tables, schedule_allocs
 from psched.oasis.schedule import slot_costs as _slot_costs
+from psched.policies.rp_dp import scatter_add_compiled
 from psched.policies.rp_search import Schedule, search_runs
 from psched.prices import PriceParams
 
@@ -161,7 +162,9 @@ class PlanLedger(Ledger):
         for pool, dem, role in ((0, spec.worker_demand.as_array(), "workers"),
                                 (1, spec.ps_demand.as_array(), "ps")):
             ts, pos, cnt = self._entries(schedule, role)
-            if ts.size:
+            if ts.size and self.fast and isinstance(schedule, Schedule):
+                scatter_add_compiled(self.usage[pool], ts, pos, cnt, sign, dem, self._stale)
+            elif ts.size:
                 delta = (sign * cnt)[:, None] * dem[None, :]
                 if isinstance(schedule, Schedule) and schedule.distinct(role):
                     self.usage[pool][ts, pos] += delta

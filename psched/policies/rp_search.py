@@ -195,7 +195,7 @@ class Schedule(dict[int, Alloc]):
         if got is None:
             rows = [(t, h, c) for t, alloc in self.items() for h, c in getattr(alloc, role)]
             arr = np.array(rows, dtype=np.int64).reshape(-1, 3)
-            got = (arr[:, 0], arr[:, 1], arr[:, 2])
+            got = (arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy())
             for a in got:
                 a.flags.writeable = False
             self._groups[role] = got
@@ -226,7 +226,13 @@ class Schedule(dict[int, Alloc]):
         super().__delitem__(key)
 
     def pop(self, *args: Any) -> Any:
-        self._changed()
+        if args and args[0] in self:  # one slot out (a boundary): its groups out, in order
+            for role, (ts, srv, cnt) in list(self._groups.items()):
+                if self._distinct[role]:
+                    keep = ts != args[0]
+                    self._preset(role, ts[keep], srv[keep], cnt[keep])
+                else:
+                    del self._groups[role], self._distinct[role]
         return super().pop(*args)
 
     def popitem(self) -> tuple[int, Alloc]:
