@@ -46,17 +46,23 @@ def _step(h: np.ndarray, c: np.ndarray, k: int, hi: int, new: np.ndarray,
     """``new[D] = min_n h[D - n] + c[n]``, ``arg[D]`` the largest minimising ``n`` within
     ARG_RTOL, for ``D = 0..hi`` (``h[x] = inf`` for ``x < 0``): ``minplus_step``."""
     inf = np.inf
+    buf = np.empty(k + 1)
     for d in range(hi + 1):
+        top = min(k, d)  # n > d reads h[< 0] = inf: those sums are inf
         low = inf
-        for n in range(k, -1, -1):
-            v = (h[d - n] if d - n >= 0 else inf) + c[n]
+        for n in range(top, -1, -1):
+            v = h[d - n] + c[n]
+            buf[n] = v
             if v < low:
                 low = v
+        if low == inf:  # every sum inf: the largest n, as the literal loop picks
+            new[d] = inf
+            arg[d] = k
+            continue
         thr = low + ARG_RTOL * low
-        for n in range(k, -1, -1):
-            v = (h[d - n] if d - n >= 0 else inf) + c[n]
-            if v <= thr:
-                new[d] = v
+        for n in range(top, -1, -1):
+            if buf[n] <= thr:
+                new[d] = buf[n]
                 arg[d] = n
                 break
 
