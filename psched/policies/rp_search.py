@@ -274,18 +274,23 @@ def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
     takes = [greedy_takes_compiled(unit[p], tab.caps[p], rr, need)
              for p, need in ((0, nn), (1, tab.ps_needed[nn]))]
     groups = []
+    arrays = []
     for p in (0, 1):  # per row, its (server, count) pairs in server order, zeros dropped
         rows, cols = np.nonzero(takes[p])
-        pairs = list(zip(tab.pools[p].servers[cols].tolist(), takes[p][rows, cols].tolist(),
-                         strict=True))
-        ends = np.cumsum(np.bincount(rows, minlength=uniq.size)).tolist()
-        groups.append([tuple(pairs[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)])
+        srv, cnt = tab.pools[p].servers[cols], takes[p][rows, cols]
+        pairs = list(zip(srv.tolist(), cnt.tolist(), strict=True))
+        per_row = np.bincount(rows, minlength=uniq.size)
+        ends = np.cumsum(per_row)
+        groups.append([tuple(pairs[a:b]) for a, b in zip([0, *ends[:-1].tolist()],
+                                                          ends.tolist(), strict=True)])
+        # the ledger's arrays: each slot's pairs, slot by slot (rows are unique pairs)
+        rep = per_row[inverse]
+        lead = np.repeat(ends[inverse] - rep, rep)
+        within = np.arange(int(rep.sum())) - np.repeat(np.cumsum(rep) - rep, rep)
+        arrays.append((np.repeat(slots + tab.start, rep), srv[lead + within], cnt[lead + within]))
     made = [Alloc(workers=w, ps=k) for w, k in zip(groups[0], groups[1], strict=True)]
     out.update(zip((slots + tab.start).tolist(), [made[j] for j in inverse.tolist()],
                    strict=True))
-    for p, role in ((0, "workers"), (1, "ps")):  # the ledger's arrays, from the same takes
-        per_slot = takes[p][inverse]
-        rows, cols = np.nonzero(per_slot)
-        out._preset(role, slots[rows] + tab.start, tab.pools[p].servers[cols],
-                    per_slot[rows, cols])
+    for role, (ts, srv, cnt) in zip(("workers", "ps"), arrays, strict=True):
+        out._preset(role, ts, srv, cnt)
     return out
