@@ -100,6 +100,37 @@ def test_run_compressed_search_is_the_reference_search(
     got = search_runs(fast, job, flat=flat, floor=floor, **call)
     want = search_reference(ref, job, flat=flat, floor=floor, **call)
     assert _same(got, want)
+    _same_groups(got.schedule)
+
+
+def _same_groups(schedule: dict[int, Alloc]) -> None:
+    """The container groups a searched schedule carries are those its items give, and its
+    worker-slots are :func:`work_of`'s."""
+    from psched.policies.rp_book import work_of
+
+    rebuilt = Schedule(dict(schedule))
+    for role in ("workers", "ps"):
+        if isinstance(schedule, Schedule):
+            for a, b in zip(schedule.groups(role), rebuilt.groups(role), strict=True):
+                assert np.array_equal(a, b) and a.dtype == b.dtype
+            assert schedule.distinct(role)
+    for since in (0, *schedule):
+        assert work_of(schedule, since) == sum(a.n_workers for t, a in schedule.items()
+                                               if t >= since)
+
+
+@SETTINGS
+@given(case=_ledgers(), mode=st.sampled_from(["integral", "after"]),
+       floor=st.sampled_from([-math.inf, 0.0]))
+def test_run_compressed_own_usage_search_is_the_reference_own_usage_search(
+        case: tuple[list[PlanLedger], Job, dict[str, int]], mode: str, floor: float) -> None:
+    from psched.policies.rp_own import search_own_reference, search_own_runs
+
+    (fast, ref), job, call = case
+    got = search_own_runs(fast, job, mode=mode, floor=floor, **call)
+    want = search_own_reference(ref, job, mode=mode, floor=floor, **call)
+    assert _same(got, want)
+    _same_groups(got.schedule)
 
 
 @SETTINGS
@@ -173,6 +204,11 @@ def test_a_schedule_rebuilds_its_arrays_after_any_change_and_copies_keep_their_o
     assert s.groups("ps")[1].tolist() == [5, 6]
     del s[3]
     assert s.groups("workers")[2].tolist() == [1, 4]
+    s.groups("ps")
+    s.pop(4)  # one slot out keeps the others' groups, in order
+    assert [a.tolist() for a in s.groups("workers")] == [[5], [1], [4]]
+    assert [a.tolist() for a in s.groups("ps")] == [[5], [6], [2]]
+    assert s.pop(9, None) is None and s.work() == 4 and s.work(6) == 0
 
 
 def test_adding_a_schedule_or_the_same_dict_changes_the_usage_alike() -> None:
@@ -237,3 +273,21 @@ def test_compiled_unit_caps_are_unit_caps_of_the_residual(slots: int, servers: i
                       demand=dem, norm=dem)
     assert np.array_equal(unit_caps_compiled(usage, cap, rows, dem, limit),
                           unit_caps(pool, limit))
+
+
+@SETTINGS
+@given(rows=st.integers(1, 6), width=st.integers(1, 6), work=st.integers(1, 12),
+       data=st.data())
+def test_compiled_cost_lower_bound_is_cost_lower_bound(rows: int, width: int, work: int,
+                                                       data: st.DataObject) -> None:
+    from psched.oasis.fast import cost_lower_bound
+    from psched.policies.rp_dp import cost_lower_bound_compiled
+
+    values = st.sampled_from([0.0, 0.1, 0.3, 0.7, 1 / 3, 2.5, math.inf])  # ties on purpose
+    costs = np.array(data.draw(st.lists(values, min_size=rows * width,
+                                        max_size=rows * width))).reshape(rows, width)
+    costs = np.sort(costs, axis=1)  # costs rise with n: the finite ones form a prefix
+    costs[:, 0] = 0.0
+    want = cost_lower_bound(costs, work)
+    got = cost_lower_bound_compiled(costs, work)
+    assert got == want or (math.isinf(got) and math.isinf(want))

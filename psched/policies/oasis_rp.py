@@ -101,6 +101,7 @@ from psched.policies.rp_book import (
 )
 from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import OWN_PRICES, search_own
+from psched.policies.rp_search import Schedule
 from psched.policies.rp_steady import continue_now, keep_now, keeps_running, tightest_first
 from psched.prices import PriceParams, fixed_params, params_from_jobs
 
@@ -383,7 +384,7 @@ class OasisRpPolicy:
         book = self._book()
         book.add(job, schedule)
         book.raise_prices(schedule)
-        self._plans[job.job_id] = dict(schedule)
+        self._plans[job.job_id] = Schedule(schedule) if self.fast_search else dict(schedule)
 
     @staticmethod
     def _utility(job: Job, completion: int | None) -> float:

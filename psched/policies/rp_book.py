@@ -25,6 +25,7 @@ from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.schedule import Best, PlacementTables, placement_tables, schedule_allocs
 from psched.oasis.schedule import slot_costs as _slot_costs
+from psched.policies.rp_dp import scatter_add_compiled
 from psched.policies.rp_search import Schedule, search_runs
 from psched.prices import PriceParams
 
@@ -58,6 +59,7 @@ class PlanLedger(Ledger):
         self.fast = fast
         self.high = None if reprice else tuple(np.zeros_like(u) for u in self.usage)
         self._psn: dict[str, np.ndarray] = {}
+        self._dem: dict[str, tuple[np.ndarray, np.ndarray, object]] = {}
         self._change = np.ones(horizon, dtype=bool)
         self._mark_all()
 
@@ -155,13 +157,22 @@ class PlanLedger(Ledger):
         arr = np.array(rows, dtype=np.int64)
         return arr[:, 0], self._pos[arr[:, 1]], arr[:, 2]
 
+    def demands_of(self, job: Job) -> tuple[np.ndarray, np.ndarray]:
+        """The worker and PS demand arrays of ``job`` (kept per job id; do not write)."""
+        got = self._dem.get(job.job_id)
+        if got is None or got[2] is not job.spec:
+            w, p = job.spec.worker_demand.as_array(), job.spec.ps_demand.as_array()
+            got = self._dem[job.job_id] = (w, p, job.spec)
+        return got[0], got[1]
+
     def add(self, job: Job, schedule: Mapping[int, Alloc], sign: int = 1) -> None:
         """Add (``sign=1``) or take out (``sign=-1``) a schedule's usage. O(entries R)."""
-        spec = job.spec
-        for pool, dem, role in ((0, spec.worker_demand.as_array(), "workers"),
-                                (1, spec.ps_demand.as_array(), "ps")):
+        w_dem, p_dem = self.demands_of(job)
+        for pool, dem, role in ((0, w_dem, "workers"), (1, p_dem, "ps")):
             ts, pos, cnt = self._entries(schedule, role)
-            if ts.size:
+            if ts.size and self.fast and isinstance(schedule, Schedule):
+                scatter_add_compiled(self.usage[pool], ts, pos, cnt, sign, dem, self._stale)
+            elif ts.size:
                 delta = (sign * cnt)[:, None] * dem[None, :]
                 if isinstance(schedule, Schedule) and schedule.distinct(role):
                     self.usage[pool][ts, pos] += delta
@@ -171,9 +182,8 @@ class PlanLedger(Ledger):
 
     def fits(self, job: Job, schedule: Mapping[int, Alloc]) -> bool:
         """True if adding ``schedule`` keeps every server within capacity. O(entries R)."""
-        spec = job.spec
-        for pool, dem, role in ((0, spec.worker_demand.as_array(), "workers"),
-                                (1, spec.ps_demand.as_array(), "ps")):
+        w_dem, p_dem = self.demands_of(job)
+        for pool, dem, role in ((0, w_dem, "workers"), (1, p_dem, "ps")):
             ts, pos, cnt = self._entries(schedule, role)
             if not ts.size:
                 continue
@@ -210,6 +220,8 @@ class Found:
 
 def work_of(schedule: Mapping[int, Alloc], since: int = 0) -> int:
     """Worker-slots a schedule does in slots ``>= since``."""
+    if isinstance(schedule, Schedule):
+        return schedule.work(since)
     return sum(a.n_workers for t, a in schedule.items() if t >= since)
 
 

@@ -25,11 +25,11 @@ import numba
 import numpy as np
 
 from psched.model import EPS
-from psched.oasis.fast import cost_lower_bound
 from psched.oasis.ledger import JobInputs
 from psched.oasis.schedule import ARG_RTOL, TIE_RTOL, Best
 
-__all__ = ["greedy_costs_compiled", "solve_compiled", "unit_caps_compiled"]
+__all__ = ["cost_lower_bound_compiled", "greedy_costs_compiled", "greedy_takes_compiled",
+           "scatter_add_compiled", "solve_compiled", "unit_caps_compiled"]
 
 
 @numba.njit("boolean(float64, float64)", cache=True, nogil=True)
@@ -46,17 +46,23 @@ def _step(h: np.ndarray, c: np.ndarray, k: int, hi: int, new: np.ndarray,
     """``new[D] = min_n h[D - n] + c[n]``, ``arg[D]`` the largest minimising ``n`` within
     ARG_RTOL, for ``D = 0..hi`` (``h[x] = inf`` for ``x < 0``): ``minplus_step``."""
     inf = np.inf
+    buf = np.empty(k + 1)
     for d in range(hi + 1):
+        top = min(k, d)  # n > d reads h[< 0] = inf: those sums are inf
         low = inf
-        for n in range(k, -1, -1):
-            v = (h[d - n] if d - n >= 0 else inf) + c[n]
+        for n in range(top, -1, -1):
+            v = h[d - n] + c[n]
+            buf[n] = v
             if v < low:
                 low = v
+        if low == inf:  # every sum inf: the largest n, as the literal loop picks
+            new[d] = inf
+            arg[d] = k
+            continue
         thr = low + ARG_RTOL * low
-        for n in range(k, -1, -1):
-            v = (h[d - n] if d - n >= 0 else inf) + c[n]
-            if v <= thr:
-                new[d] = v
+        for n in range(top, -1, -1):
+            if buf[n] <= thr:
+                new[d] = buf[n]
                 arg[d] = n
                 break
 
@@ -135,6 +141,55 @@ def _solve(c_all: np.ndarray, n_cap: np.ndarray, util: np.ndarray, util_after: n
     return best, counts
 
 
+@numba.njit("Tuple((int64[::1], float64[::1], boolean))(float64[:, ::1], int64)", cache=True,
+            nogil=True)
+def _bound_parts(c_all: np.ndarray, work: int
+                 ) -> tuple[np.ndarray, np.ndarray, bool]:  # pragma: no cover - compiled
+    """Per slot the largest ``n`` before the first infinite cost, and the terms of
+    :func:`~psched.oasis.fast.cost_lower_bound` (``rate * take`` of the slots it fills, in
+    its order) with whether they hold ``work``: the same divisions, minima, stable order and
+    products."""
+    n_slots, width = c_all.shape
+    n_cap = np.empty(n_slots, dtype=np.int64)
+    rate = np.full(n_slots, np.inf)
+    m = np.zeros(n_slots, dtype=np.int64)
+    for i in range(n_slots):
+        first = width
+        for n in range(width):
+            if not np.isfinite(c_all[i, n]):
+                first = n
+                break
+        n_cap[i] = first - 1
+        for n in range(1, width):
+            if np.isfinite(c_all[i, n]):
+                m[i] += 1
+                v = c_all[i, n] / n
+                if v < rate[i]:
+                    rate[i] = v
+    parts = np.empty(n_slots)
+    k = 0
+    before = 0
+    for i in np.argsort(rate, kind="mergesort"):  # stable, as numpy's
+        take = min(max(work - before, 0), m[i])
+        before += m[i]
+        if take > 0:
+            parts[k] = rate[i] * take
+            k += 1
+    return n_cap, parts[:k].copy(), before >= work
+
+
+def _caps_and_bound(c_all: np.ndarray, work: int) -> tuple[np.ndarray, float]:
+    n_cap, parts, holds = _bound_parts(c_all, int(work))
+    # the last sum by numpy, as cost_lower_bound sums the same terms (pairwise order)
+    return n_cap, float(np.sum(parts)) if holds and c_all.shape[1] >= 2 else np.inf
+
+
+def cost_lower_bound_compiled(costs: np.ndarray, work: int) -> float:
+    """:func:`psched.oasis.fast.cost_lower_bound` compiled, bit-identical: the same terms
+    in the same order, summed by numpy. O(Tw (n + log Tw))."""
+    return _caps_and_bound(np.ascontiguousarray(costs, dtype=np.float64), work)[1]
+
+
 def solve_compiled(inp: JobInputs, costs: np.ndarray, floor: float = 0.0) -> Best:
     """:func:`psched.oasis.solve_fast` ``(inp, floor, costs)``, compiled. The same result.
 
@@ -143,10 +198,7 @@ def solve_compiled(inp: JobInputs, costs: np.ndarray, floor: float = 0.0) -> Bes
     """
     work = inp.job.work
     c_all = np.ascontiguousarray(costs[:, : min(costs.shape[1], work + 1)], dtype=np.float64)
-    finite = np.isfinite(c_all)
-    first_inf = np.where(finite.all(axis=1), c_all.shape[1], np.argmin(finite, axis=1))
-    n_cap = (first_inf - 1).astype(np.int64)
-    lb = cost_lower_bound(c_all, work)
+    n_cap, lb = _caps_and_bound(c_all, work)
     if not np.isfinite(lb):
         return Best(payoff=floor, counts=None)
     util = np.ascontiguousarray(inp.util, dtype=np.float64)
@@ -223,3 +275,75 @@ def unit_caps_compiled(usage: np.ndarray, capacity: np.ndarray, rows: np.ndarray
     return np.asarray(_caps(np.ascontiguousarray(usage, dtype=np.float64),
                             np.ascontiguousarray(capacity, dtype=np.float64),
                             np.ascontiguousarray(rows, dtype=np.int64), dem, int(limit)))
+
+
+@numba.njit("int64[:, ::1](float64[:, ::1], int64[:, ::1], int64[::1], int64[::1])",
+            cache=True, nogil=True)
+def _takes(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray,
+           need: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    out = np.zeros((rows.size, unit.shape[1]), dtype=np.int64)
+    for i in range(rows.size):
+        r = rows[i]
+        left = need[i]
+        if left <= 0:
+            continue
+        for s in np.argsort(unit[r], kind="mergesort"):  # stable, as numpy's
+            take = min(caps[r, s], left)
+            out[i, s] = take
+            left -= take
+            if left <= 0:
+                break
+        if left > 0:
+            out[i, 0] = -1  # does not fit
+    return out
+
+
+def greedy_takes_compiled(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray,
+                          need: np.ndarray) -> np.ndarray:
+    """Containers per server of the greedy placement (:func:`psched.oasis.schedule.place`:
+    cheapest unit price first, the lower server among equal prices, each up to its
+    capacity) of ``need[i]`` containers on row ``rows[i]`` of ``unit`` / ``caps``, (M, H).
+    Integer counts, so the same as the numpy composition exactly. Raises ``ValueError`` if
+    some ``need`` does not fit. O(M H log H)."""
+    out = np.asarray(_takes(np.ascontiguousarray(unit, dtype=np.float64),
+                            np.ascontiguousarray(caps, dtype=np.int64),
+                            np.ascontiguousarray(rows, dtype=np.int64),
+                            np.ascontiguousarray(need, dtype=np.int64)))
+    if out.size and np.any(out < 0):
+        raise ValueError("containers do not fit")
+    return out
+
+
+_RO_INT = numba.types.Array(numba.int64, 1, "C", readonly=True)  # a schedule's groups
+
+
+@numba.njit(numba.void(numba.float64[:, :, ::1], _RO_INT, numba.int64[::1], _RO_INT,
+                       numba.int64, numba.float64[::1], numba.boolean[::1]),
+            cache=True, nogil=True)
+def _scatter(usage: np.ndarray, ts: np.ndarray, pos: np.ndarray, cnt: np.ndarray, sign: int,
+             dem: np.ndarray, stale: np.ndarray) -> None:  # pragma: no cover - compiled
+    last = usage.shape[0] - 1
+    for i in range(ts.size):
+        c = float(sign * cnt[i])
+        t = ts[i]
+        for r in range(dem.size):
+            usage[t, pos[i], r] += c * dem[r]
+        stale[t] = True
+        stale[min(t + 1, last)] = True
+
+
+def scatter_add_compiled(usage: np.ndarray, ts: np.ndarray, pos: np.ndarray, cnt: np.ndarray,
+                         sign: int, dem: np.ndarray, stale: np.ndarray) -> None:
+    """``np.add.at(usage, (ts, pos), (sign * cnt)[:, None] * dem[None, :])`` in one compiled
+    loop: the same products and sums in the same order (bit-identical), and the slots' run
+    boundaries marked stale (``stale[ts]``, ``stale[min(ts + 1, T - 1)]``). O(|ts| R)."""
+    ts, cnt = (_read_only(np.ascontiguousarray(a, dtype=np.int64)) for a in (ts, cnt))
+    _scatter(usage, ts, np.ascontiguousarray(pos, dtype=np.int64), cnt, int(sign),
+             np.ascontiguousarray(dem, dtype=np.float64), stale)
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    if a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a

@@ -26,17 +26,21 @@ the final prices, valid for any non-negative prices) are those of OASiS.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from psched.model import Alloc, Job
 from psched.oasis.fast import solve_fast
-from psched.oasis.ledger import PoolInputs
+from psched.oasis.ledger import JobInputs, PoolInputs
 from psched.oasis.schedule import placement_tables
 from psched.policies.rp_book import Found, PlanLedger, window_inputs
+from psched.policies.rp_dp import solve_compiled
+from psched.policies.rp_search import Schedule, feasible_work, priced_pools, run_tables
+from psched.prices import log_utility
 
-__all__ = ["OWN_PRICES", "OwnUnits", "marginal_units", "search_own"]
+__all__ = ["OWN_PRICES", "OwnUnits", "marginal_units", "search_own", "search_own_reference",
+           "search_own_runs"]
 
 #: The options of ``oasis-rp``'s ``own_price``: "off" is OASiS's price before the usage.
 OWN_PRICES = ("off", "integral", "after")
@@ -119,10 +123,63 @@ def search_own(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline:
 
     The same contract as :func:`psched.policies.rp_book.search` with ``flat=False``: the
     payoff ``f(d) - own-usage cost`` in cost units (``floor`` if nothing beats it).
+    Run-compressed and compiled (:func:`search_own_runs`) unless the ledger was made with
+    ``fast=False`` (:func:`search_own_reference`); both give the same result.
     Complexity: :func:`marginal_units` per run of identical slots, then the exact search.
     """
     if mode not in OWN_PRICES[1:]:
         raise ValueError(f"own-usage price mode must be one of {OWN_PRICES[1:]}, got {mode!r}")
+    if ledger.fast:
+        return search_own_runs(ledger, job, start=start, work=work, deadline=deadline,
+                               mode=mode, floor=floor)
+    return search_own_reference(ledger, job, start=start, work=work, deadline=deadline,
+                                mode=mode, floor=floor)
+
+
+def search_own_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline: int,
+                    mode: str, floor: float = 0.0) -> Found:
+    """Exactly :func:`search_own_reference`, run-compressed: container caps and prices per
+    run of identical slots (:func:`~psched.policies.rp_search.run_tables`), the feasibility
+    count first (nothing priced when the window cannot hold the work), the compiled
+    recursion (:func:`~psched.policies.rp_dp.solve_compiled`). Each number is computed by the
+    same operations on the same rows as there, so the result is bit-identical
+    (``tests/test_rp_search.py``). O(U (H + K) R + U H K log(H K) + Tw N) plus the recursion."""
+    last = min(job.last_slot, deadline)
+    t0 = max(job.arrival, start)
+    if work <= 0 or last < t0:
+        return Found(payoff=floor, schedule={})
+    sub = replace(job, work=int(work), window=last - job.arrival + 1)
+    t1 = last + 1
+    tab = run_tables(ledger, sub, t0, t1)
+    if feasible_work(tab, sub.max_workers, sub.work) < sub.work:
+        return Found(payoff=floor, schedule={})
+    w_pool, p_pool = priced_pools(ledger, tab)
+    psn = tab.ps_needed
+    wu = marginal_units(w_pool, tab.caps[0], _slope(ledger, 0), sub.max_workers, mode)
+    pu = marginal_units(p_pool, tab.caps[1], _slope(ledger, 1), int(psn[-1]), mode)
+    costs = (wu.costs + pu.costs[:, psn])[tab.row_of]
+    log_f = log_utility(sub, np.arange(t0 - sub.arrival + 1, t1 - sub.arrival + 1))
+    inp = JobInputs(job=sub, start=t0, util=np.exp(log_f - ledger.log_scale), workers=w_pool,
+                    ps=p_pool, ps_needed=psn, runs=tab.starts)  # the recursion reads these
+    best = solve_compiled(inp, costs, floor)
+    if best.counts is None:
+        return Found(payoff=best.payoff, schedule={})
+    out = Schedule()
+    for i in np.nonzero(best.counts)[0]:
+        n, row = int(best.counts[i]), int(tab.row_of[i])
+        w = _place(wu, row, n)
+        p = _place(pu, row, int(psn[n]))
+        out[t0 + int(i)] = Alloc.of(
+            {int(w_pool.servers[h]): c for h, c in w.items()},
+            {int(p_pool.servers[h]): c for h, c in p.items()})
+    return Found(payoff=best.payoff, schedule=out)
+
+
+def search_own_reference(ledger: PlanLedger, job: Job, *, start: int, work: int,
+                         deadline: int, mode: str, floor: float = 0.0) -> Found:
+    """:func:`search_own` composed literally: the job's priced inputs over the whole window,
+    its placement tables, the marginal units per run, then :func:`~psched.oasis.solve_fast`.
+    The reference :func:`search_own_runs` is tested against."""
     inp = window_inputs(ledger, job, start=start, work=work, deadline=deadline)
     if inp is None:
         return Found(payoff=floor, schedule={})

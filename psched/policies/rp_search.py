@@ -43,13 +43,19 @@ import numpy as np
 from psched.model import Alloc, Job
 from psched.oasis.ledger import JobInputs, PoolInputs
 from psched.oasis.schedule import unit_prices
-from psched.policies.rp_dp import greedy_costs_compiled, solve_compiled, unit_caps_compiled
+from psched.policies.rp_dp import (
+    greedy_costs_compiled,
+    greedy_takes_compiled,
+    solve_compiled,
+    unit_caps_compiled,
+)
 from psched.prices import log_utility, normalise
 
 if TYPE_CHECKING:
     from psched.policies.rp_book import Found, PlanLedger
 
-__all__ = ["RunTables", "Schedule", "feasible_work", "run_tables", "search_runs"]
+__all__ = ["RunTables", "Schedule", "feasible_work", "priced_pools", "run_tables",
+           "search_runs"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,7 +79,8 @@ class RunTables:
 
 def run_tables(ledger: PlanLedger, job: Job, t0: int, t1: int) -> RunTables:
     """Container caps of ``job`` over slots ``t0..t1-1``, per run
-    (prices are added by :func:`_priced`, only when the search goes on). O(U (H + K) R + Tw)."""
+    (prices are added by :func:`priced_pools`, only when the search goes on).
+    O(U (H + K) R + Tw)."""
     starts = ledger.runs(t0, t1)
     n = t1 - t0
     row_of = np.repeat(np.arange(starts.size), np.diff(np.append(starts, n)))
@@ -103,7 +110,7 @@ def feasible_work(tab: RunTables, max_workers: int, work: int) -> int:
     return int(np.sum(per_run * lengths))
 
 
-def _priced(ledger: PlanLedger, tab: RunTables) -> tuple[PoolInputs, PoolInputs]:
+def priced_pools(ledger: PlanLedger, tab: RunTables) -> tuple[PoolInputs, PoolInputs]:
     """The pools of ``tab`` with their prices per run, as :meth:`Ledger.inputs` computes them."""
     src = ledger.price_usage()
     out = []
@@ -134,7 +141,7 @@ def search_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline
     tab = run_tables(ledger, sub, t0, t1)
     if feasible_work(tab, sub.max_workers, sub.work) < sub.work:
         return Found(payoff=floor, schedule={})
-    w_pool, p_pool = _priced(ledger, tab)
+    w_pool, p_pool = priced_pools(ledger, tab)
     unit = (unit_prices(w_pool), unit_prices(p_pool))
     psn = tab.ps_needed
     wc = greedy_costs_compiled(unit[0], tab.caps[0], sub.max_workers)
@@ -162,6 +169,24 @@ class Schedule(dict[int, Alloc]):
         super().__init__(*args, **kwargs)
         self._groups: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._distinct: dict[str, bool] = {}
+        if len(args) == 1 and not kwargs and isinstance(args[0], Schedule):
+            self._groups.update(args[0]._groups)  # a copy: the same items, read-only arrays
+            self._distinct.update(args[0]._distinct)
+
+    def _preset(self, role: str, slots: np.ndarray, servers: np.ndarray,
+                counts: np.ndarray) -> None:
+        """Keep the container groups of ``role`` as built from arrays (each (slot, server)
+        once, in slot then server order: what :meth:`groups` would build from the items)."""
+        got = tuple(np.ascontiguousarray(a, dtype=np.int64) for a in (slots, servers, counts))
+        for a in got:
+            a.flags.writeable = False
+        self._groups[role] = got  # type: ignore[assignment]
+        self._distinct[role] = True
+
+    def work(self, since: int = 0) -> int:
+        """Worker-slots in slots ``>= since`` (as :func:`psched.policies.rp_book.work_of`)."""
+        ts, _, cnt = self.groups("workers")
+        return int(cnt[ts >= since].sum())
 
     def groups(self, role: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(slot, server index, count) of every container group of ``role`` ("workers" or
@@ -170,7 +195,7 @@ class Schedule(dict[int, Alloc]):
         if got is None:
             rows = [(t, h, c) for t, alloc in self.items() for h, c in getattr(alloc, role)]
             arr = np.array(rows, dtype=np.int64).reshape(-1, 3)
-            got = (arr[:, 0], arr[:, 1], arr[:, 2])
+            got = (arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy())
             for a in got:
                 a.flags.writeable = False
             self._groups[role] = got
@@ -201,7 +226,13 @@ class Schedule(dict[int, Alloc]):
         super().__delitem__(key)
 
     def pop(self, *args: Any) -> Any:
-        self._changed()
+        if args and args[0] in self:  # one slot out (a boundary): its groups out, in order
+            for role, (ts, srv, cnt) in list(self._groups.items()):
+                if self._distinct[role]:
+                    keep = ts != args[0]
+                    self._preset(role, ts[keep], srv[keep], cnt[keep])
+                else:
+                    del self._groups[role], self._distinct[role]
         return super().pop(*args)
 
     def popitem(self) -> tuple[int, Alloc]:
@@ -240,26 +271,26 @@ def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
     uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     rr = tab.row_of[slots[first]]
     nn = counts[slots[first]]
-    takes = []
-    for p, need in ((0, nn), (1, tab.ps_needed[nn])):
-        u = unit[p][rr]
-        order = np.argsort(u, axis=1, kind="stable")
-        caps = np.take_along_axis(tab.caps[p][rr], order, axis=1)
-        before = np.cumsum(caps, axis=1) - caps
-        take = np.clip(need[:, None] - before, 0, caps)
-        if np.any(take.sum(axis=1) != need):
-            raise ValueError("containers do not fit")  # pragma: no cover - searched feasible
-        back = np.zeros_like(take)
-        np.put_along_axis(back, order, take, axis=1)
-        takes.append(back)
+    takes = [greedy_takes_compiled(unit[p], tab.caps[p], rr, need)
+             for p, need in ((0, nn), (1, tab.ps_needed[nn]))]
     groups = []
+    arrays = []
     for p in (0, 1):  # per row, its (server, count) pairs in server order, zeros dropped
         rows, cols = np.nonzero(takes[p])
-        pairs = list(zip(tab.pools[p].servers[cols].tolist(), takes[p][rows, cols].tolist(),
-                         strict=True))
-        ends = np.cumsum(np.bincount(rows, minlength=uniq.size)).tolist()
-        groups.append([tuple(pairs[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)])
+        srv, cnt = tab.pools[p].servers[cols], takes[p][rows, cols]
+        pairs = list(zip(srv.tolist(), cnt.tolist(), strict=True))
+        per_row = np.bincount(rows, minlength=uniq.size)
+        ends = np.cumsum(per_row)
+        groups.append([tuple(pairs[a:b]) for a, b in zip([0, *ends[:-1].tolist()],
+                                                          ends.tolist(), strict=True)])
+        # the ledger's arrays: each slot's pairs, slot by slot (rows are unique pairs)
+        rep = per_row[inverse]
+        lead = np.repeat(ends[inverse] - rep, rep)
+        within = np.arange(int(rep.sum())) - np.repeat(np.cumsum(rep) - rep, rep)
+        arrays.append((np.repeat(slots + tab.start, rep), srv[lead + within], cnt[lead + within]))
     made = [Alloc(workers=w, ps=k) for w, k in zip(groups[0], groups[1], strict=True)]
     out.update(zip((slots + tab.start).tolist(), [made[j] for j in inverse.tolist()],
                    strict=True))
+    for role, (ts, srv, cnt) in zip(("workers", "ps"), arrays, strict=True):
+        out._preset(role, ts, srv, cnt)
     return out
