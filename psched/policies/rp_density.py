@@ -1,0 +1,67 @@
+"""A density floor for admission: the ``density_floor`` lever of ``oasis-rp``.
+
+OASiS's prices charge almost nothing until a server is nearly full (``ln(U/L)`` is 25-45 on
+the scenarios here), and when an early job arrives the slots ahead are still empty, so any
+job with a positive utility is admitted, however little it earns per unit of capacity; its
+promise then holds that capacity against later, denser jobs (the worked Fig. 5 instances of
+``BENCHMARKS.md`` section 11). The floor prices capacity by what the whole trace asks of it,
+as U and L are priced ("hindsight": the trace; "history": a history trace).
+
+A job's *size* is its work times its dominant share: per worker-slot, the largest fraction
+of a pool's total capacity, over resources, that one worker (in the worker pool) or its PS
+share (``b/B`` PS per worker, in the PS pool) takes. One slot of the whole cluster is size 1;
+the horizon is size ``T``. Its *density* is its utility at the fastest duration over its size.
+The **clearing density** ``rho*`` is the density at which the densest jobs' sizes first add
+up to the horizon's capacity (0 if all of them fit: then no floor). With ``density_floor =
+theta > 0`` an arrival whose best schedule earns less than ``theta * rho*`` per unit of size is
+rejected (``REJECT_DENSITY``), before any re-pack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from psched.model import Cluster, Job, Pool
+
+__all__ = ["REJECT_DENSITY", "clearing_density", "job_size"]
+
+#: Rejection reason: the best schedule earns less per unit of capacity than the floor.
+REJECT_DENSITY = "density<floor"
+
+
+def job_size(job: Job, cluster: Cluster) -> float:
+    """Work times dominant share (one slot of the whole cluster = 1). O(servers x resources)."""
+    share = 0.0
+    spec = job.spec
+    for pool, demand, per_worker in ((Pool.WORKER, spec.worker_demand, 1.0),
+                                     (Pool.PS, spec.ps_demand, spec.ps_ratio)):
+        idx = cluster.indices(pool)
+        if idx.size == 0:
+            continue
+        total = cluster.capacity[idx].sum(axis=0)
+        need = demand.as_array() * per_worker
+        ok = total > 0
+        if np.any(need[~ok] > 0):
+            return float("inf")
+        if ok.any():
+            share = max(share, float(np.max(need[ok] / total[ok])))
+    return job.work * share
+
+
+def clearing_density(jobs: Sequence[Job], cluster: Cluster, horizon: int) -> float:
+    """The density at which the densest ``jobs`` first fill ``horizon`` slots of the whole
+    cluster; 0.0 if they all fit (or there are none). O(n log n) in the jobs."""
+    rows = []
+    for job in jobs:
+        size = job_size(job, cluster)
+        if 0.0 < size < float("inf"):
+            rows.append((job.utility_at(job.fastest) / size, size))
+    rows.sort(key=lambda r: -r[0])
+    filled = 0.0
+    for density, size in rows:
+        filled += size
+        if filled >= horizon:
+            return float(density)
+    return 0.0
