@@ -296,8 +296,7 @@ class OasisRpPolicy:
         self._report = None
         t = view.t
         found = self._search_new(job, t)
-        if self._rho > 0.0 and found.schedule and self._utility(job, found.completion) < (
-                self._rho * job_size(job, self._cluster)):
+        if self._rho > 0.0 and self._below_floor(job, found):
             self._decided.append((job, 0.0))
             return Decision(admitted=False, reason=REJECT_DENSITY, payoff=0.0, hold=self.defer)
         if self.patience > 0.0 and found.schedule:
@@ -307,6 +306,13 @@ class OasisRpPolicy:
                 self._decided.append((job, 0.0))
                 return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0, hold=True)
         return self._admit_found(job, t, found)
+
+    def _below_floor(self, job: Job, found: Found) -> bool:
+        """Lever (i): ``job``'s best schedule ``found`` (or, with none, its utility at the
+        fastest duration) earns less than the density floor times its size."""
+        best = self._utility(job, found.completion) if found.schedule else job.utility_at(
+            job.fastest)
+        return best < self._rho * job_size(job, self._cluster)
 
     def _admit_found(self, job: Job, t: int, found: Found, record: bool = True) -> Decision:
         """Decide ``job`` in slot ``t`` given its best schedule ``found`` from ``t``:
