@@ -397,13 +397,16 @@ class OasisRpPolicy:
         if plans moved since they were last searched; admit (and place) each whose payoff is
         now positive. Jobs not in the answer stay held. O(defer_limit searches)."""
         out: dict[str, Decision] = {}
+        if not self.defer and not self._patient:
+            return out
+        # jobs gone or behind since the last plan free or take room; once, before anything
+        # is admitted here (the view does not hold jobs admitted now)
+        self._reconcile(view)
         if self._patient:
-            self._reconcile(view)
             out = self._admit_patient(jobs, view)
             jobs = [j for j in jobs if j.job_id not in self._patient and j.job_id not in out]
         if not self.defer:
             return out
-        self._reconcile(view)  # jobs gone or behind since the last plan free or take room
         if not self._freed:
             return out
         self._freed = False
