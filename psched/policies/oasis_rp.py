@@ -62,8 +62,10 @@ patience : (h) patient admission (:mod:`psched.policies.rp_patience`; 0 = off, d
     boundary where that fails it is decided as on arrival (re-pack included). Later
     arrivals are decided first meanwhile.
 density_floor : (i) admission floor per unit of capacity (:mod:`psched.policies.rp_density`;
-    0 = off, default): an arrival whose best schedule earns less than ``density_floor`` times
-    the trace's clearing density per unit of its size is rejected (``density<floor``).
+    default 0.5, 0 = off): an arrival whose best schedule (before any re-pack; with none, its
+    utility at the fastest duration) earns less than ``density_floor`` times the clearing
+    density of the price jobs (hindsight or history; none with fixed prices) per unit of its
+    size is rejected (``density<floor``). No floor when those jobs all fit the horizon.
 fast_search : the run-compressed exact search (:mod:`psched.policies.rp_search`, default);
     off, the reference composition it is tested against. The same decisions either way.
 steady : when reality departs from the plans (a real executor), re-plan jobs off their
@@ -167,7 +169,7 @@ class OasisRpPolicy:
         fast_search: bool = True,
         patience: float = 0.0,
         patience_lead: int = 1,
-        density_floor: float = 0.0,
+        density_floor: float = 0.5,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
