@@ -109,7 +109,7 @@ from psched.policies.rp_book import (
     search,
     work_of,
 )
-from psched.policies.rp_density import REJECT_DENSITY, clearing_density, job_size
+from psched.policies.rp_density import REJECT_DENSITY, clearing_density, job_size, pool_totals
 from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import OWN_PRICES, search_own
 from psched.policies.rp_patience import worth_waiting
@@ -230,7 +230,9 @@ class OasisRpPolicy:
             raise ValueError(f"density_floor must be >= 0, got {density_floor!r}")
         self.density_floor = float(density_floor)
         self._rho = 0.0  # density_floor x the clearing density (0: no floor)
+        #: the cluster at start and its pool capacities: sizes are measured against them
         self._cluster: Cluster | None = None
+        self._totals: tuple[np.ndarray, np.ndarray] | None = None
         self.patience_lead = int(patience_lead)
         self.steady = bool(steady)
         self.params: PriceParams | None = None
@@ -272,7 +274,7 @@ class OasisRpPolicy:
             params = fixed_params(1.0, 1.0, 1.0, 1.0)
         self._start(ctx, params)
         if self.density_floor > 0.0:
-            self._cluster = ctx.cluster
+            self._cluster, self._totals = ctx.cluster, pool_totals(ctx.cluster)
             self._rho = self.density_floor * clearing_density(jobs, ctx.cluster, ctx.horizon)
 
     def _start(self, ctx: RunContext, params: PriceParams) -> None:
@@ -314,7 +316,8 @@ class OasisRpPolicy:
         fastest duration) earns less than the density floor times its size."""
         best = self._utility(job, found.completion) if found.schedule else job.utility_at(
             job.fastest)
-        return best < self._rho * job_size(job, self._cluster)
+        assert self._cluster is not None  # set with the floor, in start
+        return best < self._rho * job_size(job, self._cluster, self._totals)
 
     def _admit_found(self, job: Job, t: int, found: Found, record: bool = True) -> Decision:
         """Decide ``job`` in slot ``t`` given its best schedule ``found`` from ``t``:

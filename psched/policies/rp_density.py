@@ -25,23 +25,28 @@ import numpy as np
 
 from psched.model import Cluster, Job, Pool
 
-__all__ = ["REJECT_DENSITY", "clearing_density", "job_size"]
+__all__ = ["REJECT_DENSITY", "clearing_density", "job_size", "pool_totals"]
 
 #: Rejection reason: the best schedule earns less per unit of capacity than the floor.
 REJECT_DENSITY = "density<floor"
 
 
-def job_size(job: Job, cluster: Cluster) -> float:
-    """Work times dominant share (one slot of the whole cluster = 1). O(servers x resources)."""
-    share = 0.0
+def pool_totals(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+    """Total capacity per resource of the worker pool and of the PS pool. O(servers)."""
+    return (cluster.capacity[cluster.indices(Pool.WORKER)].sum(axis=0),
+            cluster.capacity[cluster.indices(Pool.PS)].sum(axis=0))
+
+
+def job_size(job: Job, cluster: Cluster,
+             totals: tuple[np.ndarray, np.ndarray] | None = None) -> float:
+    """Work times dominant share (one slot of the whole cluster = 1); ``inf`` if a pool
+    lacks a resource the job needs. ``totals``: :func:`pool_totals` of ``cluster``, if
+    known. O(resources), plus O(servers) without ``totals``."""
     spec = job.spec
-    for pool, demand, per_worker in ((Pool.WORKER, spec.worker_demand, 1.0),
-                                     (Pool.PS, spec.ps_demand, spec.ps_ratio)):
-        idx = cluster.indices(pool)
-        if idx.size == 0:
-            continue
-        total = cluster.capacity[idx].sum(axis=0)
-        need = demand.as_array() * per_worker
+    worker_total, ps_total = pool_totals(cluster) if totals is None else totals
+    share = 0.0
+    for total, need in ((worker_total, spec.worker_demand.as_array()),
+                        (ps_total, spec.ps_demand.as_array() * spec.ps_ratio)):
         ok = total > 0
         if np.any(need[~ok] > 0):
             return float("inf")
@@ -54,8 +59,9 @@ def clearing_density(jobs: Sequence[Job], cluster: Cluster, horizon: int) -> flo
     """The density at which the densest ``jobs`` first fill ``horizon`` slots of the whole
     cluster; 0.0 if they all fit (or there are none). O(n log n) in the jobs."""
     rows = []
+    totals = pool_totals(cluster)
     for job in jobs:
-        size = job_size(job, cluster)
+        size = job_size(job, cluster, totals)
         if 0.0 < size < float("inf"):
             rows.append((job.utility_at(job.fastest) / size, size))
     rows.sort(key=lambda r: -r[0])
