@@ -240,7 +240,7 @@ def test_with_every_lever_off_it_is_oasis(instance: Instance) -> None:
     cluster, specs, horizon = instance
     base = simulate(specs, cluster, make_policy("oasis"), horizon)
     off = simulate(specs, cluster, make_policy(
-        "oasis-rp", own_price="off", **{k: False for k in LEVERS}), horizon)
+        "oasis-rp", own_price="off", density_floor=0.0, **{k: False for k in LEVERS}), horizon)
     assert off.allocations == base.allocations
     assert [(r.admitted, r.promised) for r in off.records.values()] == [
         (r.admitted, r.promised) for r in base.records.values()]

@@ -56,6 +56,16 @@ own_price : (f) ``"off"`` (OASiS: each container pays the price before the job's
 repack_late : (g) in the re-pack's second order, re-plan each moved job to complete as late
     as its promise allows (:mod:`psched.policies.rp_late`) instead of as its cheapest
     schedule (which, at flat prices, packs it early again): the earliest-deadline order.
+patience : (h) patient admission (:mod:`psched.policies.rp_patience`; 0 = off, default). An
+    arriving job is held while its best schedule from ``patience_lead`` slots later is still
+    admissible and earns at least ``1 - patience`` of its utility at arrival; at the first
+    boundary where that fails it is decided as on arrival (re-pack included). Later
+    arrivals are decided first meanwhile.
+density_floor : (i) admission floor per unit of capacity (:mod:`psched.policies.rp_density`;
+    default 0.5, 0 = off): an arrival whose best schedule (before any re-pack; with none, its
+    utility at the fastest duration) earns less than ``density_floor`` times the clearing
+    density of the price jobs (hindsight or history; none with fixed prices) per unit of its
+    size is rejected (``density<floor``). No floor when those jobs all fit the horizon.
 fast_search : the run-compressed exact search (:mod:`psched.policies.rp_search`, default);
     off, the reference composition it is tested against. The same decisions either way.
 steady : when reality departs from the plans (a real executor), re-plan jobs off their
@@ -99,8 +109,10 @@ from psched.policies.rp_book import (
     search,
     work_of,
 )
+from psched.policies.rp_density import REJECT_DENSITY, clearing_density, job_size, pool_totals
 from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import OWN_PRICES, search_own
+from psched.policies.rp_patience import worth_waiting
 from psched.policies.rp_search import Schedule
 from psched.policies.rp_steady import continue_now, keep_now, keeps_running, tightest_first
 from psched.prices import PriceParams, fixed_params, params_from_jobs
@@ -156,6 +168,9 @@ class OasisRpPolicy:
         repack_late: bool = False,
         own_scope: str = "admission",
         fast_search: bool = True,
+        patience: float = 0.0,
+        patience_lead: int = 1,
+        density_floor: float = 0.5,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
@@ -207,6 +222,19 @@ class OasisRpPolicy:
             raise ValueError(f"own_scope must be admission or all, got {own_scope!r}")
         self.own_scope = own_scope
         self.fast_search = bool(fast_search)
+        if not 0.0 <= patience < 1.0:
+            raise ValueError(f"patience must be in [0, 1), got {patience!r}")
+        if patience_lead < 1:
+            raise ValueError(f"patience_lead must be >= 1, got {patience_lead!r}")
+        self.patience = float(patience)
+        if not (density_floor >= 0.0 and math.isfinite(density_floor)):
+            raise ValueError(f"density_floor must be >= 0, got {density_floor!r}")
+        self.density_floor = float(density_floor)
+        self._rho = 0.0  # density_floor x the clearing density (0: no floor)
+        #: the cluster at start and its pool capacities: sizes are measured against them
+        self._cluster: Cluster | None = None
+        self._totals: tuple[np.ndarray, np.ndarray] | None = None
+        self.patience_lead = int(patience_lead)
         self.steady = bool(steady)
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
@@ -216,6 +244,7 @@ class OasisRpPolicy:
         self._jobs: dict[str, Job] = {}
         self._plans = _Plans()  # job -> {slot -> alloc}, slots >= now
         self._promise: dict[str, int] = {}
+        self._patient: dict[str, float] = {}  # held patient job -> its utility at arrival
         self._decided: list[tuple[Job, float]] = []
         self._promised_utility = 0.0
         self._dirty = False
@@ -225,7 +254,7 @@ class OasisRpPolicy:
                        "repack_admitted_utility": 0.0,
                        "deferred_admitted": 0, "deferred_searches": 0,
                        "pulled": 0, "filled": 0, "replanned_behind": 0, "promise_at_risk": 0,
-                       "kept_running": 0}
+                       "kept_running": 0, "patient_admitted": 0, "patient_searches": 0}
         self._boundary_ms: list[float] = []
         self._report: dict[str, Any] | None = None
 
@@ -245,6 +274,9 @@ class OasisRpPolicy:
             log.warning("oasis-rp: no job in the trace can earn utility; flat prices")
             params = fixed_params(1.0, 1.0, 1.0, 1.0)
         self._start(ctx, params)
+        if self.density_floor > 0.0:
+            self._cluster, self._totals = ctx.cluster, pool_totals(ctx.cluster)
+            self._rho = self.density_floor * clearing_density(jobs, ctx.cluster, ctx.horizon)
 
     def _start(self, ctx: RunContext, params: PriceParams) -> None:
         if self.estimate_factor != 1.0:
@@ -269,6 +301,29 @@ class OasisRpPolicy:
         self._report = None
         t = view.t
         found = self._search_new(job, t)
+        if self._rho > 0.0 and self._below_floor(job, found):
+            self._decided.append((job, 0.0))
+            return Decision(admitted=False, reason=REJECT_DENSITY, payoff=0.0, hold=self.defer)
+        if self.patience > 0.0 and found.schedule:
+            ref = self._utility(job, found.completion)
+            if worth_waiting(self._search_new, job, t, ref, self.patience, self.patience_lead):
+                self._patient[job.job_id] = ref
+                self._decided.append((job, 0.0))
+                return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0, hold=True)
+        return self._admit_found(job, t, found)
+
+    def _below_floor(self, job: Job, found: Found) -> bool:
+        """Lever (i): ``job``'s best schedule ``found`` (or, with none, its utility at the
+        fastest duration) earns less than the density floor times its size."""
+        best = self._utility(job, found.completion) if found.schedule else job.utility_at(
+            job.fastest)
+        assert self._cluster is not None  # set with the floor, in start
+        return best < self._rho * job_size(job, self._cluster, self._totals)
+
+    def _admit_found(self, job: Job, t: int, found: Found, record: bool = True) -> Decision:
+        """Decide ``job`` in slot ``t`` given its best schedule ``found`` from ``t``:
+        re-pack if it is poor, place it and promise, or reject (``record``: add it to the
+        jobs the certificate counts; a patient job was added when it was held)."""
         base = self._utility(job, found.completion)
         if self.repack and (not found.schedule or base < (1.0 - self.repack_gap)
                             * job.utility_at(job.fastest)):
@@ -280,11 +335,35 @@ class OasisRpPolicy:
         elif found.schedule:
             self._place(job, found.schedule)
         if not found.schedule:
-            self._decided.append((job, 0.0))
+            if record:
+                self._decided.append((job, 0.0))
             return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0,
                             hold=self.defer)
-        self._decided.append((job, found.payoff))
+        if record:
+            self._decided.append((job, found.payoff))
         return self._promise_for(job, found, t)
+
+    def _admit_patient(self, jobs: Sequence[Job], view: View) -> dict[str, Decision]:
+        """Lever (h), patient admission: each held patient job admitted or rejected now
+        unless it may still wait (:func:`psched.policies.rp_patience.worth_waiting`).
+        O(held patient jobs) searches, two for each decided."""
+        out: dict[str, Decision] = {}
+        t = view.t
+        for job in jobs:
+            ref = self._patient.get(job.job_id)
+            if ref is None:
+                continue
+            self._stats["patient_searches"] += 1
+            if worth_waiting(self._search_new, job, t, ref, self.patience, self.patience_lead):
+                continue
+            del self._patient[job.job_id]
+            self._report = None
+            got = self._admit_found(job, t, self._search_new(job, t), record=False)
+            if got.admitted:
+                self._stats["patient_admitted"] += 1
+                self._dirty = True
+            out[job.job_id] = got
+        return out
 
     def _search_new(self, job: Job, t: int) -> Found:
         """The best schedule of a job not yet admitted, from slot ``t``, priced as
@@ -323,14 +402,21 @@ class OasisRpPolicy:
         """Lever (d), deferred admission: search the held ``jobs`` again from slot ``view.t``
         if plans moved since they were last searched; admit (and place) each whose payoff is
         now positive. Jobs not in the answer stay held. O(defer_limit searches)."""
+        out: dict[str, Decision] = {}
+        if not self.defer and not self._patient:
+            return out
+        # jobs gone or behind since the last plan free or take room; once, before anything
+        # is admitted here (the view does not hold jobs admitted now)
+        self._reconcile(view)
+        if self._patient:
+            out = self._admit_patient(jobs, view)
+            jobs = [j for j in jobs if j.job_id not in self._patient and j.job_id not in out]
         if not self.defer:
-            return {}
-        self._reconcile(view)  # jobs gone or behind since the last plan free or take room
+            return out
         if not self._freed:
-            return {}
+            return out
         self._freed = False
         self._report = None
-        out: dict[str, Decision] = {}
         for job in jobs[: self.defer_limit]:
             self._stats["deferred_searches"] += 1
             found = self._search_new(job, view.t)
@@ -723,7 +809,8 @@ class OasisRpPolicy:
                          "pull": self.pull, "reprice": self.reprice,
                          "plan_late": self.plan_late, "fill": self.fill,
                          "defer": self.defer, "own_price": self.own_price,
-                         "repack_late": self.repack_late, "steady": self.steady}
+                         "repack_late": self.repack_late, "steady": self.steady,
+                         "patience": self.patience, "density_floor": self.density_floor}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor

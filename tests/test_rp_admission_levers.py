@@ -1,0 +1,161 @@
+"""oasis-rp's admission levers (h) patient admission and (i) the density floor.
+
+Each option runs through the property suite (capacity and PS rules, promises re-derived from
+the allocation rows and from the output files), the certificate against the exact optimum on
+tiny instances, same seed same run; the clearing density is checked against a direct
+computation, and the floor's rejections against the rule itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from strategies import Instance, instances
+from test_oasis_certificate import T, offline_optimum, tiny_instance
+from test_policy_properties import check_schedule
+
+from psched.model import Cluster, Job, resolve_job
+from psched.output import write_run
+from psched.policies import make_policy
+from psched.policies.rp_density import REJECT_DENSITY, clearing_density, job_size
+from psched.promises import broken_promises, broken_promises_in
+from psched.simulator import HELD, simulate
+from psched.traces.synth import fig5_instance
+
+OPTIONS = [
+    {"density_floor": 0.5},
+    {"density_floor": 2.0, "defer": True},
+    {"patience": 0.05},
+    {"patience": 0.2, "patience_lead": 2, "defer": True},
+    {"patience": 0.1, "density_floor": 0.5, "own_price": "off"},
+]
+SETTINGS = settings(max_examples=15, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _ids(v: dict[str, object]) -> str:
+    return ",".join(f"{k}={v[k]}" for k in sorted(v))
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=_ids)
+@SETTINGS
+@given(instance=instances())
+def test_every_promise_is_kept_and_every_rule_holds_with_each_admission_lever(
+        options: dict[str, object], instance: Instance) -> None:
+    cluster, specs, horizon = instance
+    result = simulate(specs, cluster, make_policy("oasis-rp", **options), horizon, seed=3)
+    check_schedule(result, cluster, horizon)
+    assert broken_promises(result) == []
+    for rec in result.records.values():
+        assert rec.reason != HELD  # nobody is left held after the run
+        assert (rec.promised is not None) == rec.admitted
+        if rec.admitted:
+            assert rec.decided is not None
+            assert rec.job.arrival <= rec.decided <= rec.promised <= rec.job.last_slot
+            assert rec.completion is not None and rec.completion <= rec.promised
+
+
+@pytest.mark.parametrize("options", OPTIONS[::2], ids=_ids)
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(instance=instances(max_jobs=6, max_horizon=12))
+def test_promises_checked_from_the_output_files_with_each_admission_lever(
+        tmp_path_factory: pytest.TempPathFactory, options: dict[str, object],
+        instance: Instance) -> None:
+    cluster, specs, horizon = instance
+    res = simulate(specs, cluster, make_policy("oasis-rp", **options), horizon)
+    out: Path = tmp_path_factory.mktemp("run") / "out"
+    write_run(out, {}, cluster, {"oasis-rp": res}, plots=False)
+    assert broken_promises_in(out / "oasis-rp") == []
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=_ids)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=tiny_instance())
+def test_certificate_bounds_the_exact_optimum_with_each_admission_lever(
+        options: dict[str, object], inst: tuple[list[Job], Cluster]) -> None:
+    jobs, cluster = inst
+    res = simulate([j.spec for j in jobs], cluster, make_policy("oasis-rp", **options), T,
+                   max_window=T)
+    opt = offline_optimum(jobs, cluster)
+    got = sum(r.utility for r in res.records.values())
+    assert got <= opt + 1e-9 * max(1.0, opt)
+    assert res.report["dual_bound"] >= opt - 1e-9 * max(1.0, opt)
+
+
+@pytest.mark.parametrize("options", OPTIONS[:4], ids=_ids)
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instance=instances())
+def test_same_seed_same_run_with_each_admission_lever(options: dict[str, object],
+                                                      instance: Instance) -> None:
+    cluster, specs, horizon = instance
+    runs = [simulate(specs, cluster, make_policy("oasis-rp", **options), horizon, seed=2)
+            for _ in range(2)]
+    assert runs[0].allocations == runs[1].allocations
+    assert [(r.admitted, r.promised, r.decided, r.reason) for r in runs[0].records.values()] \
+        == [(r.admitted, r.promised, r.decided, r.reason) for r in runs[1].records.values()]
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instance=instances())
+def test_both_levers_at_zero_are_the_default_policy(instance: Instance) -> None:
+    cluster, specs, horizon = instance
+    a = simulate(specs, cluster, make_policy("oasis-rp"), horizon)
+    b = simulate(specs, cluster, make_policy("oasis-rp", patience=0.0, density_floor=0.0),
+                 horizon)
+    assert a.allocations == b.allocations
+    assert [r.promised for r in a.records.values()] == [r.promised for r in b.records.values()]
+
+
+def _fig5_jobs(seed: int) -> tuple[list[Job], Cluster]:
+    specs, cluster = fig5_instance(6, seed=seed, priority=(1.0, 100.0))
+    return [resolve_job(s, cluster.slot_seconds, 10) for s in specs], cluster
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_clearing_density_is_where_the_densest_jobs_first_fill_the_horizon(seed: int) -> None:
+    jobs, cluster = _fig5_jobs(seed)
+    sizes = [job_size(j, cluster) for j in jobs]
+    dens = [j.utility_at(j.fastest) / s for j, s in zip(jobs, sizes, strict=True)]
+    for horizon in (1, 3, 10, 10_000):
+        rho = clearing_density(jobs, cluster, horizon)
+        # brute force: the smallest density whose denser-or-equal jobs' sizes reach horizon
+        full = [d for d in dens if sum(s for s, e in zip(sizes, dens, strict=True) if e >= d)
+                >= horizon]
+        assert rho == (max(full) if full else 0.0)
+
+
+def test_job_size_is_work_times_the_dominant_share() -> None:
+    jobs, cluster = _fig5_jobs(5)
+    total_gpu = sum(s.capacity.gpu for s in cluster.servers)
+    for job in jobs:
+        # fig5 workers ask GPU 1-2 of 4 and CPU 1-4 of 16 per server: GPU dominates
+        assert job_size(job, cluster) >= job.work * job.spec.worker_demand.gpu / total_gpu * (
+            1 - 1e-12)
+
+
+@pytest.mark.parametrize(("n", "seed"), list(itertools.product((3, 12), (11, 12, 13))))
+def test_the_floor_rejects_exactly_the_arrivals_below_it(n: int, seed: int) -> None:
+    specs, cluster = fig5_instance(n, seed=seed, priority=(1.0, 100.0))
+    jobs = [resolve_job(s, cluster.slot_seconds, 10) for s in specs]
+    theta = 1.0
+    rho = theta * clearing_density(jobs, cluster, 10)
+    res = simulate(specs, cluster, make_policy("oasis-rp", density_floor=theta), 10)
+    for rec in res.records.values():
+        floor = rho * job_size(rec.job, cluster)
+        if rec.admitted:  # checked before any re-pack: its best schedule reached the floor
+            assert rec.job.utility_at(rec.job.fastest) >= floor
+        elif rec.job.utility_at(rec.job.fastest) < floor:
+            assert rec.reason == REJECT_DENSITY  # nothing it could earn reaches the floor
+    assert res.report["levers"]["density_floor"] == theta
+
+
+@pytest.mark.parametrize("bad", [{"patience": 1.0}, {"patience": -0.1},
+                                 {"patience_lead": 0}, {"density_floor": -1.0},
+                                 {"density_floor": float("inf")}])
+def test_bad_admission_lever_options_are_refused(bad: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        make_policy("oasis-rp", **bad)
