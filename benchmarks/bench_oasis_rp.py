@@ -36,7 +36,7 @@ LEVERS = ("repack", "latest_promise", "pull", "reprice")
 
 def lever_variants() -> list[str]:
     """oasis, oasis-rp with all levers, none, each alone, and each left out."""
-    off = ":".join(f"{k}=0" for k in LEVERS) + ":own_price=off"
+    off = ":".join(f"{k}=0" for k in LEVERS) + ":own_price=off:density_floor=0"
     out = ["oasis", "oasis-rp", f"oasis-rp:{off}"]
     for k in LEVERS:
         out.append("oasis-rp:" + ":".join(f"{x}={int(x == k)}" for x in LEVERS))

@@ -60,7 +60,8 @@ patience : (h) patient admission (:mod:`psched.policies.rp_patience`; 0 = off, d
     arriving job is held while its best schedule from ``patience_lead`` slots later is still
     admissible and earns at least ``1 - patience`` of its utility at arrival; at the first
     boundary where that fails it is decided as on arrival (re-pack included). Later
-    arrivals are decided first meanwhile.
+    arrivals are decided first meanwhile. Measured not to pay (BENCHMARKS section 11);
+    a live service does not journal patient jobs (simulation only).
 density_floor : (i) admission floor per unit of capacity (:mod:`psched.policies.rp_density`;
     default 0.5, 0 = off): an arrival whose best schedule (before any re-pack; with none, its
     utility at the fastest duration) earns less than ``density_floor`` times the clearing
