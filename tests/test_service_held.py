@@ -186,3 +186,48 @@ def test_a_policy_without_restore_held_is_offered_its_held_jobs_again(
         kinds = [(r.kind, r.slot) for r in ref.journal.decisions() if r.job_id == job_id]
         assert kinds == [("hold", rec.job.arrival), ("deferred", rec.job.arrival + 1)]
         assert rec.decided == rec.job.arrival + 1
+
+
+def test_submit_says_held_and_when_it_is_decided(tmp_path):
+    """``psched submit``'s line for a held job names the boundary and the window's end; the
+    same reply (JSON over the actor) carries them as fields."""
+    from psched.commands_service import submit_line
+
+    svc = SchedulerService(tmp_path, config=_config(policy_options=DEFER),
+                           cluster=_cluster(), executor=FastExecutor(1.0))
+    plan = _plan(0)
+    _drive(svc, [(s, b) for s, b in plan if s < 3], 3)
+    replies = {spec.job_id: svc.submit(spec) for s, b in plan if s == 3 for spec in b}
+    job_id, out = next((j, r) for j, r in replies.items() if r.get("held"))
+    last = svc.loop.state.records[job_id].job.last_slot
+    assert submit_line(job_id, out) == (
+        f"{job_id}: arrival slot 3: held (payoff<=0 so far): decided at the boundary of "
+        f"slot 3 or a later one, rejected if not admitted by slot {last}")
+    admitted = next((j, r) for j, r in replies.items() if r["admitted"])
+    assert ": admitted, planned completion slot" in submit_line(*admitted)
+    assert submit_line("q", {"job_id": "q", "arrival": 9, "decided": False}) == (
+        "q: queued: decided when slot 9 begins")
+    row = next(j for j in svc.status()["jobs"] if j["job_id"] == job_id)
+    assert (row["state"], row["reason"], row["window_end"]) == (HELD, "payoff<=0", last)
+
+
+def test_serve_takes_policy_options_and_refuses_an_unknown_one_in_one_line(tmp_path, capsys):
+    """``--policy-option defer=1`` reaches the policy the service makes; an option the
+    policy does not take is refused in one line before Ray starts, nothing written."""
+    from psched.cli import main
+    from psched.commands_service import policy_options
+    from psched.errors import InputError
+
+    opts = policy_options(["defer=1", "defer_limit=8", "own_price=off"])
+    assert opts == {"defer": 1, "defer_limit": 8, "own_price": "off"}
+    pol = _config(policy_options=opts).make_policy()
+    assert (pol.defer, pol.defer_limit, pol.own_price) == (True, 8, "off")  # type: ignore[attr-defined]
+    with pytest.raises(InputError, match="expected KEY=VALUE"):
+        policy_options(["defer"])
+    with pytest.raises(InputError, match="defer_limit must be >= 1"):
+        _config(policy_options={"defer_limit": 0}).make_policy()
+    assert main(["serve", "--policy", "oasis-rp", "--prices", "50,0.5,20,0.2",
+                 "--policy-option", "nope=1", "--dir", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert "oasis-rp has no option 'nope'" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "d").exists()

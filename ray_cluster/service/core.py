@@ -33,7 +33,20 @@ decision's or its own transaction), keeps them as the job's committed schedule (
 ``planned_completion``), and a restart re-applies them. The promise of each admission is
 journaled with it (status ``promised``).
 
-Restart: :mod:`ray_cluster.service.replay`. U and L come from the configuration (``prices``)
+Deferred admission. A policy that holds an arrival (``Decision(hold=True)`` and an
+``admit_held`` method, e.g. ``oasis-rp`` with ``defer``) runs as in the simulator: the loop
+keeps the job held (status ``held``, with the reason the policy gave) and offers it to the
+policy at every slot boundary from its arrival slot's on while its window is open (the
+loop's ``admit_held``); once the window closes it is rejected with that reason. ``submit``
+replies ``held`` with ``next_boundary`` (the first boundary it is offered at) and
+``window_end`` (its window's last slot). The journal records the hold (kind ``hold``, in the
+submission's transaction) and the decision made later at a boundary (kind ``deferred``:
+slot, admitted or rejected, schedule and promise, with the revisions it caused); a window
+closing is not journaled: it follows from the journal (the job's window and the slots run).
+
+Restart: :mod:`ray_cluster.service.replay`. A held job is held again, its deferred decision
+re-applied; a job still held is offered again at the next boundary, and one whose window
+closed before it is rejected with its held reason. U and L come from the configuration (``prices``)
 or from history jobs (``history``, with the estimate factor); both are journaled, so a restart
 prices exactly as before.
 """
@@ -347,7 +360,8 @@ class SchedulerService:
         alloc = self._slot_plan.get(job_id) if state == "running" else None
         return {
             "job_id": job_id, "state": state, "arrival": rec.job.arrival,
-            "admitted": rec.admitted, "reason": rec.reason, "payoff": rec.payoff,
+            "admitted": rec.admitted, "reason": st.held.get(job_id, rec.reason),
+            "payoff": rec.payoff,
             "work": rec.job.work, "done": rec.done,
             "planned_completion": self.planned_end.get(job_id),
             "promised": rec.promised, "completion": rec.completion, "utility": rec.utility,
