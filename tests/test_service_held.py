@@ -231,3 +231,16 @@ def test_serve_takes_policy_options_and_refuses_an_unknown_one_in_one_line(tmp_p
     err = capsys.readouterr().err
     assert "oasis-rp has no option 'nope'" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "d").exists()
+
+
+def test_a_service_with_a_held_job_is_not_idle_until_it_is_decided(tmp_path, hold_once):
+    """``run until idle`` (``psched run``) does not stop while a job is held: the held job
+    is decided at the next boundary, admitted and run to completion."""
+    svc = SchedulerService(tmp_path, config=_config(hold_once, history=()),
+                           cluster=_cluster(), executor=FastExecutor(1.0))
+    out = svc.submit(_spec(1))
+    assert out["held"] and not svc.loop.state.active and svc.loop.idle()
+    assert not svc.idle()
+    svc._run(until_idle=True)
+    rec = svc.loop.state.records["j1"]
+    assert rec.admitted and rec.decided == 1 and rec.completion is not None and svc.idle()

@@ -386,9 +386,10 @@ class SchedulerService:
         return out
 
     def idle(self) -> bool:
-        """No job is active or waiting for its arrival slot."""
+        """No job is active, waiting for its arrival slot, or held for deferred admission
+        (``start(until_idle=True)``, ``psched run``: a held job is decided before it stops)."""
         with self._lock:
-            return self.loop.idle()
+            return self.loop.idle() and not self.loop.state.held
 
     # -- running: the real-time step ----------------------------------------------------------
     def start(self, *, until_idle: bool = False) -> None:
