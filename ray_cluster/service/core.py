@@ -376,7 +376,9 @@ class SchedulerService:
         out = []
         for d in self.journal.decisions():
             if d.job_id == job_id:
-                out.append(f"slot {d.slot}: {d.kind}: {'admitted' if d.admitted else 'rejected'}"
+                verdict = ("held" if d.kind == HOLD else
+                           "admitted" if d.admitted else "rejected")
+                out.append(f"slot {d.slot}: {d.kind}: {verdict}"
                            f" {d.reason} payoff={d.payoff} work={d.work} "
                            f"planned={sorted(d.schedule)} ({d.latency_ms:.1f} ms)")
         for t, _, amount, done, ckpt, info in self.journal.progress(job_id):
