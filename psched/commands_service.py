@@ -23,7 +23,8 @@ from typing import Any
 
 from psched.errors import InputError
 
-__all__ = ["DEFAULT_DIR", "TOKEN_FILE", "ensure_token", "init_ray", "register", "use_token"]
+__all__ = ["DEFAULT_DIR", "TOKEN_FILE", "ensure_token", "format_status", "init_ray",
+           "policy_options", "register", "submit_line", "use_token"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,9 @@ def register(commands: Any, trace_actions: Any) -> None:
         p.add_argument("--policy", default="oasis",
                        help="policy name (default oasis; oasis-rp: promises kept, plans "
                             "revised, a revision is a resize at the next boundary)")
+        p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="an option of the policy (repeatable; VALUE as JSON, else a "
+                            "string), e.g. defer=1 for oasis-rp's deferred admission")
         p.add_argument("--slot-seconds", type=slot_seconds_arg, default=30.0,
                        help="slot length in seconds (default 30)")
         p.add_argument("--horizon", type=slots_arg, help="most slots to run")
@@ -276,11 +280,34 @@ def _config(args: argparse.Namespace, specs: list[Any] | None = None) -> Any:
     history = [s for f in args.history for s in _load_jobs(f, allow_import=True)]
     if specs is not None and not history and prices is None:
         history = list(specs)
-    return ServiceConfig(policy=args.policy, slot_seconds=args.slot_seconds,
+    return ServiceConfig(policy=args.policy, policy_options=policy_options(args.policy_option),
+                         slot_seconds=args.slot_seconds,
                          horizon=args.horizon or 500, prices=prices, history=tuple(history),
                          estimate_factor=args.price_estimate_factor,
                          runtime=_runtime_options(args), allow_import=args.allow_import,
                          warm_processes=args.warm_processes)
+
+
+def policy_options(pairs: list[str]) -> dict[str, Any]:
+    """``--policy-option KEY=VALUE`` pairs as options (VALUE read as JSON: ``1``, ``0.5``,
+    ``true``; else kept as a string). Which keys the policy takes is checked when the service
+    makes it (:meth:`ray_cluster.service.ServiceConfig.make_policy`).
+
+    Raises
+    ------
+    InputError
+        A pair without ``=`` or with an empty key, in one line.
+    """
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip().isidentifier():
+            raise InputError(f"expected KEY=VALUE, got {pair!r}", field="--policy-option")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
 
 
 def _runtime_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -584,14 +611,27 @@ def _cmd_submit(args: argparse.Namespace) -> int:
             print(f"psched: error: {out['error']}", file=sys.stderr)
             failed += 1
             continue
-        verdict = "admitted" if out.get("admitted") else f"rejected ({out.get('reason')})"
-        end = out.get("planned_completion")
-        print(f"{spec.job_id}: arrival slot {out['arrival']}: {verdict}"
-              + (f", planned completion slot {end}" if end is not None else "")
-              + (f", promised by slot {out['promised']}" if out.get("promised") is not None
-                 else "")
-              + (f", payoff {out['payoff']:.4g}" if out.get("payoff") is not None else ""))
+        print(submit_line(spec.job_id, out))
     return 2 if failed else 0
+
+
+def submit_line(job_id: str, out: dict[str, Any]) -> str:
+    """The line ``psched submit`` prints for the service's reply ``out`` to one job: admitted
+    (plan, promise, payoff), rejected (reason), held for deferred admission (the boundary it
+    is next decided at and its window's last slot), or queued for a later arrival slot."""
+    if out.get("held"):
+        return (f"{job_id}: arrival slot {out['arrival']}: held ({out.get('reason')} so far): "
+                f"decided at the boundary of slot {out['next_boundary']} or a later one, "
+                f"rejected if not admitted by slot {out['window_end']}")
+    if out.get("decided") is False:
+        return f"{job_id}: queued: decided when slot {out['arrival']} begins"
+    verdict = "admitted" if out.get("admitted") else f"rejected ({out.get('reason')})"
+    end = out.get("planned_completion")
+    return (f"{job_id}: arrival slot {out['arrival']}: {verdict}"
+            + (f", planned completion slot {end}" if end is not None else "")
+            + (f", promised by slot {out['promised']}" if out.get("promised") is not None
+               else "")
+            + (f", payoff {out['payoff']:.4g}" if out.get("payoff") is not None else ""))
 
 
 def _submissions(args: argparse.Namespace) -> tuple[Any, list[Any]]:
@@ -658,7 +698,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
             if args.watch:
                 print("\x1b[2J\x1b[H", end="")
             print(format_status(st), flush=True)
-        over = all(j["state"] not in ("running", "waiting", "queued") for j in st["jobs"])
+        over = all(j["state"] not in ("running", "waiting", "queued", "held")
+                   for j in st["jobs"])
         if not args.watch or over or not st["running"]:
             return 0
         time.sleep(min(2.0, st["slot_seconds"] / 2))

@@ -555,7 +555,8 @@ class SchedulerLoop:
                          schedule=dict(decision.schedule or {}), latency_ms=ms,
                          promised=rec.promised)
 
-    def admit_held(self, t: int) -> list[Admission]:
+    def admit_held(self, t: int, *,
+                   forced: Mapping[str, Decision] | None = None) -> list[Admission]:
         """Deferred admission at the boundary of slot ``t``: the jobs held
         (``Decision.hold``) whose window closed before ``t`` are rejected for good, with the
         reason the policy gave when it held them; the others go, in arrival order, to the
@@ -565,21 +566,24 @@ class SchedulerLoop:
         job becomes active, with its promise, as an arrival of this slot; rejected without
         ``hold``: rejected for good now) and leaves the others held. Called by
         :meth:`begin_slot` after the slot's arrivals; one :class:`Admission` per job decided
-        (slot ``t``), also passed to the ``on_decision`` hooks. O(held) plus the policy."""
+        (slot ``t``), also passed to the ``on_decision`` hooks. O(held) plus the policy.
+
+        ``forced``: the decisions made at this boundary before (a journal), by job id, for
+        held jobs only. A policy with a ``restore_held(job, decision)`` method re-applies each
+        as it was; any other policy is offered those jobs again (``admit_held``) and the
+        forced decision wins where they differ (logged)."""
         st = self.state
-        if not st.held:
-            return []
-        for job_id in [j for j in st.held if st.records[j].job.last_slot < t]:
-            self._settle_held(job_id, t)
+        self.expire_held(t)
         hook = getattr(self.policy, "admit_held", None)
         if not st.held or hook is None:
             return []
-        jobs = [st.records[j].job for j in st.held]
-        view = View(t=t, cluster=self.cluster, horizon=self.horizon,
-                    active=self._statuses.of(st), completed=tuple(st.completed_last))
-        t0 = time.perf_counter()
-        decisions: Mapping[str, Decision] = hook(jobs, view)
-        ms = (time.perf_counter() - t0) * 1e3
+        if forced is not None:
+            decisions, ms = self._forced_held(t, forced)
+        else:
+            jobs = [st.records[j].job for j in st.held]
+            t0 = time.perf_counter()
+            decisions = hook(jobs, self._held_view(t))
+            ms = (time.perf_counter() - t0) * 1e3
         out: list[Admission] = []
         for job_id, decision in decisions.items():
             if job_id not in st.held:
@@ -598,7 +602,7 @@ class SchedulerLoop:
             out.append(Admission(job_id=job_id, slot=t, admitted=decision.admitted,
                                  reason=rec.reason, payoff=decision.payoff,
                                  work=rec.job.work, schedule=dict(decision.schedule or {}),
-                                 latency_ms=ms))
+                                 latency_ms=ms, promised=rec.promised))
         if not self.policy.commits_on_arrival:
             st.event_ms.append(ms)  # counted with the slot's event, if it is one
         elif out:
@@ -607,6 +611,42 @@ class SchedulerLoop:
             for adm in out:
                 hook_(adm)
         return out
+
+    def expire_held(self, t: int) -> list[str]:
+        """Reject for good, in slot ``t``, the held jobs whose window closed before ``t``
+        (with the reason the policy gave when it held them); their ids, in arrival order.
+        :meth:`admit_held` starts with it; a restarted service calls it through
+        :meth:`restore`. O(held)."""
+        gone = [j for j in self.state.held if self.state.records[j].job.last_slot < t]
+        for job_id in gone:
+            self._settle_held(job_id, t)
+        return gone
+
+    def _held_view(self, t: int) -> View:
+        st = self.state
+        return View(t=t, cluster=self.cluster, horizon=self.horizon,
+                    active=self._statuses.of(st), completed=tuple(st.completed_last))
+
+    def _forced_held(self, t: int, forced: Mapping[str, Decision]
+                     ) -> tuple[dict[str, Decision], float]:
+        """The decisions of :meth:`admit_held` replayed from a journal (see there)."""
+        st = self.state
+        jobs = [st.records[j].job for j in forced if j in st.held]
+        restore = getattr(self.policy, "restore_held", None)
+        t0 = time.perf_counter()
+        if restore is not None:
+            for job in jobs:
+                restore(job, forced[job.job_id])
+        else:
+            again = self.policy.admit_held(jobs, self._held_view(t))  # type: ignore[attr-defined]
+            for job in jobs:
+                mine, theirs = forced[job.job_id], again.get(job.job_id)
+                if theirs is None or (theirs.admitted, theirs.hold, dict(theirs.schedule or {})
+                                      ) != (mine.admitted, mine.hold, dict(mine.schedule or {})):
+                    log.warning("held job %s decided again differs from its record; the "
+                                "record wins", job.job_id)
+        ms = (time.perf_counter() - t0) * 1e3
+        return {job.job_id: forced[job.job_id] for job in jobs}, ms
 
     def _settle_held(self, job_id: str, t: int, reason: str = "") -> None:
         """A held job is rejected for good in slot ``t`` (its held reason unless given)."""
@@ -624,8 +664,10 @@ class SchedulerLoop:
         else:
             decision = self.policy.on_arrival(job, view)
         ms = (time.perf_counter() - t0) * 1e3
-        if forced is not None and (decision.admitted != forced.admitted or
-                                   dict(decision.schedule or {}) != dict(forced.schedule or {})):
+        if forced is not None and (decision.admitted != forced.admitted
+                                   or decision.hold != forced.hold
+                                   or dict(decision.schedule or {})
+                                   != dict(forced.schedule or {})):
             log.warning("job %s decided again differs from its record; the record wins",
                         job.job_id)
             decision = forced
@@ -683,7 +725,9 @@ class SchedulerLoop:
         """Rebuild the state of finished slots from a journal, after its decisions were
         re-applied with :meth:`admit` (and :meth:`replan`): the executed ``slots`` (slot,
         plan) in order, each job's work ``done``, ``completed`` jobs (their slot) and
-        ``dropped`` ones (their reason). The next slot is the one after the last executed."""
+        ``dropped`` ones (their reason). The next slot is the one after the last executed;
+        held jobs whose window closed before it are rejected now (:meth:`expire_held`), as
+        that slot's boundary would have."""
         st = self.state
         for t, plan in slots:
             self.record(t, plan, {j: st.records[j].job for j in plan})
@@ -701,6 +745,7 @@ class SchedulerLoop:
                 st.active.remove(job_id)
         st.arrived.clear()
         st.completed_last = []
+        self.expire_held(st.t)
         self._statuses = _ActiveStatuses()  # records changed wholesale: rebuild the View
 
     def record(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job]) -> None:

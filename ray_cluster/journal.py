@@ -9,7 +9,9 @@ What is written, each in one transaction, before the service acts on it:
 * ``decisions`` -- each admission decision (arrival or re-plan): slot, admitted, reason,
   payoff, the work decided on, the committed schedule and the promised completion slot; and
   each revision of a plan by a policy that revises plans (``oasis-rp``; kind ``revise``: the
-  job's plan from that slot on, empty if none is left);
+  job's plan from that slot on, empty if none is left); an arrival held for deferred
+  admission (kind ``hold``, reason: the policy's rejection reason if never admitted) and the
+  decision made on it later at a slot boundary (kind ``deferred``);
 * ``policy_state`` -- such a policy's latest boundary state (one row, JSON), written in the
   transaction of the revisions;
 * ``slots`` + ``progress`` -- one transaction per finished slot: the plan executed, each job's
@@ -178,7 +180,7 @@ class DecisionRow:
     """One journaled decision."""
 
     job_id: str  #: the job
-    kind: str  #: "arrival", "replan", "advance", "release" or "revise"
+    kind: str  #: "arrival", "replan", "advance", "release", "revise", "hold" or "deferred"
     slot: int  #: the slot the decision was made for (its first usable slot)
     admitted: bool  #: admitted
     reason: str  #: rejection reason ("" if admitted)

@@ -726,7 +726,8 @@ class OasisRpPolicy:
         """What a restarted service needs besides the promises and plans (JSON): whether the
         next boundary pulls, and the counters of :meth:`report`."""
         ran = {j: [list(a.workers), list(a.ps)] for j, a in sorted(self._ran.items())}
-        return {"dirty": self._dirty, "stats": dict(self._stats), "ran": ran}
+        return {"dirty": self._dirty, "freed": self._freed, "stats": dict(self._stats),
+                "ran": ran}
 
     def restore(self, job: Job, decision: Decision) -> None:
         """Re-apply an arrival decision made before (a restarted service replaying its
@@ -742,6 +743,23 @@ class OasisRpPolicy:
         payoff = decision.payoff or 0.0
         self._decided.append(
             (job, math.exp(math.log(payoff) - book.log_scale) if payoff > 0 else 0.0))
+        schedule = dict(decision.schedule)
+        promise = decision.promised if decision.promised is not None else max(schedule)
+        self._jobs[job.job_id] = job
+        self._promise[job.job_id] = promise
+        self._promised_utility += job.utility_at(promise - job.arrival + 1)
+        self._place(job, schedule)
+
+    def restore_held(self, job: Job, decision: Decision) -> None:
+        """Re-apply a deferred decision made before at a slot boundary (lever (d); a
+        restarted service replaying its journal): admitted, ``job`` (held since its arrival,
+        restored by :meth:`restore` as a rejection) gets the promise and the plan of
+        ``decision``, as :meth:`admit_held` gave them; a rejection changes nothing here.
+        O(schedule entries)."""
+        self._book()
+        self._report = None
+        if not decision.admitted or not decision.schedule:
+            return
         schedule = dict(decision.schedule)
         promise = decision.promised if decision.promised is not None else max(schedule)
         self._jobs[job.job_id] = job
@@ -779,6 +797,7 @@ class OasisRpPolicy:
                 del self._plans[j]
         if state:
             self._dirty = bool(state.get("dirty", self._dirty))
+            self._freed = bool(state.get("freed", self._freed))
             self._stats.update(state.get("stats", {}))
             self._ran = {j: Alloc.of(dict(w), dict(p))
                          for j, (w, p) in state.get("ran", {}).items()}

@@ -10,6 +10,7 @@ stops. The service itself is :mod:`ray_cluster.service.core`.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -72,13 +73,20 @@ class ServiceConfig:
         Raises
         ------
         InputError
-            An unknown policy name, or a priced policy without ``prices`` or ``history``.
+            An unknown policy name, an option the policy does not take or refuses, or a
+            priced policy without ``prices`` or ``history``.
         """
         opts = dict(self.policy_options)
         try:
             factory = policy_factory(self.policy)
         except KeyError as err:
             raise InputError(str(err.args[0]), field="policy") from None
+        takes = inspect.signature(factory).parameters
+        open_ended = any(p.kind is p.VAR_KEYWORD for p in takes.values())
+        unknown = [] if open_ended else sorted(set(opts) - set(takes))
+        if unknown:
+            raise InputError(f"{self.policy} has no option {unknown[0]!r}; it takes: "
+                             f"{', '.join(takes) or 'none'}", field="policy_options")
         if getattr(factory, "takes_price_bounds", False):
             if self.prices is not None:
                 u_w, l_w, u_p, l_p = self.prices
@@ -90,7 +98,10 @@ class ServiceConfig:
                 raise InputError(f"{self.policy} needs price bounds: give --prices or "
                                  "--history", field="prices")
             opts.setdefault("estimate_factor", self.estimate_factor)
-        return factory(**opts)
+        try:
+            return factory(**opts)
+        except (TypeError, ValueError) as err:
+            raise InputError(f"{self.policy}: {err}", field="policy_options") from None
 
 
 def cluster_from_dict(d: Mapping[str, Any]) -> Cluster:

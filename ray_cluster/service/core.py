@@ -33,7 +33,20 @@ decision's or its own transaction), keeps them as the job's committed schedule (
 ``planned_completion``), and a restart re-applies them. The promise of each admission is
 journaled with it (status ``promised``).
 
-Restart: :mod:`ray_cluster.service.replay`. U and L come from the configuration (``prices``)
+Deferred admission. A policy that holds an arrival (``Decision(hold=True)`` and an
+``admit_held`` method, e.g. ``oasis-rp`` with ``defer``) runs as in the simulator: the loop
+keeps the job held (status ``held``, with the reason the policy gave) and offers it to the
+policy at every slot boundary from its arrival slot's on while its window is open (the
+loop's ``admit_held``); once the window closes it is rejected with that reason. ``submit``
+replies ``held`` with ``next_boundary`` (the first boundary it is offered at) and
+``window_end`` (its window's last slot). The journal records the hold (kind ``hold``, in the
+submission's transaction) and the decision made later at a boundary (kind ``deferred``:
+slot, admitted or rejected, schedule and promise, with the revisions it caused); a window
+closing is not journaled: it follows from the journal (the job's window and the slots run).
+
+Restart: :mod:`ray_cluster.service.replay`. A held job is held again, its deferred decision
+re-applied; a job still held is offered again at the next boundary, and one whose window
+closed before it is rejected with its held reason. U and L come from the configuration (``prices``)
 or from history jobs (``history``, with the estimate factor); both are journaled, so a restart
 prices exactly as before.
 """
@@ -54,16 +67,23 @@ import numpy as np
 from psched.errors import InputError
 from psched.executor import Executor, SlotReport
 from psched.model import RESOURCES, Alloc, Cluster, JobSpec, SlotPlan
-from psched.simulator import Admission, LoopState, QueueArrivals, RunResult, SchedulerLoop
+from psched.simulator import (
+    HELD,
+    Admission,
+    LoopState,
+    QueueArrivals,
+    RunResult,
+    SchedulerLoop,
+)
 from ray_cluster.jobspec import check_submission
-from ray_cluster.journal import Journal, check_journal
+from ray_cluster.journal import DecisionRow, Journal, check_journal
 from ray_cluster.service.config import (
     CANCELLED,
     ServiceConfig,
     cluster_from_dict,
 )
 from ray_cluster.service.nodes import Nodes
-from ray_cluster.service.replay import restore_loop
+from ray_cluster.service.replay import DEFERRED, HOLD, restore_loop
 from ray_cluster.service.revisions import PlanRevisions
 from ray_cluster.service.rules import Commitments, LiveRules, decision_row
 
@@ -131,6 +151,7 @@ class SchedulerService:
         self._phase: tuple[str, int] = ("wait", 0)
         self._cancels: list[str] = []  # requested while a slot runs
         self._booked: set[str] = set()  # journaled without a decision: decided when due
+        self._held: set[str] = set()  # journaled as held: decided at a later boundary
         self._slot_started = 0.0
         self._slot_plan: SlotPlan = {}
         self._slot_info: dict[str, tuple[str, str]] = {}
@@ -150,6 +171,7 @@ class SchedulerService:
             self.nodes.regrow()
             restore_loop(self.loop, self.journal, on_revision=self.revisions.replayed)
             self._booked = {s.job_id for s in self.loop.state.booked}
+            self._held = set(self.loop.state.held)
             reported = getattr(self.executor, "reported", None)
             if reported is not None:
                 for job_id in self.loop.state.active:
@@ -211,12 +233,26 @@ class SchedulerService:
     # -- decisions -------------------------------------------------------------------------
     def _decided(self, adm: Admission) -> None:
         """Every decision of the loop: keep the committed schedule; journal the decision of
-        a booked job, made when its slot began."""
+        a booked job, made when its slot began, and the decision of a held job, made at a
+        slot boundary (kind ``deferred``)."""
         self.commitments.record(adm)
         if adm.job_id in self._booked:
             self._booked.discard(adm.job_id)
-            self.journal.decide(decision_row(adm, "arrival", adm.latency_ms or 0.0))
+            self.journal.decide(self._arrival_row(adm, adm.latency_ms or 0.0))
             self.journal.revise(*self.revisions.capture(adm.slot))
+        elif adm.job_id in self._held:
+            self._held.discard(adm.job_id)
+            self.journal.decide(decision_row(adm, DEFERRED, adm.latency_ms or 0.0))
+            self.journal.revise(*self.revisions.capture(adm.slot))
+
+    def _arrival_row(self, adm: Admission, latency_ms: float) -> DecisionRow:
+        """The journal row of an arrival's decision: kind ``hold`` with the reason the policy
+        gave (its rejection reason if never admitted) for a held job, else ``arrival``."""
+        held = self.loop.state.held.get(adm.job_id)
+        if held is None:
+            return decision_row(adm, "arrival", latency_ms)
+        self._held.add(adm.job_id)
+        return dataclasses.replace(decision_row(adm, HOLD, latency_ms), reason=held)
 
     # -- public API --------------------------------------------------------------------------
     def submit(self, spec: JobSpec, *, arrival: int | None = None) -> dict[str, Any]:
@@ -249,17 +285,21 @@ class SchedulerService:
                 return {"job_id": spec.job_id, "arrival": arrival, "decided": False}
             spec = dataclasses.replace(spec, arrival=now)
             adm = self.loop.admit(now, [spec])[0]
-            row = decision_row(adm, "arrival", (time.perf_counter() - t0) * 1e3)
+            row = self._arrival_row(adm, (time.perf_counter() - t0) * 1e3)
+            last_slot = self.loop.state.records[spec.job_id].job.last_slot
             revised, state = self.revisions.capture(now)
             try:
                 self.journal.submit(spec, row, revised, state)
             except sqlite3.IntegrityError:
                 raise InputError(f"job {spec.job_id!r} was submitted before",
                                  field="id") from None
-        return {"job_id": spec.job_id, "arrival": now, "decided": True,
-                "admitted": row.admitted, "reason": row.reason, "payoff": row.payoff,
-                "planned_completion": max(row.schedule) if row.schedule else None,
-                "promised": row.promised, "latency_ms": row.latency_ms}
+        out = {"job_id": spec.job_id, "arrival": now, "decided": row.kind != HOLD,
+               "admitted": row.admitted, "reason": row.reason, "payoff": row.payoff,
+               "planned_completion": max(row.schedule) if row.schedule else None,
+               "promised": row.promised, "latency_ms": row.latency_ms}
+        if row.kind == HOLD:  # decided at a slot boundary, from this slot's on
+            out.update(held=True, next_boundary=now, window_end=last_slot)
+        return out
 
     def _profile(self, spec: JobSpec) -> JobSpec:
         from ray_cluster.executor import profiled_spec
@@ -296,7 +336,8 @@ class SchedulerService:
                       "admitted": False, "reason": "", "payoff": None, "work": 0, "done": 0.0,
                       "planned_completion": None, "promised": None, "completion": None,
                       "utility": 0.0,
-                      "workers": 0, "ps": 0, "loss": ""} for s in st.booked]
+                      "workers": 0, "ps": 0, "loss": "", "window_end": None}
+                     for s in st.booked]
             return {"slot": self._phase[1], "phase": self._phase[0], "policy": self.policy.name,
                     "allow_import": self.config.allow_import,
                     "slot_seconds": self.config.slot_seconds, "error": self.error,
@@ -310,6 +351,8 @@ class SchedulerService:
             state = "done"
         elif job_id in st.active:
             state = "running" if job_id in self._slot_plan else "waiting"
+        elif job_id in st.held:
+            state = HELD
         elif rec.admitted:
             state = rec.reason or "stopped"
         else:
@@ -317,13 +360,15 @@ class SchedulerService:
         alloc = self._slot_plan.get(job_id) if state == "running" else None
         return {
             "job_id": job_id, "state": state, "arrival": rec.job.arrival,
-            "admitted": rec.admitted, "reason": rec.reason, "payoff": rec.payoff,
+            "admitted": rec.admitted, "reason": st.held.get(job_id, rec.reason),
+            "payoff": rec.payoff,
             "work": rec.job.work, "done": rec.done,
             "planned_completion": self.planned_end.get(job_id),
             "promised": rec.promised, "completion": rec.completion, "utility": rec.utility,
             "workers": alloc.n_workers if alloc else 0,
             "ps": alloc.n_ps if alloc else 0,
             "loss": self._slot_info.get(job_id, ("", ""))[1],
+            "window_end": rec.job.last_slot,
         }
 
     def logs(self, job_id: str) -> list[str]:
@@ -331,7 +376,9 @@ class SchedulerService:
         out = []
         for d in self.journal.decisions():
             if d.job_id == job_id:
-                out.append(f"slot {d.slot}: {d.kind}: {'admitted' if d.admitted else 'rejected'}"
+                verdict = ("held" if d.kind == HOLD else
+                           "admitted" if d.admitted else "rejected")
+                out.append(f"slot {d.slot}: {d.kind}: {verdict}"
                            f" {d.reason} payoff={d.payoff} work={d.work} "
                            f"planned={sorted(d.schedule)} ({d.latency_ms:.1f} ms)")
         for t, _, amount, done, ckpt, info in self.journal.progress(job_id):
@@ -341,9 +388,10 @@ class SchedulerService:
         return out
 
     def idle(self) -> bool:
-        """No job is active or waiting for its arrival slot."""
+        """No job is active, waiting for its arrival slot, or held for deferred admission
+        (``start(until_idle=True)``, ``psched run``: a held job is decided before it stops)."""
         with self._lock:
-            return self.loop.idle()
+            return self.loop.idle() and not self.loop.state.held
 
     # -- running: the real-time step ----------------------------------------------------------
     def start(self, *, until_idle: bool = False) -> None:

@@ -11,8 +11,14 @@ its decision is re-applied. A ``revise`` row (a policy that revises plans, ``oas
 :mod:`ray_cluster.service.revisions`) re-applies the job's plan from its slot on (the
 policy's ``restore_plan``); at the end the policy's ``resume(t, state)`` keeps the plans
 from slot ``t`` on and takes back its journaled boundary state, so every admitted job keeps
-its promise and its current plan. Jobs submitted for a later slot and not yet decided are booked
-again. Then :meth:`~psched.simulator.SchedulerLoop.restore` takes the finished slots
+its promise and its current plan. A ``hold`` row holds the job again (deferred admission:
+:meth:`~psched.simulator.SchedulerLoop.admit_held`); a ``deferred`` row re-applies the
+decision made on a held job at a boundary (``admit_held`` with it ``forced``: the policy's
+``restore_held(job, decision)``, else the job is offered to it again and the journal wins);
+a job still held after the replay is offered to the policy again at the next boundary, and
+one whose window closed before it is rejected with its held reason (the loop's ``restore``).
+Jobs submitted for a later slot and not yet decided are booked again. Then
+:meth:`~psched.simulator.SchedulerLoop.restore` takes the finished slots
 (executed plans, progress, completions, cancellations, failures); running jobs resume from
 their latest checkpoints. Slots are counted in service time: slot ``t`` (the first not
 journaled) begins when the restarted service starts.
@@ -33,15 +39,21 @@ from ray_cluster.journal import DecisionRow, Journal
 from ray_cluster.service.config import CANCELLED, DROPPED_BEHIND, FAILED
 from ray_cluster.service.revisions import REVISE
 
-__all__ = ["forced_decision", "restore_loop"]
+__all__ = ["DEFERRED", "HOLD", "forced_decision", "restore_loop"]
+
+#: The journal's decision kinds of deferred admission: an arrival held (``Decision.hold``;
+#: its reason is the policy's rejection reason if it is never admitted), and the decision of
+#: a held job made later at a slot boundary (admitted with its promise, or rejected).
+HOLD, DEFERRED = "hold", "deferred"
 
 log = logging.getLogger("ray_cluster.service")
 
 
 def forced_decision(row: DecisionRow) -> Decision:
-    """The decision a journal row records."""
+    """The decision a journal row records (a ``hold`` row: held again)."""
     return Decision(admitted=row.admitted, reason=row.reason, payoff=row.payoff,
-                    schedule=row.schedule or None, promised=row.promised)
+                    schedule=row.schedule or None, promised=row.promised,
+                    hold=row.kind == HOLD)
 
 
 def restore_loop(loop: SchedulerLoop, journal: Journal,
@@ -54,14 +66,16 @@ def restore_loop(loop: SchedulerLoop, journal: Journal,
     for row in journal.decisions():
         spec = subs[row.job_id]
         forced = forced_decision(row)
-        if row.kind == REVISE:
+        if row.kind == DEFERRED:
+            loop.admit_held(row.slot, forced={row.job_id: forced})
+        elif row.kind == REVISE:
             if restore_plan is not None:
                 restore_plan(row.job_id, row.slot, row.schedule)
             if on_revision is not None:
                 on_revision(row)
         elif row.kind == "release":
             loop.release(row.job_id, row.slot)
-        elif row.kind == "arrival":
+        elif row.kind in ("arrival", HOLD):
             spec = dataclasses.replace(spec, arrival=max(spec.arrival, row.slot))
             loop.admit(row.slot, [spec], forced={row.job_id: forced})
         else:

@@ -1,0 +1,247 @@
+"""Deferred admission in the scheduler service (no Ray, exact): a held arrival is journaled
+(a ``hold`` row), reported held by ``submit`` and ``status``, and its later decision at a slot
+boundary is journaled (a ``deferred`` row with the slot); a restarted service holds it again
+and then decides exactly as a service never interrupted, every promise kept.
+
+Two policies hold: ``oasis-rp`` with ``defer`` (it has ``restore_held``: the journal's
+decisions are re-applied) and :class:`HoldOnce` below, a test-only SRTF that holds every
+arrival through one boundary (no ``restore_held``: a journaled decision is offered to it
+again and the journal wins).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import pytest
+from test_journal import _cluster, _drive, _outcome, _spec
+from test_service_oasis_rp import _config
+from test_service_rules import FastExecutor
+
+from psched.model import Decision, Job
+from psched.policies import base
+from psched.policies.base import View
+from psched.policies.srtf import SrtfPolicy
+from psched.simulator import HELD
+from ray_cluster.service import SchedulerService
+
+DEFER = {"defer": True}
+
+
+class HoldOnce(SrtfPolicy):
+    """SRTF that holds every arrival it would admit, and decides it at the first boundary
+    after its arrival slot: admitted if at least ``need`` slots of its window are left,
+    else rejected (``too_late``). Counts the offers it saw (internal state a restart
+    rebuilds by offering again)."""
+
+    name = "hold-once"
+
+    def __init__(self, need: int = 30) -> None:
+        super().__init__()
+        self.need = need
+        self.offers = 0
+
+    def on_arrival(self, job: Job, view: View) -> Decision:
+        got = super().on_arrival(job, view)
+        if not got.admitted:
+            return got
+        return Decision(admitted=False, reason="held_once", hold=True)
+
+    def admit_held(self, jobs: Sequence[Job], view: View) -> dict[str, Decision]:
+        self.offers += len(jobs)
+        out = {}
+        for job in jobs:
+            if view.t <= job.arrival:
+                continue
+            ok = job.last_slot - view.t + 1 >= self.need
+            out[job.job_id] = Decision(admitted=ok, reason="" if ok else "too_late")
+        return out
+
+
+@pytest.fixture
+def hold_once(monkeypatch):
+    """``hold-once`` registered for this test only (never in the real registry)."""
+    base._load_builtins()
+    monkeypatch.setitem(base._REGISTRY, HoldOnce.name, HoldOnce)
+    return HoldOnce.name
+
+
+def _plan(seed: int, jobs: int = 12) -> list[tuple[int, list]]:
+    """A busy trace of ``jobs`` jobs arriving in slots 0-4 on the two-worker cluster."""
+    rng = random.Random(seed)
+    return sorted(((rng.randrange(0, 5), [_spec(i, n=rng.randint(1, 2),
+                                                 work_s=rng.choice([0.04, 0.08, 0.16]),
+                                                 value=rng.uniform(1, 60),
+                                                 kind=rng.choice(["sigmoid", "constant"]))])
+                   for i in range(jobs)), key=lambda x: x[0])
+
+
+def _rows(svc: SchedulerService) -> list[tuple]:
+    return [(r.job_id, r.kind, r.slot, r.admitted, r.reason, r.schedule, r.promised,
+             r.payoff) for r in svc.journal.decisions()]
+
+
+def test_a_held_arrival_is_journaled_and_reported_held(tmp_path):
+    from psched.commands_service import format_status
+
+    svc = SchedulerService(tmp_path, config=_config(policy_options=DEFER),
+                           cluster=_cluster(), executor=FastExecutor(1.0))
+    plan = _plan(0)
+    _drive(svc, [(s, b) for s, b in plan if s < 3], 3)
+    replies = [svc.submit(spec) for s, b in plan if s == 3 for spec in b]
+    held = [r for r in replies if r.get("held")]
+    assert held, "seed 0 holds an arrival in slot 3"
+    for r in held:
+        rec = svc.loop.state.records[r["job_id"]]
+        assert not r["decided"] and not r["admitted"] and r["reason"] == "payoff<=0"
+        assert r["next_boundary"] == 3 and r["window_end"] == rec.job.last_slot
+    rows = {r.job_id: r for r in svc.journal.decisions() if r.kind == "hold"}
+    assert {r["job_id"] for r in held} <= set(rows)
+    assert all(r.slot == 3 and r.reason == "payoff<=0" for r in rows.values())
+    status = {j["job_id"]: j for j in svc.status()["jobs"]}
+    for r in held:
+        assert status[r["job_id"]]["state"] == HELD
+    line = next(x for x in format_status(svc.status()).splitlines()
+                if x.startswith(held[0]["job_id"] + " "))
+    assert line.split()[1] == HELD
+
+
+@pytest.mark.parametrize(("seed", "crash_at"), [
+    (20, 5),   # three jobs held at the crash; each admitted after it (slots 5, 10, 16)
+    (20, 12),  # two deferred admissions replayed from the journal, one job still held
+    (6, 10),   # held jobs re-offered after the restart; j9 admitted in slot 29
+    (6, 35),   # j2's window (last slot 34) closed at the crash: rejected on restore
+])
+def test_a_restart_holds_again_and_decides_as_the_uninterrupted_service(
+        tmp_path_factory, seed, crash_at):
+    """``oasis-rp`` with ``defer`` (reality 1.5x the model, so plans move and held jobs
+    get room), killed after slot ``crash_at`` and restarted from its journal: the same
+    journal rows (holds and deferred decisions with their slots), the same plans run, the
+    same outcome, every promise kept."""
+    plan, end = _plan(seed), 45
+    cfg = _config(policy_options=DEFER)
+    ref = SchedulerService(tmp_path_factory.mktemp("ref"), config=cfg, cluster=_cluster(),
+                           executor=FastExecutor(1.5))
+    _drive(ref, plan, crash_at)
+    held = dict(ref.loop.state.held)
+    _drive(ref, [(s, b) for s, b in plan if s >= crash_at], end)
+    work = tmp_path_factory.mktemp("crash")
+    first = SchedulerService(work, config=cfg, cluster=_cluster(), executor=FastExecutor(1.5))
+    _drive(first, plan, crash_at)
+    first.journal.close()  # the process dies
+    again = SchedulerService(work, executor=FastExecutor(1.5))
+    assert again.loop.state.held == {j: r for j, r in held.items()
+                                     if again.loop.state.records[j].job.last_slot >= crash_at}
+    for job_id in set(held) - set(again.loop.state.held):  # window closed: rejected now
+        rec = again.loop.state.records[job_id]
+        assert (rec.admitted, rec.reason, rec.decided) == (False, held[job_id], crash_at)
+    _drive(again, [(s, b) for s, b in plan if s >= crash_at], end)
+    kinds = {r[1] for r in _rows(ref)}
+    assert {"hold", "deferred"} <= kinds or crash_at == 35
+    assert _rows(again) == _rows(ref)
+    assert _outcome(again) == _outcome(ref)
+    assert sorted(again.loop.state.allocations) == sorted(ref.loop.state.allocations)
+    assert again.policy.promises() == ref.policy.promises()  # type: ignore[attr-defined]
+    for rec in again.loop.state.records.values():
+        if rec.admitted:
+            assert rec.completion is not None and rec.completion <= rec.promised
+    assert not again.loop.state.held  # every held job decided by the end
+
+
+def test_a_deferred_admission_is_journaled_with_its_slot_and_promise(tmp_path):
+    svc = SchedulerService(tmp_path, config=_config(policy_options=DEFER),
+                           cluster=_cluster(), executor=FastExecutor(1.5))
+    _drive(svc, _plan(20), 20)
+    rows = [r for r in svc.journal.decisions() if r.kind == "deferred"]
+    assert [(r.job_id, r.slot) for r in rows] == [("j5", 5), ("j8", 10), ("j11", 16)]
+    for r in rows:
+        rec = svc.loop.state.records[r.job_id]
+        assert r.admitted and r.promised == rec.promised and rec.decided == r.slot
+        assert r.schedule and min(r.schedule) >= r.slot
+    assert [line.split(" payoff=")[0] for line in svc.logs("j5")[:2]] == [
+        "slot 3: hold: held payoff<=0", "slot 5: deferred: admitted "]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_policy_without_restore_held_is_offered_its_held_jobs_again(
+        tmp_path_factory, hold_once, seed):
+    """``hold-once`` holds every arrival one boundary; a restart (with jobs held at the
+    crash) replays the journal by offering them again and ends as the uninterrupted run."""
+    plan = _plan(seed, jobs=6)
+    crash_at = random.Random(seed).randrange(1, 5)
+    cfg = _config(hold_once, history=())
+    ref = SchedulerService(tmp_path_factory.mktemp("ref"), config=cfg, cluster=_cluster(),
+                           executor=FastExecutor(1.0))
+    _drive(ref, plan, 40)
+    work = tmp_path_factory.mktemp("crash")
+    first = SchedulerService(work, config=cfg, cluster=_cluster(), executor=FastExecutor(1.0))
+    _drive(first, plan, crash_at)
+    first.journal.close()
+    again = SchedulerService(work, executor=FastExecutor(1.0))
+    _drive(again, [(s, b) for s, b in plan if s >= crash_at], 40)
+    assert _rows(again) == _rows(ref)
+    assert _outcome(again) == _outcome(ref)
+    assert sorted(again.loop.state.allocations) == sorted(ref.loop.state.allocations)
+    for job_id, rec in ref.loop.state.records.items():
+        kinds = [(r.kind, r.slot) for r in ref.journal.decisions() if r.job_id == job_id]
+        assert kinds == [("hold", rec.job.arrival), ("deferred", rec.job.arrival + 1)]
+        assert rec.decided == rec.job.arrival + 1
+
+
+def test_submit_says_held_and_when_it_is_decided(tmp_path):
+    """``psched submit``'s line for a held job names the boundary and the window's end; the
+    same reply (JSON over the actor) carries them as fields."""
+    from psched.commands_service import submit_line
+
+    svc = SchedulerService(tmp_path, config=_config(policy_options=DEFER),
+                           cluster=_cluster(), executor=FastExecutor(1.0))
+    plan = _plan(0)
+    _drive(svc, [(s, b) for s, b in plan if s < 3], 3)
+    replies = {spec.job_id: svc.submit(spec) for s, b in plan if s == 3 for spec in b}
+    job_id, out = next((j, r) for j, r in replies.items() if r.get("held"))
+    last = svc.loop.state.records[job_id].job.last_slot
+    assert submit_line(job_id, out) == (
+        f"{job_id}: arrival slot 3: held (payoff<=0 so far): decided at the boundary of "
+        f"slot 3 or a later one, rejected if not admitted by slot {last}")
+    admitted = next((j, r) for j, r in replies.items() if r["admitted"])
+    assert ": admitted, planned completion slot" in submit_line(*admitted)
+    assert submit_line("q", {"job_id": "q", "arrival": 9, "decided": False}) == (
+        "q: queued: decided when slot 9 begins")
+    row = next(j for j in svc.status()["jobs"] if j["job_id"] == job_id)
+    assert (row["state"], row["reason"], row["window_end"]) == (HELD, "payoff<=0", last)
+
+
+def test_serve_takes_policy_options_and_refuses_an_unknown_one_in_one_line(tmp_path, capsys):
+    """``--policy-option defer=1`` reaches the policy the service makes; an option the
+    policy does not take is refused in one line before Ray starts, nothing written."""
+    from psched.cli import main
+    from psched.commands_service import policy_options
+    from psched.errors import InputError
+
+    opts = policy_options(["defer=1", "defer_limit=8", "own_price=off"])
+    assert opts == {"defer": 1, "defer_limit": 8, "own_price": "off"}
+    pol = _config(policy_options=opts).make_policy()
+    assert (pol.defer, pol.defer_limit, pol.own_price) == (True, 8, "off")  # type: ignore[attr-defined]
+    with pytest.raises(InputError, match="expected KEY=VALUE"):
+        policy_options(["defer"])
+    with pytest.raises(InputError, match="defer_limit must be >= 1"):
+        _config(policy_options={"defer_limit": 0}).make_policy()
+    assert main(["serve", "--policy", "oasis-rp", "--prices", "50,0.5,20,0.2",
+                 "--policy-option", "nope=1", "--dir", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert "oasis-rp has no option 'nope'" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_service_with_a_held_job_is_not_idle_until_it_is_decided(tmp_path, hold_once):
+    """``run until idle`` (``psched run``) does not stop while a job is held: the held job
+    is decided at the next boundary, admitted and run to completion."""
+    svc = SchedulerService(tmp_path, config=_config(hold_once, history=()),
+                           cluster=_cluster(), executor=FastExecutor(1.0))
+    out = svc.submit(_spec(1))
+    assert out["held"] and not svc.loop.state.active and svc.loop.idle()
+    assert not svc.idle()
+    svc._run(until_idle=True)
+    rec = svc.loop.state.records["j1"]
+    assert rec.admitted and rec.decided == 1 and rec.completion is not None and svc.idle()
