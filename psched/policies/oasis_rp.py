@@ -58,6 +58,10 @@ repack_late : (g) in the re-pack's second order, re-plan each moved job to compl
     schedule (which, at flat prices, packs it early again): the earliest-deadline order.
 fast_search : the run-compressed exact search (:mod:`psched.policies.rp_search`, default);
     off, the reference composition it is tested against. The same decisions either way.
+batch : decide the arrivals of a slot together, densest first (utility per unit of dominant
+    cluster share over the job's work, :mod:`psched.policies.rp_batch`), instead of in the
+    order they came: each is held on arrival and decided at the same slot's boundary
+    (:meth:`admit_held`), before anything runs. Off by default.
 steady : when reality departs from the plans (a real executor), re-plan jobs off their
     plans tightest promise first, keep a running job running as it runs (re-plan only the
     rest of its work, within its promise), and never stop or resize a running job to pull it
@@ -91,6 +95,7 @@ import numpy as np
 from psched.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps
 from psched.oasis.dual import dual_objective, unscale
 from psched.policies.base import RunContext, View, register_policy
+from psched.policies.rp_batch import density_order
 from psched.policies.rp_book import (
     Found,
     PlanLedger,
@@ -155,6 +160,7 @@ class OasisRpPolicy:
         repack_late: bool = False,
         own_scope: str = "admission",
         fast_search: bool = True,
+        batch: bool = False,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
@@ -206,6 +212,8 @@ class OasisRpPolicy:
             raise ValueError(f"own_scope must be admission or all, got {own_scope!r}")
         self.own_scope = own_scope
         self.fast_search = bool(fast_search)
+        self.batch = bool(batch)
+        self._cluster: Cluster | None = None
         self.steady = bool(steady)
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
@@ -219,6 +227,7 @@ class OasisRpPolicy:
         self._promised_utility = 0.0
         self._dirty = False
         self._freed = False  # plans moved since the held jobs were last searched
+        self._batch: list[str] = []  # held on arrival this slot, decided by admit_held
         self._ran: dict[str, Alloc] = {}  # jobs that ran in the last planned slot
         self._stats = {"repack_tried": 0, "repack_kept": 0, "repack_moved": 0,
                        "repack_admitted_utility": 0.0,
@@ -251,6 +260,7 @@ class OasisRpPolicy:
         if self.floor_factor != 1.0:
             params = raise_floor(params, self.floor_factor)
         self.params = params
+        self._cluster = ctx.cluster
         self.ledger = PlanLedger(ctx.cluster, ctx.horizon, params, reprice=self.reprice,
                                  fast=self.fast_search)
         self._reset()
@@ -258,6 +268,7 @@ class OasisRpPolicy:
     def on_cluster_change(self, cluster: Cluster) -> None:
         """Servers joined: priced from zero usage from now on."""
         self._book().grow(cluster)
+        self._cluster = cluster
         self._report = None
         self._dirty = True
         self._freed = True
@@ -266,7 +277,13 @@ class OasisRpPolicy:
     def on_arrival(self, job: Job, view: View) -> Decision:
         self._book()
         self._report = None
-        t = view.t
+        if self.batch and view.t < job.last_slot:  # decided with the slot's others
+            self._batch.append(job.job_id)
+            return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0, hold=True)
+        return self._arrive(job, view.t)
+
+    def _arrive(self, job: Job, t: int) -> Decision:
+        """Decide the arrival of ``job`` in slot ``t``: search, re-pack, promise."""
         found = self._search_new(job, t)
         base = self._utility(job, found.completion)
         if self.repack and (not found.schedule or base < (1.0 - self.repack_gap)
@@ -322,14 +339,17 @@ class OasisRpPolicy:
         """Lever (d), deferred admission: search the held ``jobs`` again from slot ``view.t``
         if plans moved since they were last searched; admit (and place) each whose payoff is
         now positive. Jobs not in the answer stay held. O(defer_limit searches)."""
-        if not self.defer:
-            return {}
-        self._reconcile(view)  # jobs gone or behind since the last plan free or take room
-        if not self._freed:
-            return {}
+        out: dict[str, Decision] = {}
+        if self.defer:
+            self._reconcile(view)  # jobs gone or behind since the last plan free or take room
+        if self._batch:  # this slot's arrivals; those rejected are searched no more now
+            mine = set(self._batch)
+            out = self._admit_batch(jobs, view.t)
+            jobs = [j for j in jobs if j.job_id not in mine]
+        if not self.defer or not self._freed:
+            return out
         self._freed = False
         self._report = None
-        out: dict[str, Decision] = {}
         for job in jobs[: self.defer_limit]:
             self._stats["deferred_searches"] += 1
             found = self._search_new(job, view.t)
@@ -339,6 +359,19 @@ class OasisRpPolicy:
             self._stats["deferred_admitted"] += 1
             self._dirty = True
             out[job.job_id] = self._promise_for(job, found, view.t)
+        return out
+
+    def _admit_batch(self, jobs: Sequence[Job], t: int) -> dict[str, Decision]:
+        """Lever ``batch``: decide the jobs held on arrival in slot ``t`` as arrivals, densest
+        first (:func:`~psched.policies.rp_batch.density_order`). A job rejected stays held
+        if ``defer`` is on, else is rejected now. O(arrival decisions)."""
+        mine = set(self._batch)
+        self._batch = []
+        out: dict[str, Decision] = {}
+        for job in density_order([j for j in jobs if j.job_id in mine], self._cluster_now()):
+            got = self._arrive(job, t)
+            if got.admitted or not self.defer:  # with defer, a rejected job stays held
+                out[job.job_id] = got
         return out
 
     def _late(self, job: Job, t: int, promise: int) -> None:
@@ -722,13 +755,19 @@ class OasisRpPolicy:
                          "pull": self.pull, "reprice": self.reprice,
                          "plan_late": self.plan_late, "fill": self.fill,
                          "defer": self.defer, "own_price": self.own_price,
-                         "repack_late": self.repack_late, "steady": self.steady}
+                         "repack_late": self.repack_late, "steady": self.steady,
+                         "batch": self.batch}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor
         out.update(self.params.to_dict())
         self._report = out
         return dict(out)
+
+    def _cluster_now(self) -> Cluster:
+        if self._cluster is None:
+            raise RuntimeError("OasisRpPolicy.start was not called")
+        return self._cluster
 
     def _book(self) -> PlanLedger:
         if self.ledger is None:
