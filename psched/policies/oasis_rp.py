@@ -62,6 +62,10 @@ batch : decide the arrivals of a slot together, densest first (utility per unit 
     cluster share over the job's work, :mod:`psched.policies.rp_batch`), instead of in the
     order they came: each is held on arrival and decided at the same slot's boundary
     (:meth:`admit_held`), before anything runs. Off by default.
+soft : an arrival whose best schedule does not start in its arrival slot is held with that
+    schedule as a reservation (in the book) and admitted, with its promise, at the boundary
+    of the slot it starts in; until then a denser arrival that finds no room may move or
+    take reservations (:mod:`psched.policies.rp_soft`). Off by default.
 steady : when reality departs from the plans (a real executor), re-plan jobs off their
     plans tightest promise first, keep a running job running as it runs (re-plan only the
     rest of its work, within its promise), and never stop or resize a running job to pull it
@@ -88,6 +92,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -95,7 +100,7 @@ import numpy as np
 from psched.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps
 from psched.oasis.dual import dual_objective, unscale
 from psched.policies.base import RunContext, View, register_policy
-from psched.policies.rp_batch import density_order
+from psched.policies.rp_batch import density, density_order
 from psched.policies.rp_book import (
     Found,
     PlanLedger,
@@ -106,6 +111,7 @@ from psched.policies.rp_book import (
 )
 from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import OWN_PRICES, search_own
+from psched.policies.rp_soft import Reservation, Reservations
 from psched.policies.rp_steady import continue_now, keep_now, keeps_running, tightest_first
 from psched.prices import PriceParams, fixed_params, params_from_jobs
 
@@ -161,6 +167,7 @@ class OasisRpPolicy:
         own_scope: str = "admission",
         fast_search: bool = True,
         batch: bool = False,
+        soft: bool = False,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
@@ -213,6 +220,7 @@ class OasisRpPolicy:
         self.own_scope = own_scope
         self.fast_search = bool(fast_search)
         self.batch = bool(batch)
+        self.soft = bool(soft)
         self._cluster: Cluster | None = None
         self.steady = bool(steady)
         self.params: PriceParams | None = None
@@ -228,12 +236,14 @@ class OasisRpPolicy:
         self._dirty = False
         self._freed = False  # plans moved since the held jobs were last searched
         self._batch: list[str] = []  # held on arrival this slot, decided by admit_held
+        self._soft = Reservations()  # held jobs' plans, admitted when they start (soft)
         self._ran: dict[str, Alloc] = {}  # jobs that ran in the last planned slot
         self._stats = {"repack_tried": 0, "repack_kept": 0, "repack_moved": 0,
                        "repack_admitted_utility": 0.0,
                        "deferred_admitted": 0, "deferred_searches": 0,
                        "pulled": 0, "filled": 0, "replanned_behind": 0, "promise_at_risk": 0,
-                       "kept_running": 0}
+                       "kept_running": 0, "soft_reserved": 0, "soft_bumps": 0,
+                       "soft_dropped": 0}
         self._boundary_ms: list[float] = []
         self._report: dict[str, Any] | None = None
 
@@ -295,12 +305,84 @@ class OasisRpPolicy:
                 self._place(job, found.schedule)
         elif found.schedule:
             self._place(job, found.schedule)
+        if not found.schedule and self.soft:
+            found = self._bump(job, t)
         if not found.schedule:
             self._decided.append((job, 0.0))
             return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0,
                             hold=self.defer)
+        if self.soft and min(found.schedule) > t:  # a reservation until it starts
+            plan = self._plans.pop(job.job_id)
+            self._soft[job.job_id] = Reservation(job=job, plan=plan, payoff=found.payoff,
+                                                 density=density(job, self._cluster_now()))
+            self._stats["soft_reserved"] += 1
+            return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0, hold=True)
         self._decided.append((job, found.payoff))
         return self._promise_for(job, found, t)
+
+    def _bump(self, job: Job, t: int) -> Found:
+        """Lever ``soft``: take the reservations of lower density in ``job``'s window out of
+        its way, search again, then re-place them (densest first); kept, with ``job`` placed,
+        only if the planned utility rises (a reservation that finds no room again is lost:
+        its job is rejected at the next boundary). Else nothing changes."""
+        book = self._book()
+        victims = self._soft.below(density(job, self._cluster_now()), job.last_slot)
+        if not victims:
+            return Found(payoff=0.0, schedule={})
+        for r in victims:
+            book.add(r.job, r.plan, sign=-1)
+        got = self._search_new(job, t)
+        if got.schedule:
+            book.add(job, got.schedule)
+            again = {}
+            gain = self._utility(job, got.completion)
+            for r in victims:
+                new = self._search_new(r.job, t)
+                if new.schedule:
+                    book.add(r.job, new.schedule)
+                    again[r.job.job_id] = new
+                    gain += self._utility(r.job, new.completion)
+                gain -= r.utility
+            if gain > 0:
+                touched = set(got.schedule)
+                for r in victims:
+                    touched.update(r.plan)
+                    new = again.get(r.job.job_id)
+                    if new is None:
+                        del self._soft[r.job.job_id]
+                        self._soft.dropped.append(r.job)
+                    else:
+                        self._soft[r.job.job_id] = replace(r, plan=new.schedule,
+                                                           payoff=new.payoff)
+                        touched.update(new.schedule)
+                book.raise_prices(touched)
+                self._plans[job.job_id] = dict(got.schedule)
+                self._stats["soft_bumps"] += 1
+                self._stats["soft_dropped"] += len(victims) - len(again)
+                self._freed = True
+                return got
+            book.add(job, got.schedule, sign=-1)
+            for r in victims:
+                if r.job.job_id in again:
+                    book.add(r.job, again[r.job.job_id].schedule, sign=-1)
+        for r in victims:
+            book.add(r.job, r.plan)
+        return Found(payoff=0.0, schedule={})
+
+    def _soft_due(self, t: int) -> dict[str, Decision]:
+        """Lever ``soft`` at the boundary of slot ``t``: admit, with a promise, each held job
+        whose reservation starts now; reject each that lost its reservation."""
+        out: dict[str, Decision] = {}
+        for job in self._soft.dropped:
+            self._decided.append((job, 0.0))
+            out[job.job_id] = Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0)
+        self._soft.dropped = []
+        for r in self._soft.due(t):
+            self._plans[r.job.job_id] = r.plan  # its usage is in the book already
+            self._decided.append((r.job, r.payoff))
+            out[r.job.job_id] = self._promise_for(
+                r.job, Found(payoff=r.payoff, schedule=r.plan), t)
+        return out
 
     def _search_new(self, job: Job, t: int) -> Found:
         """The best schedule of a job not yet admitted, from slot ``t``, priced as
@@ -342,10 +424,14 @@ class OasisRpPolicy:
         out: dict[str, Decision] = {}
         if self.defer:
             self._reconcile(view)  # jobs gone or behind since the last plan free or take room
+        skip: set[str] = set()
         if self._batch:  # this slot's arrivals; those rejected are searched no more now
-            mine = set(self._batch)
+            skip.update(self._batch)
             out = self._admit_batch(jobs, view.t)
-            jobs = [j for j in jobs if j.job_id not in mine]
+        if self.soft:
+            out.update(self._soft_due(view.t))
+            skip.update(self._soft, out)
+        jobs = [j for j in jobs if j.job_id not in skip]
         if not self.defer or not self._freed:
             return out
         self._freed = False
@@ -756,7 +842,7 @@ class OasisRpPolicy:
                          "plan_late": self.plan_late, "fill": self.fill,
                          "defer": self.defer, "own_price": self.own_price,
                          "repack_late": self.repack_late, "steady": self.steady,
-                         "batch": self.batch}
+                         "batch": self.batch, "soft": self.soft}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor
