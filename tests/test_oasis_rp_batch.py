@@ -25,6 +25,8 @@ from test_policy_properties import check_schedule
 from psched.model import Cluster, Job, Pool, Resources, Server, resolve_job
 from psched.policies import make_policy
 from psched.policies.rp_batch import containers_that_fit, density, density_order
+from psched.policies.rp_span import cap_span
+from psched.prices import params_from_jobs
 from psched.promises import broken_promises
 from psched.simulator import HELD, simulate
 from psched.utility import Utility
@@ -36,6 +38,7 @@ OPTIONS = [
     {"soft": True},
     {"batch": True, "soft": True},
     {"batch": True, "soft": True, "defer": True, "reprice": False},
+    {"batch": True, "soft": True, "price_span": 4.0},
 ]
 SETTINGS = settings(max_examples=15, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -135,7 +138,8 @@ def test_every_promise_is_kept_and_every_rule_holds_with_the_batch(
                 assert rec.first_slot is not None and rec.decided <= rec.first_slot
 
 
-@pytest.mark.parametrize("options", [OPTIONS[0], OPTIONS[4], OPTIONS[5]], ids=_ids)
+@pytest.mark.parametrize("options", [OPTIONS[0], OPTIONS[4], OPTIONS[5], OPTIONS[6]],
+                         ids=_ids)
 @settings(max_examples=12, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(inst=tiny_instance())
@@ -203,3 +207,26 @@ def test_a_reservation_is_admitted_at_the_boundary_of_its_first_slot() -> None:
         True, 2, 2, 2, 2)
     assert res.report["soft_reserved"] == 1
     assert broken_promises(res) == []
+
+
+@pytest.mark.parametrize("span", [0.5, 3.0, 1e3])
+def test_price_span_raises_each_floor_to_at_most_that_span_below_the_smallest_u(
+        span: float) -> None:
+    cluster = _two_at_a_time()
+    jobs = [resolve_job(s, 3600.0, 10) for s in _reserved_then_dense(True)]
+    params = params_from_jobs(jobs, cluster, 10, "hindsight")
+    got = cap_span(params, span)
+    for u, lo, lo0 in zip(got.log_u, got.log_l, params.log_l, strict=True):
+        assert lo >= lo0  # a floor is only ever raised
+        assert float(np.min(u)) - lo <= span + 1e-12
+        if float(np.min(u)) - lo0 <= span:
+            assert lo == lo0  # already within the span: unchanged
+    assert [np.array_equal(a, b) for a, b in zip(got.log_u, params.log_u, strict=True)] == [
+        True, True]
+
+
+@pytest.mark.parametrize("bad", [{"price_span": 0.0}, {"price_span": -1.0},
+                                 {"price_span": float("inf")}])
+def test_bad_price_span_is_refused(bad: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        make_policy("oasis-rp", **bad)

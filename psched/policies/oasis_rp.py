@@ -40,6 +40,8 @@ plan_late, fill : experimental, off by default (measured, did not pay): plan a j
     cheapest schedule within its promise, and re-plan every job at each boundary to use
     idle capacity now.
 floor_factor : multiplies the price floor L (>= 1; prices then charge sooner). Default 1.
+price_span : caps ``ln(U_min / L)`` per pool by raising L (:mod:`psched.policies.rp_span`):
+    prices charge sooner, alike on every trace. Default None (the hindsight L).
 defer : (d) deferred admission. A job that finds no schedule with a positive payoff is held
     (``Decision.hold``) instead of rejected; at a later slot boundary, if plans moved since
     (a pull-forward, a re-pack, a job re-planned or gone), each held job whose window is still
@@ -112,6 +114,7 @@ from psched.policies.rp_book import (
 from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import OWN_PRICES, search_own
 from psched.policies.rp_soft import Reservation, Reservations
+from psched.policies.rp_span import cap_span
 from psched.policies.rp_steady import continue_now, keep_now, keeps_running, tightest_first
 from psched.prices import PriceParams, fixed_params, params_from_jobs
 
@@ -168,6 +171,7 @@ class OasisRpPolicy:
         fast_search: bool = True,
         batch: bool = False,
         soft: bool = False,
+        price_span: float | None = None,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
@@ -221,6 +225,10 @@ class OasisRpPolicy:
         self.fast_search = bool(fast_search)
         self.batch = bool(batch)
         self.soft = bool(soft)
+        self.price_span = None if price_span is None else float(price_span)
+        if self.price_span is not None and not (self.price_span > 0
+                                                and math.isfinite(self.price_span)):
+            raise ValueError(f"price_span must be positive, got {price_span!r}")
         self._cluster: Cluster | None = None
         self.steady = bool(steady)
         self.params: PriceParams | None = None
@@ -269,6 +277,8 @@ class OasisRpPolicy:
             params = params.scaled(self.estimate_factor)
         if self.floor_factor != 1.0:
             params = raise_floor(params, self.floor_factor)
+        if self.price_span is not None:
+            params = cap_span(params, self.price_span)
         self.params = params
         self._cluster = ctx.cluster
         self.ledger = PlanLedger(ctx.cluster, ctx.horizon, params, reprice=self.reprice,
@@ -347,14 +357,14 @@ class OasisRpPolicy:
                 touched = set(got.schedule)
                 for r in victims:
                     touched.update(r.plan)
-                    new = again.get(r.job.job_id)
-                    if new is None:
+                    moved = again.get(r.job.job_id)
+                    if moved is None:
                         del self._soft[r.job.job_id]
                         self._soft.dropped.append(r.job)
                     else:
-                        self._soft[r.job.job_id] = replace(r, plan=new.schedule,
-                                                           payoff=new.payoff)
-                        touched.update(new.schedule)
+                        self._soft[r.job.job_id] = replace(r, plan=moved.schedule,
+                                                           payoff=moved.payoff)
+                        touched.update(moved.schedule)
                 book.raise_prices(touched)
                 self._plans[job.job_id] = dict(got.schedule)
                 self._stats["soft_bumps"] += 1
@@ -842,7 +852,8 @@ class OasisRpPolicy:
                          "plan_late": self.plan_late, "fill": self.fill,
                          "defer": self.defer, "own_price": self.own_price,
                          "repack_late": self.repack_late, "steady": self.steady,
-                         "batch": self.batch, "soft": self.soft}
+                         "batch": self.batch, "soft": self.soft,
+                         "price_span": self.price_span}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor

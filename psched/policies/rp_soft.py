@@ -54,7 +54,7 @@ class Reservations(dict[str, Reservation]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.dropped: list[str] = []  #: lost their reservation; rejected at the next boundary
+        self.dropped: list[Job] = []  #: lost their reservation; rejected at the next boundary
 
     def due(self, t: int) -> list[Reservation]:
         """The reservations starting in slot ``t`` or before, in arrival order of their
