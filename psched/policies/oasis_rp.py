@@ -40,6 +40,8 @@ plan_late, fill : experimental, off by default (measured, did not pay): plan a j
     cheapest schedule within its promise, and re-plan every job at each boundary to use
     idle capacity now.
 floor_factor : multiplies the price floor L (>= 1; prices then charge sooner). Default 1.
+price_span : caps ``ln(U_min / L)`` per pool by raising L (:mod:`psched.policies.rp_span`):
+    prices charge sooner, alike on every trace. Default None (the hindsight L).
 defer : (d) deferred admission. A job that finds no schedule with a positive payoff is held
     (``Decision.hold``) instead of rejected; at a later slot boundary, if plans moved since
     (a pull-forward, a re-pack, a job re-planned or gone), each held job whose window is still
@@ -69,6 +71,14 @@ density_floor : (i) admission floor per unit of capacity (:mod:`psched.policies.
     size is rejected (``density<floor``). No floor when those jobs all fit the horizon.
 fast_search : the run-compressed exact search (:mod:`psched.policies.rp_search`, default);
     off, the reference composition it is tested against. The same decisions either way.
+batch : decide the arrivals of a slot together, densest first (utility per unit of dominant
+    cluster share over the job's work, :mod:`psched.policies.rp_batch`), instead of in the
+    order they came: each is held on arrival and decided at the same slot's boundary
+    (:meth:`admit_held`), before anything runs. Off by default.
+soft : an arrival whose best schedule does not start in its arrival slot is held with that
+    schedule as a reservation (in the book) and admitted, with its promise, at the boundary
+    of the slot it starts in; until then a denser arrival that finds no room may move or
+    take reservations (:mod:`psched.policies.rp_soft`). Off by default.
 steady : when reality departs from the plans (a real executor), re-plan jobs off their
     plans tightest promise first, keep a running job running as it runs (re-plan only the
     rest of its work, within its promise), and never stop or resize a running job to pull it
@@ -95,6 +105,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -102,6 +113,7 @@ import numpy as np
 from psched.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps
 from psched.oasis.dual import dual_objective, unscale
 from psched.policies.base import RunContext, View, register_policy
+from psched.policies.rp_batch import density, density_order
 from psched.policies.rp_book import (
     Found,
     PlanLedger,
@@ -115,6 +127,8 @@ from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import OWN_PRICES, search_own
 from psched.policies.rp_patience import worth_waiting
 from psched.policies.rp_search import Schedule
+from psched.policies.rp_soft import Reservation, Reservations
+from psched.policies.rp_span import cap_span
 from psched.policies.rp_steady import continue_now, keep_now, keeps_running, tightest_first
 from psched.prices import PriceParams, fixed_params, params_from_jobs
 
@@ -172,6 +186,9 @@ class OasisRpPolicy:
         patience: float = 0.0,
         patience_lead: int = 1,
         density_floor: float = 0.5,
+        batch: bool = False,
+        soft: bool = False,
+        price_span: float | None = None,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
@@ -233,9 +250,16 @@ class OasisRpPolicy:
         self.density_floor = float(density_floor)
         self._rho = 0.0  # density_floor x the clearing density (0: no floor)
         #: the cluster at start and its pool capacities: sizes are measured against them
-        self._cluster: Cluster | None = None
+        self._cluster: Cluster | None = None  # the cluster now (servers may join)
+        self._floor_cluster: Cluster | None = None
         self._totals: tuple[np.ndarray, np.ndarray] | None = None
         self.patience_lead = int(patience_lead)
+        self.batch = bool(batch)
+        self.soft = bool(soft)
+        self.price_span = None if price_span is None else float(price_span)
+        if self.price_span is not None and not (self.price_span > 0
+                                                and math.isfinite(self.price_span)):
+            raise ValueError(f"price_span must be positive, got {price_span!r}")
         self.steady = bool(steady)
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
@@ -250,12 +274,16 @@ class OasisRpPolicy:
         self._promised_utility = 0.0
         self._dirty = False
         self._freed = False  # plans moved since the held jobs were last searched
+        self._batch: list[str] = []  # held on arrival this slot, decided by admit_held
+        self._soft = Reservations()  # held jobs' plans, admitted when they start (soft)
         self._ran: dict[str, Alloc] = {}  # jobs that ran in the last planned slot
         self._stats = {"repack_tried": 0, "repack_kept": 0, "repack_moved": 0,
                        "repack_admitted_utility": 0.0,
                        "deferred_admitted": 0, "deferred_searches": 0,
                        "pulled": 0, "filled": 0, "replanned_behind": 0, "promise_at_risk": 0,
-                       "kept_running": 0, "patient_admitted": 0, "patient_searches": 0}
+                       "kept_running": 0, "patient_admitted": 0, "patient_searches": 0,
+                       "soft_reserved": 0, "soft_bumps": 0,
+                       "soft_dropped": 0}
         self._boundary_ms: list[float] = []
         self._report: dict[str, Any] | None = None
 
@@ -276,7 +304,7 @@ class OasisRpPolicy:
             params = fixed_params(1.0, 1.0, 1.0, 1.0)
         self._start(ctx, params)
         if self.density_floor > 0.0:
-            self._cluster, self._totals = ctx.cluster, pool_totals(ctx.cluster)
+            self._floor_cluster, self._totals = ctx.cluster, pool_totals(ctx.cluster)
             self._rho = self.density_floor * clearing_density(jobs, ctx.cluster, ctx.horizon)
 
     def _start(self, ctx: RunContext, params: PriceParams) -> None:
@@ -284,7 +312,10 @@ class OasisRpPolicy:
             params = params.scaled(self.estimate_factor)
         if self.floor_factor != 1.0:
             params = raise_floor(params, self.floor_factor)
+        if self.price_span is not None:
+            params = cap_span(params, self.price_span)
         self.params = params
+        self._cluster = ctx.cluster
         self.ledger = PlanLedger(ctx.cluster, ctx.horizon, params, reprice=self.reprice,
                                  fast=self.fast_search)
         self._reset()
@@ -292,6 +323,7 @@ class OasisRpPolicy:
     def on_cluster_change(self, cluster: Cluster) -> None:
         """Servers joined: priced from zero usage from now on."""
         self._book().grow(cluster)
+        self._cluster = cluster
         self._report = None
         self._dirty = True
         self._freed = True
@@ -300,7 +332,13 @@ class OasisRpPolicy:
     def on_arrival(self, job: Job, view: View) -> Decision:
         self._book()
         self._report = None
-        t = view.t
+        if self.batch and view.t < job.last_slot:  # decided with the slot's others
+            self._batch.append(job.job_id)
+            return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0, hold=True)
+        return self._arrive(job, view.t)
+
+    def _arrive(self, job: Job, t: int) -> Decision:
+        """Decide the arrival of ``job`` in slot ``t``: search, re-pack, promise."""
         found = self._search_new(job, t)
         if self._rho > 0.0 and self._below_floor(job, found):
             self._decided.append((job, 0.0))
@@ -318,8 +356,8 @@ class OasisRpPolicy:
         fastest duration) earns less than the density floor times its size."""
         best = self._utility(job, found.completion) if found.schedule else job.utility_at(
             job.fastest)
-        assert self._cluster is not None  # set with the floor, in start
-        return best < self._rho * job_size(job, self._cluster, self._totals)
+        assert self._floor_cluster is not None  # set with the floor, in start
+        return best < self._rho * job_size(job, self._floor_cluster, self._totals)
 
     def _admit_found(self, job: Job, t: int, found: Found, record: bool = True) -> Decision:
         """Decide ``job`` in slot ``t`` given its best schedule ``found`` from ``t``:
@@ -335,14 +373,86 @@ class OasisRpPolicy:
                 self._place(job, found.schedule)
         elif found.schedule:
             self._place(job, found.schedule)
+        if not found.schedule and self.soft:
+            found = self._bump(job, t)
         if not found.schedule:
             if record:
                 self._decided.append((job, 0.0))
             return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0,
                             hold=self.defer)
+        if self.soft and min(found.schedule) > t:  # a reservation until it starts
+            plan = self._plans.pop(job.job_id)
+            self._soft[job.job_id] = Reservation(job=job, plan=plan, payoff=found.payoff,
+                                                 density=density(job, self._cluster_now()))
+            self._stats["soft_reserved"] += 1
+            return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0, hold=True)
         if record:
             self._decided.append((job, found.payoff))
         return self._promise_for(job, found, t)
+
+    def _bump(self, job: Job, t: int) -> Found:
+        """Lever ``soft``: take the reservations of lower density in ``job``'s window out of
+        its way, search again, then re-place them (densest first); kept, with ``job`` placed,
+        only if the planned utility rises (a reservation that finds no room again is lost:
+        its job is rejected at the next boundary). Else nothing changes."""
+        book = self._book()
+        victims = self._soft.below(density(job, self._cluster_now()), job.last_slot)
+        if not victims:
+            return Found(payoff=0.0, schedule={})
+        for r in victims:
+            book.add(r.job, r.plan, sign=-1)
+        got = self._search_new(job, t)
+        if got.schedule:
+            book.add(job, got.schedule)
+            again = {}
+            gain = self._utility(job, got.completion)
+            for r in victims:
+                new = self._search_new(r.job, t)
+                if new.schedule:
+                    book.add(r.job, new.schedule)
+                    again[r.job.job_id] = new
+                    gain += self._utility(r.job, new.completion)
+                gain -= r.utility
+            if gain > 0:
+                touched = set(got.schedule)
+                for r in victims:
+                    touched.update(r.plan)
+                    moved = again.get(r.job.job_id)
+                    if moved is None:
+                        del self._soft[r.job.job_id]
+                        self._soft.dropped.append(r.job)
+                    else:
+                        self._soft[r.job.job_id] = replace(r, plan=moved.schedule,
+                                                           payoff=moved.payoff)
+                        touched.update(moved.schedule)
+                book.raise_prices(touched)
+                self._plans[job.job_id] = dict(got.schedule)
+                self._stats["soft_bumps"] += 1
+                self._stats["soft_dropped"] += len(victims) - len(again)
+                self._freed = True
+                return got
+            book.add(job, got.schedule, sign=-1)
+            for r in victims:
+                if r.job.job_id in again:
+                    book.add(r.job, again[r.job.job_id].schedule, sign=-1)
+        for r in victims:
+            book.add(r.job, r.plan)
+        return Found(payoff=0.0, schedule={})
+
+    def _soft_due(self, t: int) -> dict[str, Decision]:
+        """Lever ``soft`` at the boundary of slot ``t``: admit, with a promise, each held job
+        whose reservation starts now; reject each that lost its reservation."""
+        out: dict[str, Decision] = {}
+        for job in self._soft.dropped:
+            self._decided.append((job, 0.0))
+            out[job.job_id] = Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0)
+        self._soft.dropped = []
+        for r in self._soft.due(t):
+            self._plans[r.job.job_id] = r.plan  # its usage is in the book already
+            self._decided.append((r.job, r.payoff))
+            out[r.job.job_id] = self._promise_for(
+                r.job, Found(payoff=r.payoff, schedule=r.plan), t)
+        return out
 
     def _admit_patient(self, jobs: Sequence[Job], view: View) -> dict[str, Decision]:
         """Lever (h), patient admission: each held patient job admitted or rejected now
@@ -404,17 +514,22 @@ class OasisRpPolicy:
         if plans moved since they were last searched; admit (and place) each whose payoff is
         now positive. Jobs not in the answer stay held. O(defer_limit searches)."""
         out: dict[str, Decision] = {}
-        if not self.defer and not self._patient:
-            return out
-        # jobs gone or behind since the last plan free or take room; once, before anything
-        # is admitted here (the view does not hold jobs admitted now)
-        self._reconcile(view)
+        if self.defer or self._patient:
+            # jobs gone or behind since the last plan free or take room; once, before
+            # anything is admitted here (the view does not hold jobs admitted now)
+            self._reconcile(view)
         if self._patient:
             out = self._admit_patient(jobs, view)
             jobs = [j for j in jobs if j.job_id not in self._patient and j.job_id not in out]
-        if not self.defer:
-            return out
-        if not self._freed:
+        skip: set[str] = set()
+        if self._batch:  # this slot's arrivals; those rejected are searched no more now
+            skip.update(self._batch)
+            out.update(self._admit_batch(jobs, view.t))
+        if self.soft:
+            out.update(self._soft_due(view.t))
+            skip.update(self._soft, out)
+        jobs = [j for j in jobs if j.job_id not in skip]
+        if not self.defer or not self._freed:
             return out
         self._freed = False
         self._report = None
@@ -427,6 +542,19 @@ class OasisRpPolicy:
             self._stats["deferred_admitted"] += 1
             self._dirty = True
             out[job.job_id] = self._promise_for(job, found, view.t)
+        return out
+
+    def _admit_batch(self, jobs: Sequence[Job], t: int) -> dict[str, Decision]:
+        """Lever ``batch``: decide the jobs held on arrival in slot ``t`` as arrivals, densest
+        first (:func:`~psched.policies.rp_batch.density_order`). A job rejected stays held
+        if ``defer`` is on, else is rejected now. O(arrival decisions)."""
+        mine = set(self._batch)
+        self._batch = []
+        out: dict[str, Decision] = {}
+        for job in density_order([j for j in jobs if j.job_id in mine], self._cluster_now()):
+            got = self._arrive(job, t)
+            if got.admitted or not self.defer:  # with defer, a rejected job stays held
+                out[job.job_id] = got
         return out
 
     def _late(self, job: Job, t: int, promise: int) -> None:
@@ -830,13 +958,20 @@ class OasisRpPolicy:
                          "plan_late": self.plan_late, "fill": self.fill,
                          "defer": self.defer, "own_price": self.own_price,
                          "repack_late": self.repack_late, "steady": self.steady,
-                         "patience": self.patience, "density_floor": self.density_floor}
+                         "patience": self.patience, "density_floor": self.density_floor,
+                         "batch": self.batch, "soft": self.soft,
+                         "price_span": self.price_span}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor
         out.update(self.params.to_dict())
         self._report = out
         return dict(out)
+
+    def _cluster_now(self) -> Cluster:
+        if self._cluster is None:
+            raise RuntimeError("OasisRpPolicy.start was not called")
+        return self._cluster
 
     def _book(self) -> PlanLedger:
         if self.ledger is None:

@@ -1,0 +1,72 @@
+"""Reservations before promises: the ``soft`` lever of ``oasis-rp``.
+
+A promise is made on arrival and never taken back, so a long job of low value admitted when
+room is left holds that room against the denser jobs that arrive a few slots later, even when
+its own plan would not start for slots (ElasticFlow cluster10, slot 688: four jobs worth 20-78
+for 15-24 worker-slots are admitted with plans starting in slots 695-700; in slots 690-691 a
+job worth 82.3 and six short ones worth 31-62 find no room before their deadlines).
+
+With ``soft`` on, an arrival whose best schedule does not start in its arrival slot is not
+admitted yet: its schedule is kept as a **reservation** (its usage is in the book, so it is
+priced and it blocks like any plan) and the job is held. The job is admitted, with its
+promise, at the boundary of the slot its reservation starts in (it runs only once admitted).
+Until then a later arrival that finds no schedule may take reservations of lower density
+(:func:`psched.policies.rp_batch.density`) out of its way: it searches again without them,
+then each of them searches again (densest first) around it; this is kept only if the utility
+planned rises (the newcomer's, minus what the moved reservations lose, counting a reservation
+that finds no room again as lost: that job is then rejected). Promises are never touched.
+
+:class:`Reservations` is the bookkeeping (plans, densities, planned utilities); the policy
+does the searches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from psched.model import Alloc, Job
+
+__all__ = ["Reservation", "Reservations"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reservation:
+    """A held job's planned schedule, not yet promised."""
+
+    job: Job  #: the held job
+    plan: dict[int, Alloc]  #: slot -> allocation; its usage is in the book
+    payoff: float  #: payoff of the search that found it (cost units)
+    density: float  #: :func:`psched.policies.rp_batch.density` of the job
+
+    @property
+    def start(self) -> int:
+        """First slot of the plan: the job is admitted at that slot's boundary."""
+        return min(self.plan)
+
+    @property
+    def utility(self) -> float:
+        """Utility of completing as planned."""
+        return self.job.utility_at(max(self.plan) - self.job.arrival + 1)
+
+
+class Reservations(dict[str, Reservation]):
+    """Reservations by job id, and the jobs that lost theirs (to be rejected)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropped: list[Job] = []  #: lost their reservation; rejected at the next boundary
+
+    def due(self, t: int) -> list[Reservation]:
+        """The reservations starting in slot ``t`` or before, in arrival order of their
+        jobs (then id), taken out. O(reservations)."""
+        out = sorted((r for r in self.values() if r.start <= t),
+                     key=lambda r: (r.job.arrival, r.job.job_id))
+        for r in out:
+            del self[r.job.job_id]
+        return out
+
+    def below(self, density: float, last_slot: int) -> list[Reservation]:
+        """Reservations of lower density than ``density`` that start by ``last_slot``: those
+        an arrival of that density and window may move, densest first. O(reservations)."""
+        got = [r for r in self.values() if r.density < density and r.start <= last_slot]
+        return sorted(got, key=lambda r: (-r.density, r.job.arrival, r.job.job_id))
