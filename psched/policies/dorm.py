@@ -70,9 +70,11 @@ __all__ = ["DEFAULT_MAX_JOBS", "DormPolicy", "dorm_solution", "solve_dorm"]
 log = logging.getLogger(__name__)
 
 #: Most jobs one MILP sees by default (the window rule beyond, :mod:`.dorm_reach`). Chosen by
-#: ``benchmarks/bench_dorm_window.py`` (BENCHMARKS.md section 7): the largest of 32 / 64 / 128 /
-#: 256 whose 80k-job Philly-like run stays within issue 18's 5 minutes; utility rose with the
-#: window on every oasis-paper 300 / 400 seed and was flat on the 10k-job Philly-like trace.
+#: ``benchmarks/bench_dorm_window.py`` (BENCHMARKS.md section 7): the largest window whose
+#: 80k-job Philly-like run was measured within issue 18's 5 minutes (256: 180 s CPU); utility
+#: rose with the window on every oasis-paper 300 / 400 seed. On the 10k-job Philly-like trace
+#: windows of 512-2048 earn more still; 512 also fits at 80k (197 s CPU), measured after the
+#: policy table's Dorm cells were run at 256 (BENCHMARKS.md section 7: the next step).
 DEFAULT_MAX_JOBS = 256
 
 
