@@ -1,0 +1,97 @@
+"""oasis-rp with prices (and the density floor) estimated from a HISTORY trace, not hindsight.
+
+In simulation ``oasis`` and ``oasis-rp`` price with U and L computed from the whole trace
+("hindsight", the paper's "known from past experience"); ``oasis-rp``'s density floor also
+reads the trace (its clearing density). A live service has no hindsight: it prices from a
+history trace (``price_source="history"``). This benchmark runs each cell both ways, the
+history being the same scenario drawn with another seed (``seed + 1000``: the same workload,
+other jobs), and prints utility per seed (oasis-paper, ElasticFlow) and OPT / policy over the
+Fig. 5 instances (OPT cached in ``results/policy_table_cells.csv``).
+
+    python benchmarks/bench_oasis_rp_history.py --scenarios oasis-400,fig5 [--variant oasis-rp]
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+from bench_oasis_rp import parse_variant  # noqa: E402
+from policy_table import OPT, RESULTS, fig5_key, fig5_keys, read_cells  # noqa: E402
+from rivals_tables import load  # noqa: E402
+
+from psched.policies import make_policy  # noqa: E402
+from psched.promises import broken_promises  # noqa: E402
+from psched.simulator import simulate  # noqa: E402
+from psched.traces.synth import fig5_instance  # noqa: E402
+
+#: the history of a cell: the same scenario drawn with this much added to the seed
+HISTORY_SEED_OFFSET = 1000
+
+
+def _run(variant: str, specs: list, cluster: object, horizon: int, history: list | None) -> float:
+    name, kw = parse_variant(variant)
+    kw.setdefault("certificate", False)
+    if history is not None:
+        kw["price_source"] = "history"
+    res = simulate(specs, cluster, make_policy(name, **kw), horizon,  # type: ignore[arg-type]
+                   history=history or ())
+    if broken_promises(res):
+        raise SystemExit(f"broken promise in {variant}")
+    return float(sum(r.utility for r in res.records.values()))
+
+
+def trace_rows(scenario: str, seeds: list[int], variant: str) -> None:
+    for seed in seeds:
+        specs, cluster, horizon, _ = load(scenario, seed)
+        hist, _, _, _ = load(scenario, seed + HISTORY_SEED_OFFSET)
+        t0 = time.process_time()
+        a = _run(variant, specs, cluster, horizon, None)
+        b = _run(variant, specs, cluster, horizon, hist)
+        print(f"| {scenario} | {seed} | {a:,.0f} | {b:,.0f} | {b / a - 1:+.1%} | "
+              f"{time.process_time() - t0:.1f} |", flush=True)
+
+
+def fig5_rows(variant: str, per_cell: int) -> None:
+    cells = read_cells(RESULTS / "policy_table_cells.csv")
+    ratios: dict[str, list[float]] = {"hindsight": [], "history": []}
+    for n, prio, seed in fig5_keys(per_cell):
+        key = fig5_key(n, prio, seed)
+        opt = cells.get(("fig5", key, OPT))
+        if opt is None:
+            continue
+        specs, cluster = fig5_instance(n, seed=seed, priority=prio)
+        hist, _ = fig5_instance(n, seed=seed + HISTORY_SEED_OFFSET, priority=prio)
+        for label, h in (("hindsight", None), ("history", hist)):
+            got = _run(variant, specs, cluster, 10, h)
+            ratios[label].append(opt.utility / got if got > 0 else float("inf"))
+    for label, r in ratios.items():
+        a = np.array(r)
+        print(f"| fig5 ({len(a)} instances) | {label} | median {np.median(a):.3f} | "
+              f"p90 {np.quantile(a, 0.9):.2f} | max {a.max():.2f} |", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenarios", default="oasis-400,fig5")
+    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--variant", default="oasis-rp")
+    ap.add_argument("--fig5-instances", type=int, default=7)
+    args = ap.parse_args()
+    print("| scenario | seed | hindsight | history | history / hindsight | CPU s (both) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for sc in args.scenarios.split(","):
+        if sc == "fig5":
+            fig5_rows(args.variant, args.fig5_instances)
+        else:
+            trace_rows(sc, [int(s) for s in args.seeds.split(",")], args.variant)
+
+
+if __name__ == "__main__":
+    main()
