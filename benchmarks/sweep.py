@@ -135,12 +135,13 @@ def _ray_cpu() -> dict[str, float]:
     return out
 
 
-def _embedded(spec: SweepSpec, out: str, num_cpus: int, t: dict[str, float]) -> list[dict]:
+def _embedded(spec: SweepSpec, out: str, num_cpus: int, t: dict[str, float],
+              pin: bool = True) -> list[dict]:
     """The sweep on the embedded Ray ``run_sweep`` starts and stops, with the CPU time of
     Ray's own processes and of its workers between the first and the last finished cell."""
     snaps: list[dict[str, float]] = []
     rows = run_sweep(spec, out, parallel=True, num_cpus=num_cpus, timings=t,
-                     on_cell=lambda row: snaps.append(_ray_cpu()))
+                     on_cell=lambda row: snaps.append(_ray_cpu()), pin_cores=pin)
     if len(snaps) >= 2:
         t["system_cpu_s"] = snaps[-1]["system"] - snaps[0]["system"]
         t["worker_cpu_s"] = snaps[-1]["workers"] - snaps[0]["workers"]
@@ -175,6 +176,8 @@ def main() -> None:
                     help="use the synthetic philly trace of N jobs (seed 0) as --trace")
     ap.add_argument("--two-node", action="store_true",
                     help="run the Ray part on a local two-node cluster started with ray start")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="embedded Ray: do not pin each cell to its own core")
     ap.add_argument("--ray-first", action="store_true",
                     help="run the Ray part before the serial one")
     args = ap.parse_args()
@@ -208,7 +211,8 @@ def main() -> None:
                     t1 = time.perf_counter()
                 t["cluster_stop_s"] = time.perf_counter() - t1
             else:
-                rows = _embedded(spec, os.path.join(tmp, kind), args.num_cpus, t)
+                rows = _embedded(spec, os.path.join(tmp, kind), args.num_cpus, t,
+                                 not args.no_pin)
             t["total_s"] = time.perf_counter() - t0
             runs[kind] = {"rows": rows, "t": t, "load": f"{before}–{_load()}"}
 

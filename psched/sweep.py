@@ -17,6 +17,7 @@ speed-up figure).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -25,7 +26,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from itertools import product
 from pathlib import Path
@@ -165,7 +166,8 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
               address: str | None = None, num_cpus: int | None = None,
               cpus_per_cell: float = 1.0,
               on_cell: Callable[[dict[str, Any]], None] | None = None,
-              timings: dict[str, float] | None = None) -> list[dict[str, Any]]:
+              timings: dict[str, float] | None = None,
+              pin_cores: bool = True) -> list[dict[str, Any]]:
     """Run every cell of ``spec`` not yet in ``out``; write the table and the plot.
 
     Parameters
@@ -189,6 +191,9 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
         started Ray or connected to ``address``; the jobs are mapped in a thread meanwhile),
         ``cells_s`` (what is left of loading the jobs, shipping them and running every cell,
         on Ray or serially).
+    pin_cores : bool
+        On the embedded Ray this call starts, run each cell pinned to its own core
+        (:func:`_pinned`); ignored on an existing cluster.
 
     Returns
     -------
@@ -224,7 +229,7 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
             on_cell(row)
 
     if todo and parallel:
-        _run_on_ray(spec, todo, save, address, num_cpus, cpus_per_cell, timings)
+        _run_on_ray(spec, todo, save, address, num_cpus, cpus_per_cell, timings, pin_cores)
     else:
         t0 = time.perf_counter()
         loaded: dict[int, list[JobSpec]] = {}
@@ -263,7 +268,7 @@ def start_local_ray(num_cpus: int | None = None) -> float:
 
 def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict[str, Any]],
                 None], address: str | None, num_cpus: int | None, cpus_per_cell: float,
-                timings: dict[str, float] | None) -> None:
+                timings: dict[str, float] | None, pin_cores: bool = True) -> None:
     """Run ``todo`` as Ray tasks, saving each row as it comes back.
 
     Each seed's jobs are mapped once, in a thread of this process, and shipped through the
@@ -284,7 +289,8 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
         local: Future[dict[str, Any]] | None = None
         if embedded and len(todo) > 1:
             first, todo = todo[0], todo[1:]
-            local = driver.submit(_driver_cell, spec, first, loading[first.seed])
+            local = driver.submit(_driver_cell, spec, first, loading[first.seed],
+                                  0 if pin_cores else None)
         started = not ray.is_initialized()
         try:
             if started:
@@ -295,7 +301,8 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
                     start_local_ray(num_cpus)
                 times["ray_start_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            _drain(spec, todo, loading, save, cpus_per_cell, local)
+            _drain(spec, todo, loading, save, cpus_per_cell, local,
+                   pin=embedded and pin_cores)
             times["cells_s"] = time.perf_counter() - t0
         finally:
             if started:
@@ -304,17 +311,43 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
                 times["ray_stop_s"] = time.perf_counter() - t0
 
 
-def _driver_cell(spec: SweepSpec, cell: SweepCell, jobs: Any) -> dict[str, Any]:
+def _driver_cell(spec: SweepSpec, cell: SweepCell, jobs: Any,
+                 core: int | None = None) -> dict[str, Any]:
     base = jobs.result()
     start = time.time()
-    row = run_cell(spec, cell, base)
+    with _pinned(core):
+        row = run_cell(spec, cell, base)
     row.update(ray_node="driver", start_unix_s=start, end_unix_s=time.time())
     return row
 
 
+@contextlib.contextmanager
+def _pinned(core: int | None) -> Iterator[None]:
+    """Run the block on one CPU: the ``core``-th (modulo) of those this thread may use, its
+    affinity restored after; ``None``: unchanged. A sweep on an embedded Ray owns the
+    machine and runs at most one cell per CPU, each given its own ``core`` index, so two
+    cells never share a core and the kernel does not move them between cores mid-cell (on
+    this 2-core machine unpinned pairs of cells ran up to 1.5x slower than pinned pairs,
+    BENCHMARKS.md section 12). Where affinity cannot be set, unchanged."""
+    if core is None or not hasattr(os, "sched_setaffinity"):
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    cpus = sorted(before)
+    try:
+        os.sched_setaffinity(0, {cpus[core % len(cpus)]})
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
            save: Callable[[dict[str, Any]], None], cpus_per_cell: float,
-           local: Any) -> None:
+           local: Any, *, pin: bool = False) -> None:
     """Run ``todo`` on Ray, never more cells at once than the cluster has CPUs for, and save
     rows as they come back (and the driver's own cell, ``local``, once done).
 
@@ -322,17 +355,20 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
     driver runs its own cell (embedded Ray: the driver shares the machine), Ray gets one cell
     fewer, so no core ever runs two cells (on 2 cores three cells at once made every cell
     ~1.3x slower). The next cell is chosen longest first, as far as known (:func:`_next_cell`).
+    ``pin`` (an embedded Ray: one machine): each running cell gets its own core index,
+    the driver's cell index 0 (:func:`_pinned`).
     """
     import ray
 
     task = ray.remote(num_cpus=cpus_per_cell, max_retries=0,
                       scheduling_strategy="SPREAD")(_cell_task)
-    cpus = float(ray.cluster_resources().get("CPU", 1.0))
+    cpus = float(ray.cluster_resources().get("CPU", 1.0))  # type: ignore[no-untyped-call]
     places = max(1, int(cpus // cpus_per_cell)) if cpus_per_cell > 0 else len(todo)
     refs: dict[int, Any] = {}
     queue = list(todo)
     wall: dict[str, list[float]] = {}
     pending: dict[Any, SweepCell] = {}
+    cores: dict[Any, int] = {}  # running task -> its core index (pin)
 
     def done(row: dict[str, Any]) -> None:
         wall.setdefault(row["policy"], []).append(float(row["wall_s"]))
@@ -345,7 +381,14 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
                 # the ref travels inside a list, so a worker that already holds those jobs
                 # does not fetch and unpickle them again
                 refs[cell.seed] = ray.put(loading[cell.seed].result())
-            pending[task.remote(spec, cell, [refs[cell.seed]])] = cell
+            core = None
+            if pin:
+                busy = set(cores.values()) | ({0} if local is not None else set())
+                core = min(set(range(places + 1)) - busy)
+            ref = task.remote(spec, cell, [refs[cell.seed]], core)
+            pending[ref] = cell
+            if core is not None:
+                cores[ref] = core
         if local is not None and local.done():
             done(local.result())
             local = None
@@ -357,6 +400,7 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
                             timeout=None if local is None else 0.2)
         for ref in ready:
             pending.pop(ref)
+            cores.pop(ref, None)
             done(ray.get(ref))
 
 
@@ -384,10 +428,12 @@ def _next_cell(queue: list[SweepCell], wall: dict[str, list[float]],
 _WORKER_JOBS: dict[str, list[JobSpec]] = {}
 
 
-def _cell_task(spec: SweepSpec, cell: SweepCell, jobs_ref: list[Any]) -> dict[str, Any]:
+def _cell_task(spec: SweepSpec, cell: SweepCell, jobs_ref: list[Any],
+               core: int | None = None) -> dict[str, Any]:
     """A cell as a Ray task: its row plus ``ray_node``, the node that ran it, and when the
     simulation started and ended (``start_unix_s``, ``end_unix_s``). ``jobs_ref``:
-    a one-element list holding the ObjectRef of the cell's jobs (fetched once per worker)."""
+    a one-element list holding the ObjectRef of the cell's jobs (fetched once per worker);
+    ``core``: the cell runs pinned to that core index (:func:`_pinned`), None: unpinned."""
     import ray
 
     key = jobs_ref[0].hex()
@@ -396,7 +442,8 @@ def _cell_task(spec: SweepSpec, cell: SweepCell, jobs_ref: list[Any]) -> dict[st
             _WORKER_JOBS.pop(next(iter(_WORKER_JOBS)))
         _WORKER_JOBS[key] = ray.get(jobs_ref[0])
     start = time.time()
-    row = run_cell(spec, cell, _WORKER_JOBS[key])
+    with _pinned(core):
+        row = run_cell(spec, cell, _WORKER_JOBS[key])
     row.update(ray_node=ray.get_runtime_context().get_node_id(), start_unix_s=start,
                end_unix_s=time.time())
     return row

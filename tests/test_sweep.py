@@ -119,8 +119,9 @@ def test_cells_on_ray_and_the_drivers_own_cell_are_all_saved_once(ray_session: o
         (_strip(run_cell(spec, c)) for c in cells), key=key)
 
 
+@pytest.mark.parametrize("pin", [False, True])
 def test_no_more_cells_run_at_once_than_the_cluster_has_cpus_the_drivers_counted(
-        ray_session: object) -> None:
+        ray_session: object, pin: bool) -> None:
     """The driver's own cell takes one of the machine's places: with 2 CPUs and the driver
     busy, Ray runs one cell, never two (three cells on two cores slowed every cell)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -137,8 +138,9 @@ def test_no_more_cells_run_at_once_than_the_cluster_has_cpus_the_drivers_counted
     saved: list[dict[str, object]] = []
     with ThreadPoolExecutor(max_workers=1) as pool:
         loading = {s: pool.submit(sweep.load_cell_jobs, spec, s) for s in spec.seeds}
-        local = pool.submit(sweep._driver_cell, spec, cells[0], loading[cells[0].seed])
-        sweep._drain(spec, cells[1:], loading, saved.append, 1.0, local)
+        local = pool.submit(sweep._driver_cell, spec, cells[0], loading[cells[0].seed],
+                            0 if pin else None)
+        sweep._drain(spec, cells[1:], loading, saved.append, 1.0, local, pin=pin)
     assert sorted(r["policy"] + str(r["seed"]) + str(r["load"]) for r in saved) == sorted(
         c.policy + str(c.seed) + str(c.load) for c in cells)
     events = sorted([(float(r["start_unix_s"]), 1) for r in saved]  # type: ignore[arg-type]

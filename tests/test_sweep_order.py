@@ -1,12 +1,14 @@
-"""Which cell a sweep starts next: unknown policies first, then the longest known."""
+"""Which cell a sweep starts next (unknown policies first, then the longest known), and
+where it runs (pinned to one core)."""
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import Future
 
 import pytest
 
-from psched.sweep import SweepCell, _next_cell
+from psched.sweep import SweepCell, _next_cell, _pinned
 
 
 def _cells(policies: str, seeds: tuple[int, ...] = (0, 1)) -> list[SweepCell]:
@@ -57,3 +59,20 @@ def test_every_cell_is_handed_out_exactly_once(n: int) -> None:
         wall.setdefault(c.policy, []).append(float(len(c.policy) + c.seed))
         got.append(c.key)
     assert sorted(got) == want
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+@pytest.mark.parametrize("core", [0, 1, 5])
+def test_a_pinned_cell_runs_on_one_core_and_gives_the_others_back(core: int) -> None:
+    before = os.sched_getaffinity(0)
+    with _pinned(core):
+        inside = os.sched_getaffinity(0)
+    assert inside == {sorted(before)[core % len(before)]}
+    assert os.sched_getaffinity(0) == before
+
+
+def test_no_core_index_leaves_the_affinity_alone() -> None:
+    before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    with _pinned(None):
+        if before is not None:
+            assert os.sched_getaffinity(0) == before
