@@ -26,7 +26,9 @@ from psched.policies.srtf import SrtfPolicy
 from psched.simulator import HELD
 from ray_cluster.service import SchedulerService
 
-DEFER = {"defer": True}
+#: deferred admission alone (``batch`` and ``soft``, on by default, hold arrivals too: their
+#: restarts are tested below, with ``defer`` as well)
+DEFER = {"defer": True, "batch": False, "soft": False}
 
 
 class HoldOnce(SrtfPolicy):
@@ -250,15 +252,16 @@ def test_a_service_with_a_held_job_is_not_idle_until_it_is_decided(tmp_path, hol
 #: ``batch`` and ``soft`` alone and together: (options, seed, crash slot, whether the crash
 #: slot's arrivals were submitted before the crash, what the policy holds at the crash)
 LEVER_CRASHES = [
-    ({"batch": True}, 0, 4, False, ()),
-    ({"batch": True}, 3, 2, True, ("batch",)),       # the slot's arrivals held, undecided
-    ({"batch": True}, 5, 3, True, ("batch",)),
-    ({"soft": True}, 1, 2, True, ("soft",)),          # reservations (usage in the book)
-    ({"soft": True}, 0, 4, False, ("soft",)),          # a reservation bumped later (at 0.7)
-    ({"soft": True}, 37, 3, True, ("soft", "dropped")),  # a job that lost its reservation
+    ({"batch": True, "soft": False}, 0, 4, False, ()),
+    ({"batch": True, "soft": False}, 3, 2, True, ("batch",)),  # arrivals held, undecided
+    ({"batch": True, "soft": False}, 5, 3, True, ("batch",)),
+    ({"batch": False, "soft": True}, 1, 2, True, ("soft",)),  # reservations (in the book)
+    ({"batch": False, "soft": True}, 0, 4, False, ("soft",)),  # one bumped later (at 0.7)
+    ({"batch": False, "soft": True}, 37, 3, True, ("soft", "dropped")),  # one lost its own
     ({"batch": True, "soft": True}, 0, 4, True, ("batch", "soft")),
     ({"batch": True, "soft": True}, 3, 2, True, ("batch", "soft")),  # a bump after it
     ({"batch": True, "soft": True}, 9, 4, False, ("soft",)),
+    ({"batch": True, "soft": True, "defer": True}, 20, 2, True, ("batch", "soft")),
 ]
 
 

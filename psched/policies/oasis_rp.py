@@ -74,11 +74,14 @@ fast_search : the run-compressed exact search (:mod:`psched.policies.rp_search`,
 batch : decide the arrivals of a slot together, densest first (utility per unit of dominant
     cluster share over the job's work, :mod:`psched.policies.rp_batch`), instead of in the
     order they came: each is held on arrival and decided at the same slot's boundary
-    (:meth:`admit_held`), before anything runs. Off by default.
+    (:meth:`admit_held`), before anything runs. On by default (a live service journals
+    each arrival as a ``hold`` and its decision as ``deferred``; a restart keeps the
+    slot's undecided arrivals: :meth:`boundary_state`).
 soft : an arrival whose best schedule does not start in its arrival slot is held with that
     schedule as a reservation (in the book) and admitted, with its promise, at the boundary
     of the slot it starts in; until then a denser arrival that finds no room may move or
-    take reservations (:mod:`psched.policies.rp_soft`). Off by default.
+    take reservations (:mod:`psched.policies.rp_soft`). On by default (a live service
+    journals the reservations in :meth:`boundary_state`; a restart puts them back).
 steady : when reality departs from the plans (a real executor), re-plan jobs off their
     plans tightest promise first, keep a running job running as it runs (re-plan only the
     rest of its work, within its promise), and never stop or resize a running job to pull it
@@ -186,8 +189,8 @@ class OasisRpPolicy:
         patience: float = 0.0,
         patience_lead: int = 1,
         density_floor: float = 0.5,
-        batch: bool = False,
-        soft: bool = False,
+        batch: bool = True,
+        soft: bool = True,
         price_span: float | None = None,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
