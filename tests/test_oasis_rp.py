@@ -29,11 +29,14 @@ from psched.simulator import SchedulerLoop, TraceArrivals, simulate
 from psched.utility import Utility
 
 LEVERS = ("repack", "latest_promise", "pull", "reprice")
+#: the held levers, on by default: off in "all off" and "each alone" (tested with them in
+#: test_oasis_rp_batch.py)
+HELD_OFF = {"batch": False, "soft": False}
 #: every lever alone, all on, all off, and the options that change how re-packing works
 VARIANTS = [
     {},
-    {k: False for k in LEVERS},
-    *({k: (k == on) for k in LEVERS} for on in LEVERS),
+    {**{k: False for k in LEVERS}, **HELD_OFF},
+    *({**{k: (k == on) for k in LEVERS}, **HELD_OFF} for on in LEVERS),
     {"repack_second": "clash"},
     {"repack_second": "off", "promise_rtol": 0.0},
     {"plan_late": True, "fill": True},
@@ -240,7 +243,8 @@ def test_with_every_lever_off_it_is_oasis(instance: Instance) -> None:
     cluster, specs, horizon = instance
     base = simulate(specs, cluster, make_policy("oasis"), horizon)
     off = simulate(specs, cluster, make_policy(
-        "oasis-rp", own_price="off", density_floor=0.0, **{k: False for k in LEVERS}), horizon)
+        "oasis-rp", own_price="off", density_floor=0.0, **{k: False for k in LEVERS}, **HELD_OFF),
+        horizon)
     assert off.allocations == base.allocations
     assert [(r.admitted, r.promised) for r in off.records.values()] == [
         (r.admitted, r.promised) for r in base.records.values()]

@@ -31,11 +31,11 @@ from psched.promises import broken_promises
 from psched.simulator import HELD, simulate
 from psched.utility import Utility
 
-OPTIONS = [
-    {"batch": True},
-    {"batch": True, "defer": True},
-    {"batch": True, "own_price": "off", "repack_late": True},
-    {"soft": True},
+OPTIONS = [  # each lever alone, then together (both are on by default)
+    {"batch": True, "soft": False},
+    {"batch": True, "soft": False, "defer": True},
+    {"batch": True, "soft": False, "own_price": "off", "repack_late": True},
+    {"batch": False, "soft": True},
     {"batch": True, "soft": True},
     {"batch": True, "soft": True, "defer": True, "reprice": False},
     {"batch": True, "soft": True, "price_span": 4.0},
@@ -64,7 +64,7 @@ def test_the_most_valuable_arrivals_of_a_rushed_slot_win_with_the_lever(batch: b
     """Four jobs worth 10, 20, 90, 80 arrive in slot 0 and two fit: in trace order the first
     two are admitted (30); decided together, the 90 and the 80 (170), each kept."""
     specs = _slot_rush([10.0, 20.0, 90.0, 80.0])
-    res = simulate(specs, _two_at_a_time(), make_policy("oasis-rp", batch=batch), 4)
+    res = simulate(specs, _two_at_a_time(), make_policy("oasis-rp", batch=batch, soft=False), 4)
     admitted = sorted(j for j, r in res.records.items() if r.admitted)
     assert admitted == (["j2", "j3"] if batch else ["j0", "j1"])
     assert sum(r.utility for r in res.records.values()) == (170.0 if batch else 30.0)
@@ -85,8 +85,8 @@ def test_one_arrival_per_slot_is_decided_as_without_the_lever(instance: Instance
         if s.arrival not in seen:
             seen.add(s.arrival)
             alone.append(s)
-    runs = [simulate(alone, cluster, make_policy("oasis-rp", batch=b), horizon, seed=1)
-            for b in (False, True)]
+    runs = [simulate(alone, cluster, make_policy("oasis-rp", batch=b, soft=False), horizon,
+                     seed=1) for b in (False, True)]
     assert runs[0].allocations == runs[1].allocations
     assert [(r.admitted, r.promised, r.completion) for r in runs[0].records.values()] == [
         (r.admitted, r.promised, r.completion) for r in runs[1].records.values()]
@@ -183,7 +183,7 @@ def test_a_reservation_of_low_value_gives_way_to_a_denser_arrival(soft: bool) ->
     room left, is rejected (110). Every promise made is kept. (OASiS's prices, so that a job
     taking a whole server is not priced out.)"""
     res = simulate(_reserved_then_dense(True), _two_at_a_time(),
-                   make_policy("oasis-rp", soft=soft, own_price="off"), 5)
+                   make_policy("oasis-rp", soft=soft, batch=False, own_price="off"), 5)
     recs = res.records
     assert broken_promises(res) == []
     assert recs["busy"].admitted and recs["busy"].decided == 0
@@ -201,7 +201,7 @@ def test_a_reservation_of_low_value_gives_way_to_a_denser_arrival(soft: bool) ->
 
 def test_a_reservation_is_admitted_at_the_boundary_of_its_first_slot() -> None:
     res = simulate(_reserved_then_dense(False), _two_at_a_time(),
-                   make_policy("oasis-rp", soft=True, own_price="off"), 5)
+                   make_policy("oasis-rp", soft=True, batch=False, own_price="off"), 5)
     low = res.records["low"]
     assert (low.admitted, low.decided, low.first_slot, low.promised, low.completion) == (
         True, 2, 2, 2, 2)

@@ -206,7 +206,7 @@ def test_a_job_held_for_deferred_admission_is_admitted_when_room_frees(defer: bo
     cluster, specs = _deferred_pair()
     loop = SchedulerLoop(cluster=cluster, horizon=6, arrivals=TraceArrivals(specs),
                          policy=make_policy("oasis-rp", repack=False, defer=defer,
-                                            own_price="off"),
+                                            own_price="off", batch=False, soft=False),
                          executor=_Ahead("flat", 0, 2.0), known_jobs=specs)
     res = loop.run()
     urgent = res.records["urgent"]

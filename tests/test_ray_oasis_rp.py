@@ -74,8 +74,11 @@ def test_a_plan_revised_mid_run_is_a_resize_and_the_job_completes_by_its_promise
     node_of = {i: ray_session.node_ids[s.server_id] for i, s in enumerate(servers)}
     patient = _spec("patient", slots=3, tau=tau, value=10, decay=0.2, target=40)
     urgent = _spec("urgent", slots=2, tau=tau, value=20, decay=0.5, target=3)
+    # decided on arrival (batch and soft, on by default, hold an arrival to the boundary):
+    # the re-pack happens at urgent's submission, as the assertions below follow it
     cfg = ServiceConfig(policy="oasis-rp", slot_seconds=SLOT_S, horizon=60,
-                        history=(patient, urgent), runtime={"start_timeout_s": 30.0})
+                        history=(patient, urgent), runtime={"start_timeout_s": 30.0},
+                        policy_options={"batch": False, "soft": False})
     svc = SchedulerService(tmp_path, config=cfg, cluster=cluster, node_of=node_of)
     try:
         first = svc.submit(patient)

@@ -103,14 +103,17 @@ def test_same_seed_same_run_with_each_admission_lever(options: dict[str, object]
 @given(instance=instances())
 def test_no_floor_where_the_trace_fits_and_no_hold_without_patience(instance: Instance) -> None:
     cluster, specs, horizon = instance
-    off = simulate(specs, cluster, make_policy("oasis-rp", density_floor=0.0), horizon)
-    on = simulate(specs, cluster, make_policy("oasis-rp", density_floor=0.5), horizon)
+    held_off = {"batch": False, "soft": False}  # no lever that holds
+    off = simulate(specs, cluster, make_policy("oasis-rp", density_floor=0.0, **held_off),
+                   horizon)
+    on = simulate(specs, cluster, make_policy("oasis-rp", density_floor=0.5, **held_off),
+                  horizon)
     jobs = [r.job for r in off.records.values()]
     if clearing_density(jobs, cluster, horizon) == 0.0:  # the whole trace fits: no floor
         assert on.allocations == off.allocations
         assert [r.promised for r in on.records.values()] == [
             r.promised for r in off.records.values()]
-    for rec in off.records.values():  # no floor, no patience, no defer: decided on arrival
+    for rec in off.records.values():  # no floor, patience, defer, batch, soft: on arrival
         assert rec.reason != REJECT_DENSITY
         assert rec.decided == rec.job.arrival or rec.decided is None
 

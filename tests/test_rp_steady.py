@@ -27,7 +27,11 @@ from ray_cluster.service import SchedulerService
 
 
 def _service(tmp_path, executor, steady: bool) -> SchedulerService:
-    svc = SchedulerService(tmp_path, config=_config(), cluster=_cluster(), executor=executor)
+    # decided on arrival, as these scenarios were measured (the scenarios submit and expect
+    # an answer at once; batch and soft, on by default since, hold arrivals to a boundary)
+    svc = SchedulerService(tmp_path, config=_config(policy_options={"batch": False,
+                                                                    "soft": False}),
+                           cluster=_cluster(), executor=executor)
     svc.policy.steady = steady  # type: ignore[attr-defined]
     return svc
 

@@ -26,7 +26,9 @@ from psched.policies.srtf import SrtfPolicy
 from psched.simulator import HELD
 from ray_cluster.service import SchedulerService
 
-DEFER = {"defer": True}
+#: deferred admission alone (``batch`` and ``soft``, on by default, hold arrivals too: their
+#: restarts are tested below, with ``defer`` as well)
+DEFER = {"defer": True, "batch": False, "soft": False}
 
 
 class HoldOnce(SrtfPolicy):
@@ -245,3 +247,69 @@ def test_a_service_with_a_held_job_is_not_idle_until_it_is_decided(tmp_path, hol
     svc._run(until_idle=True)
     rec = svc.loop.state.records["j1"]
     assert rec.admitted and rec.decided == 1 and rec.completion is not None and svc.idle()
+
+
+#: ``batch`` and ``soft`` alone and together: (options, seed, crash slot, whether the crash
+#: slot's arrivals were submitted before the crash, what the policy holds at the crash)
+LEVER_CRASHES = [
+    ({"batch": True, "soft": False}, 0, 4, False, ()),
+    ({"batch": True, "soft": False}, 3, 2, True, ("batch",)),  # arrivals held, undecided
+    ({"batch": True, "soft": False}, 5, 3, True, ("batch",)),
+    ({"batch": False, "soft": True}, 1, 2, True, ("soft",)),  # reservations (in the book)
+    ({"batch": False, "soft": True}, 0, 4, False, ("soft",)),  # one bumped later (at 0.7)
+    ({"batch": False, "soft": True}, 37, 3, True, ("soft", "dropped")),  # one lost its own
+    ({"batch": True, "soft": True}, 0, 4, True, ("batch", "soft")),
+    ({"batch": True, "soft": True}, 3, 2, True, ("batch", "soft")),  # a bump after it
+    ({"batch": True, "soft": True}, 9, 4, False, ("soft",)),
+    ({"batch": True, "soft": True, "defer": True}, 20, 2, True, ("batch", "soft")),
+]
+
+
+@pytest.mark.parametrize("rate", [1.0, 0.7])  # reality as planned, behind
+@pytest.mark.parametrize(("opts", "seed", "crash_at", "submitted", "pending"), LEVER_CRASHES)
+def test_a_restart_keeps_the_batch_and_the_reservations_and_decides_as_uninterrupted(
+        tmp_path_factory, opts, seed, crash_at, submitted, pending, rate):
+    """``oasis-rp`` with ``batch`` and/or ``soft``, killed at slot ``crash_at`` (after that
+    slot's arrivals were submitted, if ``submitted``: they are held in the batch, undecided)
+    and restarted from its journal: the batch, the reservations (their plans, payoffs and
+    usage in the book) and the jobs that lost theirs come back as they were, and the
+    restarted service journals the same rows, runs the same allocations and ends with the
+    same outcomes and promises as the uninterrupted one; every promise kept (as planned;
+    a promise after the last slot driven is not due yet)."""
+    plan, end = _plan(seed), 45
+    cfg = _config(policy_options=opts)
+    ref = SchedulerService(tmp_path_factory.mktemp("ref"), config=cfg, cluster=_cluster(),
+                           executor=FastExecutor(rate))
+    _drive(ref, plan, end)
+    work = tmp_path_factory.mktemp("crash")
+    first = SchedulerService(work, config=cfg, cluster=_cluster(), executor=FastExecutor(rate))
+    _drive(first, plan, crash_at)
+    rest = [(s, b) for s, b in plan if s >= crash_at]
+    if submitted:
+        for spec in (x for s, b in rest if s == crash_at for x in b):
+            first.submit(spec)
+        rest = [(s, b) for s, b in rest if s > crash_at]
+    pol = first.policy
+    state, plans = pol.boundary_state(), pol.current_plans()  # type: ignore[attr-defined]
+    promises = pol.promises()  # type: ignore[attr-defined]
+    usage = [u.copy() for u in pol.ledger.usage]  # type: ignore[attr-defined]
+    assert {k for k in ("batch", "soft", "dropped") if state.get(k)} == set(pending)
+    first.journal.close()  # the process dies
+    again = SchedulerService(work, executor=FastExecutor(rate))
+    pol = again.policy
+    assert pol.boundary_state() == state  # type: ignore[attr-defined]
+    assert pol.current_plans() == plans and pol.promises() == promises  # type: ignore[attr-defined]
+    for a, b in zip(usage, pol.ledger.usage, strict=True):  # type: ignore[attr-defined]
+        assert (a == b).all()  # reservations' usage back in the book, bit for bit
+    _drive(again, rest, end)
+    assert _rows(again) == _rows(ref)
+    assert _outcome(again) == _outcome(ref)
+    assert sorted(again.loop.state.allocations) == sorted(ref.loop.state.allocations)
+    assert pol.promises() == ref.policy.promises()  # type: ignore[attr-defined]
+    assert pol.boundary_state() == ref.policy.boundary_state()  # type: ignore[attr-defined]
+    assert again.loop.state.held == ref.loop.state.held  # reservations starting after end
+    if rate == 1.0:
+        for rec in again.loop.state.records.values():
+            if rec.admitted:  # completed by its promise, or not due yet
+                assert (rec.promised >= end if rec.completion is None
+                        else rec.completion <= rec.promised)

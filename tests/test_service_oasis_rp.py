@@ -26,6 +26,11 @@ PRICED = [p for p in available_policies()
           if getattr(policy_factory(p), "takes_price_bounds", False)]
 
 
+#: decided on arrival (``batch`` and ``soft``, on by default, hold each arrival until a slot
+#: boundary): for the tests of what a submission's reply and arrival row say at once
+ON_ARRIVAL = {"batch": False, "soft": False}
+
+
 def _config(policy: str = "oasis-rp", **kw) -> ServiceConfig:
     return ServiceConfig(**{"policy": policy, "slot_seconds": SLOT_S, "horizon": 80,
                             "history": HISTORY, **kw})
@@ -51,8 +56,11 @@ def test_fixed_bounds_are_the_prices_oasis_rp_runs_with(tmp_path):
     params = svc.policy.params  # type: ignore[attr-defined]
     assert params.to_dict() == fixed_params(50.0, 0.5, 20.0, 0.2).to_dict()
     # worth well above its priced cost: own-usage pricing (the default) charges a job that
-    # fills most of this small cluster more than the zero-load floor
-    assert svc.submit(_spec(1, value=40.0))["admitted"]
+    # fills most of this small cluster more than the zero-load floor (held on submission by
+    # the batch lever, decided at the boundary of its slot)
+    assert svc.submit(_spec(1, value=40.0))["held"]
+    svc.run_for(1)
+    assert svc.loop.state.records["j1"].admitted
 
 
 def test_an_unpriced_policy_gets_no_price_options_and_an_unknown_one_is_one_line():
@@ -65,8 +73,8 @@ def _repacked(tmp_path, **kw) -> SchedulerService:
     """``j1`` (utility constant: promised the end of its window) fills the worker server
     from slot 0; ``j2`` (steep) arrives in slot 1 and finds no room: the re-pack moves
     ``j1`` after it, within its promise."""
-    svc = SchedulerService(tmp_path, config=_config(**kw), cluster=_cluster(),
-                           executor=SimulatedExecutor())
+    svc = SchedulerService(tmp_path, config=_config(**{"policy_options": ON_ARRIVAL, **kw}),
+                           cluster=_cluster(), executor=SimulatedExecutor())
     a = svc.submit(_spec(1, n=2, work_s=0.08, kind="constant", value=5))
     assert a["admitted"] and a["promised"] > a["planned_completion"]
     svc.run_for(1)
@@ -151,7 +159,8 @@ def test_a_revision_made_after_a_restart_is_the_uninterrupted_ones(tmp_path, cra
     it (2, 3: the moved plan is restored): either way the same plans run."""
     ref = _repacked(tmp_path / "ref")
     ref.run_for(12)
-    svc = SchedulerService(tmp_path / "crash", config=_config(), cluster=_cluster(),
+    svc = SchedulerService(tmp_path / "crash", config=_config(policy_options=ON_ARRIVAL),
+                           cluster=_cluster(),
                            executor=SimulatedExecutor())
     svc.submit(_spec(1, n=2, work_s=0.08, kind="constant", value=5))
     svc.run_for(1)
@@ -173,7 +182,8 @@ def test_a_revision_made_after_a_restart_is_the_uninterrupted_ones(tmp_path, cra
 def test_a_job_behind_after_its_last_planned_slot_is_planned_again(tmp_path):
     """Reality at 0.6 of the model: each job's plan runs out before its work does; it is
     re-planned at the next boundary (a revision), never left active without a plan."""
-    svc = SchedulerService(tmp_path, config=_config(), cluster=_cluster(3.0),
+    svc = SchedulerService(tmp_path, config=_config(policy_options=ON_ARRIVAL),
+                           cluster=_cluster(3.0),
                            executor=FastExecutor(0.6))
     for i in range(3):
         assert svc.submit(_spec(i, n=2, work_s=0.04, kind="constant", value=5))["admitted"]
@@ -190,7 +200,7 @@ def test_a_job_that_cannot_finish_in_its_window_is_dropped_and_a_restart_keeps_i
     """Reality at 0.1 of the model: the steep job's promise is lost (it is re-planned as
     late as its window allows), then its window ends and it is dropped (``dropped_behind``);
     the service goes idle, and a restart keeps it dropped."""
-    cfg = _config(horizon=200)
+    cfg = _config(horizon=200, policy_options=ON_ARRIVAL)
     svc = SchedulerService(tmp_path, config=cfg, cluster=_cluster(), executor=FastExecutor(0.1))
     out = svc.submit(_spec(1, n=2, work_s=0.08, value=10))
     assert out["admitted"]

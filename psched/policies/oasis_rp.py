@@ -74,11 +74,14 @@ fast_search : the run-compressed exact search (:mod:`psched.policies.rp_search`,
 batch : decide the arrivals of a slot together, densest first (utility per unit of dominant
     cluster share over the job's work, :mod:`psched.policies.rp_batch`), instead of in the
     order they came: each is held on arrival and decided at the same slot's boundary
-    (:meth:`admit_held`), before anything runs. Off by default.
+    (:meth:`admit_held`), before anything runs. On by default (a live service journals
+    each arrival as a ``hold`` and its decision as ``deferred``; a restart keeps the
+    slot's undecided arrivals: :meth:`boundary_state`).
 soft : an arrival whose best schedule does not start in its arrival slot is held with that
     schedule as a reservation (in the book) and admitted, with its promise, at the boundary
     of the slot it starts in; until then a denser arrival that finds no room may move or
-    take reservations (:mod:`psched.policies.rp_soft`). Off by default.
+    take reservations (:mod:`psched.policies.rp_soft`). On by default (a live service
+    journals the reservations in :meth:`boundary_state`; a restart puts them back).
 steady : when reality departs from the plans (a real executor), re-plan jobs off their
     plans tightest promise first, keep a running job running as it runs (re-plan only the
     rest of its work, within its promise), and never stop or resize a running job to pull it
@@ -186,8 +189,8 @@ class OasisRpPolicy:
         patience: float = 0.0,
         patience_lead: int = 1,
         density_floor: float = 0.5,
-        batch: bool = False,
-        soft: bool = False,
+        batch: bool = True,
+        soft: bool = True,
         price_span: float | None = None,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
@@ -276,6 +279,7 @@ class OasisRpPolicy:
         self._freed = False  # plans moved since the held jobs were last searched
         self._batch: list[str] = []  # held on arrival this slot, decided by admit_held
         self._soft = Reservations()  # held jobs' plans, admitted when they start (soft)
+        self._restored: dict[str, Job] = {}  # held jobs replayed from a journal, until resume
         self._ran: dict[str, Alloc] = {}  # jobs that ran in the last planned slot
         self._stats = {"repack_tried": 0, "repack_kept": 0, "repack_moved": 0,
                        "repack_admitted_utility": 0.0,
@@ -854,8 +858,13 @@ class OasisRpPolicy:
         """What a restarted service needs besides the promises and plans (JSON): whether the
         next boundary pulls, and the counters of :meth:`report`."""
         ran = {j: [list(a.workers), list(a.ps)] for j, a in sorted(self._ran.items())}
-        return {"dirty": self._dirty, "freed": self._freed, "stats": dict(self._stats),
-                "ran": ran}
+        out = {"dirty": self._dirty, "freed": self._freed, "stats": dict(self._stats),
+               "ran": ran}
+        if self.batch:  # the slot's arrivals held, not decided yet
+            out["batch"] = list(self._batch)
+        if self.soft:  # reservations (their usage is in the book) and jobs that lost theirs
+            out.update(self._soft.to_json())
+        return out
 
     def restore(self, job: Job, decision: Decision) -> None:
         """Re-apply an arrival decision made before (a restarted service replaying its
@@ -867,6 +876,8 @@ class OasisRpPolicy:
         self._report = None
         if not decision.admitted or not decision.schedule:
             self._decided.append((job, 0.0))
+            if decision.hold:  # a batch or a reservation may hold it: see resume
+                self._restored[job.job_id] = job
             return
         payoff = decision.payoff or 0.0
         self._decided.append(
@@ -929,6 +940,26 @@ class OasisRpPolicy:
             self._stats.update(state.get("stats", {}))
             self._ran = {j: Alloc.of(dict(w), dict(p))
                          for j, (w, p) in state.get("ran", {}).items()}
+            self._resume_held(state)
+        self._restored = {}
+
+    def _resume_held(self, state: Mapping[str, Any]) -> None:
+        """The held jobs' part of :meth:`resume`: the slot's arrivals not decided yet
+        (``batch``), the reservations with their usage back in the book and the jobs that
+        lost theirs (``soft``). Those jobs are not decided yet: the certificate's entries
+        the replay gave them go (they come back when they are decided, as in an
+        uninterrupted run). O(reservation entries)."""
+        self._batch = [j for j in state.get("batch", ()) if j in self._restored]
+        self._soft = Reservations.from_json(state, self._restored)
+        book = self._book()
+        for r in list(self._soft.values()):
+            plan = Schedule(r.plan) if self.fast_search else r.plan
+            self._soft[r.job.job_id] = replace(r, plan=plan)
+            book.add(r.job, plan)
+            book.raise_prices(plan)
+        pending = {*self._batch, *self._soft, *(job.job_id for job in self._soft.dropped)}
+        if pending:
+            self._decided = [(j, mu) for j, mu in self._decided if j.job_id not in pending]
 
     # -- results --------------------------------------------------------------------------------
     def promises(self) -> dict[str, int]:

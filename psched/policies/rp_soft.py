@@ -22,11 +22,26 @@ does the searches.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from psched.model import Alloc, Job
 
-__all__ = ["Reservation", "Reservations"]
+__all__ = ["Reservation", "Reservations", "plan_from_json", "plan_to_json"]
+
+
+def plan_to_json(plan: Mapping[int, Alloc]) -> list[list[Any]]:
+    """A plan as JSON: ``[[slot, workers, ps], ...]`` by slot, each role's
+    ``[[server, count], ...]``. O(entries)."""
+    return [[int(s), [list(p) for p in a.workers], [list(p) for p in a.ps]]
+            for s, a in sorted(plan.items())]
+
+
+def plan_from_json(rows: Sequence[Sequence[Any]]) -> dict[int, Alloc]:
+    """The plan :func:`plan_to_json` wrote. O(entries)."""
+    return {int(s): Alloc(workers=tuple((int(h), int(c)) for h, c in w),
+                          ps=tuple((int(h), int(c)) for h, c in q)) for s, w, q in rows}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,6 +70,25 @@ class Reservations(dict[str, Reservation]):
     def __init__(self) -> None:
         super().__init__()
         self.dropped: list[Job] = []  #: lost their reservation; rejected at the next boundary
+
+    def to_json(self) -> dict[str, Any]:
+        """The reservations (job id, plan, payoff, density; in the order they were made)
+        and the dropped jobs' ids, as JSON: a restarted service takes them back with
+        :meth:`from_json`. O(plan entries)."""
+        return {"soft": [[j, plan_to_json(r.plan), r.payoff, r.density]
+                         for j, r in self.items()],
+                "dropped": [job.job_id for job in self.dropped]}
+
+    @classmethod
+    def from_json(cls, state: Mapping[str, Any], jobs: Mapping[str, Job]) -> Reservations:
+        """The reservations :meth:`to_json` wrote (keys ``soft`` and ``dropped``; none if
+        absent), for the held ``jobs`` by id. O(plan entries)."""
+        out = cls()
+        for job_id, plan, payoff, dens in state.get("soft", ()):
+            out[job_id] = Reservation(job=jobs[job_id], plan=plan_from_json(plan),
+                                      payoff=float(payoff), density=float(dens))
+        out.dropped = [jobs[j] for j in state.get("dropped", ())]
+        return out
 
     def due(self, t: int) -> list[Reservation]:
         """The reservations starting in slot ``t`` or before, in arrival order of their
