@@ -274,8 +274,8 @@ def test_a_restart_keeps_the_batch_and_the_reservations_and_decides_as_uninterru
     and restarted from its journal: the batch, the reservations (their plans, payoffs and
     usage in the book) and the jobs that lost theirs come back as they were, and the
     restarted service journals the same rows, runs the same allocations and ends with the
-    same outcomes and promises as the uninterrupted one; every promise kept (as planned;
-    a promise after the last slot driven is not due yet)."""
+    same outcomes, promises and certificate as the uninterrupted one; every promise kept (as
+    planned; a promise after the last slot driven is not due yet)."""
     plan, end = _plan(seed), 45
     cfg = _config(policy_options=opts)
     ref = SchedulerService(tmp_path_factory.mktemp("ref"), config=cfg, cluster=_cluster(),
@@ -307,6 +307,9 @@ def test_a_restart_keeps_the_batch_and_the_reservations_and_decides_as_uninterru
     assert sorted(again.loop.state.allocations) == sorted(ref.loop.state.allocations)
     assert pol.promises() == ref.policy.promises()  # type: ignore[attr-defined]
     assert pol.boundary_state() == ref.policy.boundary_state()  # type: ignore[attr-defined]
+    # the certificate counts the same jobs (a batch's in replay order: equal to rounding)
+    assert pol.report()["dual_bound"] == pytest.approx(  # type: ignore[attr-defined]
+        ref.policy.report()["dual_bound"], rel=1e-12)  # type: ignore[attr-defined]
     assert again.loop.state.held == ref.loop.state.held  # reservations starting after end
     if rate == 1.0:
         for rec in again.loop.state.records.values():

@@ -948,7 +948,10 @@ class OasisRpPolicy:
         (``batch``), the reservations with their usage back in the book and the jobs that
         lost theirs (``soft``). Those jobs are not decided yet: the certificate's entries
         the replay gave them go (they come back when they are decided, as in an
-        uninterrupted run). O(reservation entries)."""
+        uninterrupted run). With ``reprice`` off the prices follow the high-water mark of
+        the plans replayed: a reservation's plan before it was moved or dropped is not in
+        the journal, so a restart after such a bump may price lower than the uninterrupted
+        run (the default re-prices: exact). O(reservation entries)."""
         self._batch = [j for j in state.get("batch", ()) if j in self._restored]
         self._soft = Reservations.from_json(state, self._restored)
         book = self._book()
