@@ -25,7 +25,7 @@ from psched.oasis.literal import literal_slot_cost
 from psched.oasis.schedule import slot_costs
 from psched.policies import make_policy
 from psched.policies.base import RunContext, View
-from psched.simulator import cannot_fit
+from psched.simulator import cannot_fit, simulate
 from psched.utility import Utility
 
 T = 3
@@ -114,6 +114,19 @@ def tiny_instance(draw: st.DrawFn) -> tuple[list[Job], Cluster]:
                             target=float(draw(st.integers(1, 3)))))
         jobs.append(resolve_job(spec, 3600.0, T, max_window=T))
     return [j for j in jobs if not cannot_fit(j, cluster)], cluster
+
+
+def assert_rp_certificate_bounds_the_optimum(jobs: list[Job], cluster: Cluster,
+                                             options: dict[str, object]) -> None:
+    """``oasis-rp`` with ``options`` on a tiny instance: its utility is at most the exact
+    optimum (brute force), its dual bound at least that optimum and its utility."""
+    res = simulate([j.spec for j in jobs], cluster, make_policy("oasis-rp", **options), T,
+                   max_window=T)
+    opt = offline_optimum(jobs, cluster)
+    got = sum(r.utility for r in res.records.values())
+    assert got <= opt + 1e-9 * max(1.0, opt)
+    assert res.report["dual_bound"] >= opt - 1e-9 * max(1.0, opt)
+    assert res.report["dual_bound"] >= got - 1e-9 * max(1.0, got)
 
 
 def _decided(jobs: list[Job], cluster: Cluster) -> Any:

@@ -18,7 +18,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import Instance, instances
-from test_oasis_certificate import T, offline_optimum, tiny_instance
+from test_oasis_certificate import (
+    assert_rp_certificate_bounds_the_optimum,
+    tiny_instance,
+)
 from test_oasis_rp import _server, _spec
 from test_policy_properties import check_schedule
 
@@ -146,12 +149,7 @@ def test_every_promise_is_kept_and_every_rule_holds_with_the_batch(
 def test_certificate_bounds_the_exact_optimum_with_the_batch(
         options: dict[str, object], inst: tuple[list[Job], Cluster]) -> None:
     jobs, cluster = inst
-    res = simulate([j.spec for j in jobs], cluster, make_policy("oasis-rp", **options), T,
-                   max_window=T)
-    opt = offline_optimum(jobs, cluster)
-    got = sum(r.utility for r in res.records.values())
-    assert got <= opt + 1e-9 * max(1.0, opt)
-    assert res.report["dual_bound"] >= opt - 1e-9 * max(1.0, opt)
+    assert_rp_certificate_bounds_the_optimum(jobs, cluster, options)
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import Instance, instances
-from test_oasis_certificate import T, offline_optimum, tiny_instance
+from test_oasis_certificate import (
+    assert_rp_certificate_bounds_the_optimum,
+    tiny_instance,
+)
 from test_policy_properties import check_schedule
 
 from psched.model import Cluster, Job, resolve_job
@@ -78,12 +81,7 @@ def test_promises_checked_from_the_output_files_with_each_admission_lever(
 def test_certificate_bounds_the_exact_optimum_with_each_admission_lever(
         options: dict[str, object], inst: tuple[list[Job], Cluster]) -> None:
     jobs, cluster = inst
-    res = simulate([j.spec for j in jobs], cluster, make_policy("oasis-rp", **options), T,
-                   max_window=T)
-    opt = offline_optimum(jobs, cluster)
-    got = sum(r.utility for r in res.records.values())
-    assert got <= opt + 1e-9 * max(1.0, opt)
-    assert res.report["dual_bound"] >= opt - 1e-9 * max(1.0, opt)
+    assert_rp_certificate_bounds_the_optimum(jobs, cluster, options)
 
 
 @pytest.mark.parametrize("options", OPTIONS[:4], ids=_ids)
