@@ -620,9 +620,9 @@ def submit_line(job_id: str, out: dict[str, Any]) -> str:
     (plan, promise, payoff), rejected (reason), held for deferred admission (the boundary it
     is next decided at and its window's last slot), or queued for a later arrival slot."""
     if out.get("held"):
-        return (f"{job_id}: arrival slot {out['arrival']}: held ({out.get('reason')} so far): "
-                f"decided at the boundary of slot {out['next_boundary']} or a later one, "
-                f"rejected if not admitted by slot {out['window_end']}")
+        return (f"{job_id}: arrival slot {out['arrival']}: held: decided at the boundary of "
+                f"slot {out['next_boundary']} or a later one; if not admitted by slot "
+                f"{out['window_end']}, rejected ({out.get('reason')})")
     if out.get("decided") is False:
         return f"{job_id}: queued: decided when slot {out['arrival']} begins"
     verdict = "admitted" if out.get("admitted") else f"rejected ({out.get('reason')})"

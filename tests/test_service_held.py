@@ -204,8 +204,8 @@ def test_submit_says_held_and_when_it_is_decided(tmp_path):
     job_id, out = next((j, r) for j, r in replies.items() if r.get("held"))
     last = svc.loop.state.records[job_id].job.last_slot
     assert submit_line(job_id, out) == (
-        f"{job_id}: arrival slot 3: held (payoff<=0 so far): decided at the boundary of "
-        f"slot 3 or a later one, rejected if not admitted by slot {last}")
+        f"{job_id}: arrival slot 3: held: decided at the boundary of slot 3 or a later one; "
+        f"if not admitted by slot {last}, rejected (payoff<=0)")
     admitted = next((j, r) for j, r in replies.items() if r["admitted"])
     assert ": admitted, planned completion slot" in submit_line(*admitted)
     assert submit_line("q", {"job_id": "q", "arrival": 9, "decided": False}) == (
