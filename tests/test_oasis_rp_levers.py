@@ -42,7 +42,7 @@ from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import search_own
 from psched.prices import log_prices, params_from_jobs
 from psched.promises import broken_promises, broken_promises_in
-from psched.simulator import HELD, SchedulerLoop, TraceArrivals, simulate
+from psched.simulator import HELD, RunResult, SchedulerLoop, TraceArrivals, simulate
 from psched.utility import Utility
 
 OPTIONS = [
@@ -231,6 +231,13 @@ def test_a_job_held_for_deferred_admission_is_admitted_when_room_frees(defer: bo
 @given(instance=instances())
 def test_every_promise_is_kept_and_every_rule_holds_with_each_lever(
         options: dict[str, object], instance: Instance) -> None:
+    run_keeping_every_promise(options, instance)
+
+
+def run_keeping_every_promise(options: dict[str, object], instance: Instance) -> RunResult:
+    """``oasis-rp`` with ``options`` on ``instance`` (seed 3), checked: capacity and PS rules,
+    no broken promise, nobody left held, promised exactly when admitted, and every admitted
+    job decided between its arrival and its promise and completed by it."""
     cluster, specs, horizon = instance
     result = simulate(specs, cluster, make_policy("oasis-rp", **options), horizon, seed=3)
     check_schedule(result, cluster, horizon)
@@ -242,6 +249,7 @@ def test_every_promise_is_kept_and_every_rule_holds_with_each_lever(
             assert rec.decided is not None
             assert rec.job.arrival <= rec.decided <= rec.promised <= rec.job.last_slot
             assert rec.completion is not None and rec.completion <= rec.promised
+    return result
 
 
 @pytest.mark.parametrize("options", OPTIONS[1:3], ids=_ids)

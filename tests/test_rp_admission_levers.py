@@ -18,14 +18,14 @@ from test_oasis_certificate import (
     assert_rp_certificate_bounds_the_optimum,
     tiny_instance,
 )
-from test_policy_properties import check_schedule
+from test_oasis_rp_levers import run_keeping_every_promise
 
 from psched.model import Cluster, Job, resolve_job
 from psched.output import write_run
 from psched.policies import make_policy
 from psched.policies.rp_density import REJECT_DENSITY, clearing_density, job_size
-from psched.promises import broken_promises, broken_promises_in
-from psched.simulator import HELD, simulate
+from psched.promises import broken_promises_in
+from psched.simulator import simulate
 from psched.traces.synth import fig5_instance
 
 OPTIONS = [
@@ -48,17 +48,7 @@ def _ids(v: dict[str, object]) -> str:
 @given(instance=instances())
 def test_every_promise_is_kept_and_every_rule_holds_with_each_admission_lever(
         options: dict[str, object], instance: Instance) -> None:
-    cluster, specs, horizon = instance
-    result = simulate(specs, cluster, make_policy("oasis-rp", **options), horizon, seed=3)
-    check_schedule(result, cluster, horizon)
-    assert broken_promises(result) == []
-    for rec in result.records.values():
-        assert rec.reason != HELD  # nobody is left held after the run
-        assert (rec.promised is not None) == rec.admitted
-        if rec.admitted:
-            assert rec.decided is not None
-            assert rec.job.arrival <= rec.decided <= rec.promised <= rec.job.last_slot
-            assert rec.completion is not None and rec.completion <= rec.promised
+    run_keeping_every_promise(options, instance)
 
 
 @pytest.mark.parametrize("options", [{"density_floor": 0.5, "patience": 0.1}], ids=_ids)
