@@ -38,15 +38,14 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import csv  # noqa: E402
 import math  # noqa: E402
-import multiprocessing as mp  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
 from datetime import UTC, datetime  # noqa: E402
 from pathlib import Path  # noqa: E402
-from queue import Empty  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
+from policy_table import run_capped  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 FIELDS = ("scenario", "seed", "policy", "opts", "max_jobs", "status", "utility", "completed",
@@ -117,24 +116,9 @@ def run_cell(scenario: str, seed: int, policy: tuple[str, dict], max_jobs: int, 
                            "opts": _opts_text(policy[1]), "max_jobs": max_jobs,
                            "jobs": len(specs), "loadavg_before": f"{os.getloadavg()[0]:.1f}",
                            "utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ")}
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(specs, cluster, horizon, seed, policy, max_jobs, queue))
-    t0 = time.perf_counter()
-    proc.start()
-    got = None
-    while got is None:
-        try:
-            got = queue.get(timeout=1.0)
-        except Empty:
-            if not proc.is_alive() or time.perf_counter() - t0 >= cap_s:
-                break
-    if proc.is_alive():
-        proc.kill()  # our own child, by its handle
-    proc.join()
+    got, wall = run_capped(_child, (specs, cluster, horizon, seed, policy, max_jobs), cap_s)
     row["loadavg_after"] = f"{os.getloadavg()[0]:.1f}"
     if got is None:
-        wall = time.perf_counter() - t0
         row.update(status="cap" if wall >= cap_s else "error", wall_s=round(wall, 2))
     else:
         row.update(status="ok", **got)

@@ -145,28 +145,35 @@ def _run_policy(specs: Any, cluster: Any, horizon: int, name: str, seed: int,
     queue.put((util, done, time.perf_counter() - t0))
 
 
+def run_capped(target: Any, args: tuple[Any, ...], cap_s: float) -> tuple[Any, float]:
+    """``target(*args, queue)`` in a forked child that puts one result on ``queue``; the
+    result (None if the child died or ran past ``cap_s`` wall seconds: it is killed, by its
+    handle) and the wall seconds it took."""
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=target, args=(*args, queue))
+    t0 = time.perf_counter()
+    proc.start()
+    got = None
+    while got is None:
+        try:
+            got = queue.get(timeout=1.0)
+        except Empty:
+            if not proc.is_alive() or time.perf_counter() - t0 >= cap_s:
+                break
+    wall = time.perf_counter() - t0
+    if proc.is_alive():
+        proc.kill()  # our own child, by its handle
+    proc.join()
+    return got, wall
+
+
 def trace_cells(scenario: str, seed: int, policies: Sequence[str],
                 cap_s: float) -> Iterator[Cell]:
     """Run every policy on one trace instance, each in a forked child capped at ``cap_s``."""
     specs, cluster, horizon, _ = load(scenario, seed)
-    ctx = mp.get_context("fork")
     for name in policies:
-        queue = ctx.Queue()
-        proc = ctx.Process(target=_run_policy,
-                           args=(specs, cluster, horizon, name, seed, queue))
-        t0 = time.perf_counter()
-        proc.start()
-        got = None
-        while got is None:
-            try:
-                got = queue.get(timeout=1.0)
-            except Empty:
-                if not proc.is_alive() or time.perf_counter() - t0 >= cap_s:
-                    break
-        wall = time.perf_counter() - t0
-        if proc.is_alive():
-            proc.kill()  # our own child, by its handle
-        proc.join()
+        got, wall = run_capped(_run_policy, (specs, cluster, horizon, name, seed), cap_s)
         if got is not None:
             status, (util, done, wall) = "ok", got
         else:
