@@ -1,12 +1,18 @@
 """oasis-rp against oasis on the oasis-paper scenario: utility, completions, decision CPU time.
 
 Every policy variant runs the same jobs (``oasis-paper``, T = 300) in the simulator; the CPU
-time (``time.process_time``) of every ``on_arrival`` call is recorded (the decision per
-arrival, re-packing included), and separately the CPU time of ``plan`` calls (slot
-boundaries: pull-forward and reconciliation). ``oasis`` runs in the same process as the
-baseline. Variants are ``name[:opt=value...]``, options going to ``make_policy``; ``--levers``
-adds oasis-rp with every lever alone and all-but-one.
+time (``time.process_time``) of every decision is recorded, re-packing included: per job, its
+``on_arrival`` call and, for a job held and decided with its slot's batch, its own decision
+in ``admit_held`` plus its share of that call's common work (the per-decision figure), and
+the whole ``admit_held`` call that decided it (the answer-wait figure); see :class:`_Timed`.
+Separately the CPU time of ``plan`` calls (slot boundaries: pull-forward and
+reconciliation). Each row checks that the per-decision figures (plus any boundary work
+decided for no job) add up to the CPU of all decision calls. ``oasis`` runs in the same
+process as the baseline. Variants are ``name[:opt=value...]``, options going to
+``make_policy``; ``--levers`` adds oasis-rp with every lever alone and all-but-one.
 
+    nice -n 5 python benchmarks/bench_oasis_rp.py --jobs 400 --seeds 0,1,2 \\
+        --variants oasis,oasis-rp,oasis-rp:batch=0:soft=0
     python benchmarks/bench_oasis_rp.py --jobs 400 --seeds 0 --levers
     python benchmarks/bench_oasis_rp.py --jobs 100,200,300,400 --seeds 0,1,2,3,4 \\
         --variants oasis,oasis-rp,srtf
@@ -67,21 +73,31 @@ def parse_variant(variant: str) -> tuple[str, dict[str, Any]]:
 class _Timed:
     """Wraps a policy; records CPU ms of every arrival's decision and of every ``plan`` call.
 
-    An arrival's decision is its ``on_arrival`` call; when the policy holds the job
-    (``Decision.hold``: ``batch``, ``soft``, ``defer``) and decides it at a slot boundary
-    (``admit_held``), the whole ``admit_held`` call that decided it is added: the job's
-    answer waited for all of it. A held job never decided there counts its ``on_arrival``
-    alone."""
+    Two figures per job. **Per decision** (the issue's metric): its ``on_arrival`` call, plus,
+    when the policy holds it (``Decision.hold``: ``batch``, ``soft``) and decides it at a slot
+    boundary (``admit_held``), its own decision there (its search, re-pack, promise: the
+    policy's ``decision_probe``) and an even share of that call's common work (the call's CPU
+    less the decisions probed in it: ordering, reservations upkeep), shared by the jobs the
+    call decided (probed) or answered. **Answer wait**: its ``on_arrival`` call plus the whole
+    ``admit_held`` calls that decided or answered it (its answer waited for all of them: a
+    ``soft`` reservation is decided with its batch and answered when it starts). A call that
+    decides and answers no job is ``unshared``; so the per-decision figures plus ``unshared``
+    add up to the CPU of every ``on_arrival`` and ``admit_held`` call (:meth:`conserved`)."""
 
     def __init__(self, inner: Policy) -> None:
         self.inner = inner
         self.name = inner.name
         self.commits_on_arrival = inner.commits_on_arrival
-        self.arrival_ms: list[float] = []
         self.plan_ms: list[float] = []
-        self._held_ms: dict[str, float] = {}  # held job -> its on_arrival ms
+        self.per_ms: dict[str, float] = {}  # job -> per-decision CPU ms
+        self.wait_ms: dict[str, float] = {}  # job -> answer-wait CPU ms
+        self.calls_ms = 0.0  # every on_arrival and admit_held call
+        self.unshared_ms = 0.0
+        self._own: dict[str, float] = {}  # this admit_held call: job -> own decision ms
         if getattr(inner, "admit_held", None) is not None:
             self.admit_held = self._admit_held
+        if hasattr(inner, "decision_probe"):
+            inner.decision_probe = self._probe  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> Any:  # every other hook is the policy's own
         return getattr(self.inner, name)
@@ -89,29 +105,39 @@ class _Timed:
     def start(self, ctx: Any) -> None:
         self.inner.start(ctx)
 
+    def _probe(self, job_id: str, cpu_s: float) -> None:
+        self._own[job_id] = self._own.get(job_id, 0.0) + cpu_s * 1e3
+
     def on_arrival(self, job: Any, view: Any) -> Any:
         c0 = time.process_time()
         out = self.inner.on_arrival(job, view)
         ms = (time.process_time() - c0) * 1e3
-        if out.hold:
-            self._held_ms[job.job_id] = ms
-        else:
-            self.arrival_ms.append(ms)
+        self.calls_ms += ms
+        self.per_ms[job.job_id] = ms
+        self.wait_ms[job.job_id] = ms
         return out
 
     def _admit_held(self, jobs: Any, view: Any) -> Any:
+        self._own = {}
         c0 = time.process_time()
         out = self.inner.admit_held(jobs, view)
         ms = (time.process_time() - c0) * 1e3
-        for job_id, decision in out.items():
-            if job_id in self._held_ms and not decision.hold:
-                self.arrival_ms.append(self._held_ms.pop(job_id) + ms)
+        self.calls_ms += ms
+        own, self._own = self._own, {}
+        answered = [j for j, d in out.items() if not d.hold]
+        shared = list(own) + [j for j in answered if j not in own]
+        if not shared:
+            self.unshared_ms += ms
+            return out
+        share = (ms - sum(own.values())) / len(shared)
+        for j in shared:
+            self.per_ms[j] += own.get(j, 0.0) + share
+            self.wait_ms[j] += ms
         return out
 
-    def settle(self) -> None:
-        """Held jobs never decided at a boundary: their ``on_arrival`` alone."""
-        self.arrival_ms.extend(self._held_ms.values())
-        self._held_ms.clear()
+    def conserved(self) -> float:
+        """Per-decision ms plus unshared ms, less the CPU of every call (0 up to rounding)."""
+        return sum(self.per_ms.values()) + self.unshared_ms - self.calls_ms
 
     def plan(self, view: Any) -> Any:
         c0 = time.process_time()
@@ -121,6 +147,10 @@ class _Timed:
 
     def report(self) -> dict[str, Any]:
         return self.inner.report()
+
+
+def _pct(values: Any, q: float) -> float:
+    return float(np.percentile(np.fromiter(values, float), q)) if values else 0.0
 
 
 def measure(variant: str, n_jobs: int, seed: int) -> dict[str, Any]:
@@ -134,20 +164,20 @@ def measure(variant: str, n_jobs: int, seed: int) -> dict[str, Any]:
     c0 = time.process_time()
     res = simulate(specs, cluster, pol, 300)  # type: ignore[arg-type]
     cpu = time.process_time() - c0
-    pol.settle()
     recs = res.records.values()
-    arr = np.array(pol.arrival_ms) if pol.arrival_ms else np.zeros(1)
-    plan = np.array(pol.plan_ms) if pol.plan_ms else np.zeros(1)
+    per, wait, plan = pol.per_ms.values(), pol.wait_ms.values(), pol.plan_ms
     broken = sum(1 for r in recs if r.promised is not None
                  and (r.completion is None or r.completion > r.promised))
     return {"variant": variant, "jobs": n_jobs, "seed": seed,
             "utility": sum(r.utility for r in recs),
             "completed": sum(r.completion is not None for r in recs),
             "admitted": sum(r.admitted for r in recs),
-            "arr_p50": float(np.percentile(arr, 50)), "arr_p99": float(np.percentile(arr, 99)),
-            "plan_p50": float(np.percentile(plan, 50)),
-            "plan_p99": float(np.percentile(plan, 99)),
-            "cpu_s": cpu, "broken": broken}
+            "arr_p50": _pct(per, 50), "arr_p99": _pct(per, 99),
+            "wait_p50": _pct(wait, 50), "wait_p99": _pct(wait, 99),
+            "plan_p50": _pct(plan, 50), "plan_p99": _pct(plan, 99),
+            "decide_s": sum(per) / 1e3, "unshared_s": pol.unshared_ms / 1e3,
+            "calls_s": pol.calls_ms / 1e3, "plan_s": sum(plan) / 1e3,
+            "conserved_ms": pol.conserved(), "cpu_s": cpu, "broken": broken}
 
 
 def main() -> None:
@@ -159,17 +189,22 @@ def main() -> None:
     args = ap.parse_args()
     variants = lever_variants() if args.levers else args.variants.split(",")
     print(f"load {os.getloadavg()[0]:.2f}")
-    print("| variant | jobs | seed | utility | completed | admitted | arrival CPU p50 / p99 ms"
-          " | boundary CPU p50 / p99 ms | run CPU s | promises broken |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| variant | jobs | seed | utility | completed | admitted"
+          " | per-decision CPU p50 / p99 ms | answer-wait CPU p50 / p99 ms"
+          " | boundary plan CPU p50 / p99 ms | decisions + unshared = calls s"
+          " | plan s | run CPU s | promises broken |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in (int(x) for x in args.jobs.split(",")):
         for seed in (int(x) for x in args.seeds.split(",")):
             for v in variants:
                 m = measure(v, n, seed)
+                assert abs(m["conserved_ms"]) < 1e-6 * max(1.0, m["calls_s"] * 1e3), m
                 print(f"| `{v}` | {n} | {seed} | {m['utility']:.1f} | {m['completed']} | "
                       f"{m['admitted']} | {m['arr_p50']:.2f} / {m['arr_p99']:.1f} | "
-                      f"{m['plan_p50']:.2f} / {m['plan_p99']:.1f} | {m['cpu_s']:.1f} | "
-                      f"{m['broken']} |", flush=True)
+                      f"{m['wait_p50']:.2f} / {m['wait_p99']:.1f} | "
+                      f"{m['plan_p50']:.2f} / {m['plan_p99']:.1f} | "
+                      f"{m['decide_s']:.3f} + {m['unshared_s']:.3f} = {m['calls_s']:.3f} | "
+                      f"{m['plan_s']:.3f} | {m['cpu_s']:.2f} | {m['broken']} |", flush=True)
     print(f"load {os.getloadavg()[0]:.2f}")
 
 

@@ -107,7 +107,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -264,6 +264,10 @@ class OasisRpPolicy:
                                                 and math.isfinite(self.price_span)):
             raise ValueError(f"price_span must be positive, got {price_span!r}")
         self.steady = bool(steady)
+        #: a benchmark's probe, or None (the default: nothing is timed): called as
+        #: ``probe(job_id, cpu_s)`` after each decision of a batch with its own CPU seconds
+        #: (:meth:`_admit_batch`; the ordering and the boundary's upkeep are not in them)
+        self.decision_probe: Callable[[str, float], None] | None = None
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._reset()
@@ -555,8 +559,14 @@ class OasisRpPolicy:
         mine = set(self._batch)
         self._batch = []
         out: dict[str, Decision] = {}
+        probe = self.decision_probe
         for job in density_order([j for j in jobs if j.job_id in mine], self._cluster_now()):
-            got = self._arrive(job, t)
+            if probe is None:
+                got = self._arrive(job, t)
+            else:
+                c0 = time.process_time()
+                got = self._arrive(job, t)
+                probe(job.job_id, time.process_time() - c0)
             if got.admitted or not self.defer:  # with defer, a rejected job stays held
                 out[job.job_id] = got
         return out
