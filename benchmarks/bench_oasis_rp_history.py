@@ -3,12 +3,25 @@
 In simulation ``oasis`` and ``oasis-rp`` price with U and L computed from the whole trace
 ("hindsight", the paper's "known from past experience"); ``oasis-rp``'s density floor also
 reads the trace (its clearing density). A live service has no hindsight: it prices from a
-history trace (``price_source="history"``). This benchmark runs each cell both ways, the
-history being the same scenario drawn with another seed (``seed + 1000``: the same workload,
-other jobs), and prints utility per seed (oasis-paper, ElasticFlow) and OPT / policy over the
-Fig. 5 instances (OPT cached in ``results/policy_table_cells.csv``).
+history trace (``price_source="history"``). This benchmark runs each cell both ways and
+prints utility per seed (oasis-paper, ElasticFlow) and OPT / policy over the Fig. 5
+instances (OPT cached in ``results/policy_table_cells.csv``). The history (``--history``):
+
+``redraw``
+    the same scenario drawn with another seed (``seed + 1000``). For oasis-paper and Fig. 5
+    that is the same workload, other jobs; for an ElasticFlow trace the rows (arrivals, GPUs,
+    run times) are the trace's own and only the mapping's draws differ (model, utility kind,
+    value, decay, target): a history that knows the arrivals, so a weak test.
+``split``
+    for a real trace (ElasticFlow): the jobs of the first half of the trace (by arrival, the
+    first ``len // 2``) are the history of the second half, which is the run (its arrivals
+    shifted to start at slot 0, its horizon its own, the whole trace's cluster). The
+    hindsight column is that run priced from its own jobs. What a service started halfway
+    through the trace would know.
 
     python benchmarks/bench_oasis_rp_history.py --scenarios oasis-400,fig5 [--variant oasis-rp]
+    nice -n 5 python benchmarks/bench_oasis_rp_history.py --scenarios ef-cluster10,ef-195job \\
+        --history redraw,split --seeds 0
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -26,6 +40,8 @@ from bench_oasis_rp import parse_variant  # noqa: E402
 from policy_table import OPT, RESULTS, fig5_key, fig5_keys, read_cells  # noqa: E402
 from rivals_tables import load  # noqa: E402
 
+from psched.horizon import trace_horizon  # noqa: E402
+from psched.model import JobSpec  # noqa: E402
 from psched.policies import make_policy  # noqa: E402
 from psched.promises import broken_promises  # noqa: E402
 from psched.simulator import simulate  # noqa: E402
@@ -47,15 +63,34 @@ def _run(variant: str, specs: list, cluster: object, horizon: int, history: list
     return float(sum(r.utility for r in res.records.values()))
 
 
-def trace_rows(scenario: str, seeds: list[int], variant: str) -> None:
+def split_trace(specs: list[JobSpec]) -> tuple[list[JobSpec], list[JobSpec], int]:
+    """The first half of ``specs`` by arrival (ties: trace order) as the history, the second
+    half as the run, each with its arrivals shifted to start at slot 0; and the run's
+    horizon (1-hour slots)."""
+    order = sorted(specs, key=lambda s: s.arrival)
+    half = len(order) // 2
+    head, tail = order[:half], order[half:]
+
+    def shifted(part: list[JobSpec]) -> list[JobSpec]:
+        t0 = part[0].arrival
+        return [dataclasses.replace(s, arrival=s.arrival - t0) for s in part]
+
+    run = shifted(tail)
+    return shifted(head), run, trace_horizon(run, 3600.0)
+
+
+def trace_rows(scenario: str, seeds: list[int], variant: str, how: str) -> None:
     for seed in seeds:
         specs, cluster, horizon, _ = load(scenario, seed)
-        hist, _, _, _ = load(scenario, seed + HISTORY_SEED_OFFSET)
+        if how == "split":
+            hist, specs, horizon = split_trace(specs)
+        else:
+            hist, _, _, _ = load(scenario, seed + HISTORY_SEED_OFFSET)
         t0 = time.process_time()
         a = _run(variant, specs, cluster, horizon, None)
         b = _run(variant, specs, cluster, horizon, hist)
-        print(f"| {scenario} | {seed} | {a:,.0f} | {b:,.0f} | {b / a - 1:+.1%} | "
-              f"{time.process_time() - t0:.1f} |", flush=True)
+        print(f"| {scenario} | {how} | {seed} | {len(specs)} | {a:,.0f} | {b:,.0f} | "
+              f"{b / a - 1:+.1%} | {time.process_time() - t0:.1f} |", flush=True)
 
 
 def fig5_rows(variant: str, per_cell: int) -> None:
@@ -73,7 +108,7 @@ def fig5_rows(variant: str, per_cell: int) -> None:
             ratios[label].append(opt.utility / got if got > 0 else float("inf"))
     for label, r in ratios.items():
         a = np.array(r)
-        print(f"| fig5 ({len(a)} instances) | {label} | median {np.median(a):.3f} | "
+        print(f"| fig5 ({len(a)} instances) | redraw | {label} | median {np.median(a):.3f} | "
               f"p90 {np.quantile(a, 0.9):.2f} | max {a.max():.2f} |", flush=True)
 
 
@@ -83,14 +118,22 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--variant", default="oasis-rp")
     ap.add_argument("--fig5-instances", type=int, default=7)
+    ap.add_argument("--history", default="redraw",
+                    help="redraw and/or split (ElasticFlow traces only), comma-separated")
     args = ap.parse_args()
-    print("| scenario | seed | hindsight | history | history / hindsight | CPU s (both) |")
-    print("|---|---:|---:|---:|---:|---:|")
+    hows = args.history.split(",")
+    if not set(hows) <= {"redraw", "split"}:
+        ap.error(f"--history: redraw and/or split, got {args.history!r}")
+    print("| scenario | history | seed | jobs run | hindsight | history | history / hindsight "
+          "| CPU s (both) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for sc in args.scenarios.split(","):
-        if sc == "fig5":
-            fig5_rows(args.variant, args.fig5_instances)
-        else:
-            trace_rows(sc, [int(s) for s in args.seeds.split(",")], args.variant)
+        for how in hows:
+            if sc == "fig5":
+                if how == "redraw":
+                    fig5_rows(args.variant, args.fig5_instances)
+            elif how == "redraw" or sc.startswith("ef-"):
+                trace_rows(sc, [int(s) for s in args.seeds.split(",")], args.variant, how)
 
 
 if __name__ == "__main__":
