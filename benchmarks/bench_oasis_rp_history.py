@@ -21,7 +21,7 @@ instances (OPT cached in ``results/policy_table_cells.csv``). The history (``--h
 
     python benchmarks/bench_oasis_rp_history.py --scenarios oasis-400,fig5 [--variant oasis-rp]
     nice -n 5 python benchmarks/bench_oasis_rp_history.py --scenarios ef-cluster10,ef-195job \\
-        --history redraw,split --seeds 0
+        --history split,redraw --seeds 0,1,2,3,4 --rivals rrh,srtf,dorm
 """
 
 from __future__ import annotations
@@ -79,7 +79,13 @@ def split_trace(specs: list[JobSpec]) -> tuple[list[JobSpec], list[JobSpec], int
     return shifted(head), run, trace_horizon(run, 3600.0)
 
 
-def trace_rows(scenario: str, seeds: list[int], variant: str, how: str) -> None:
+def _rival(name: str, specs: list, cluster: object, horizon: int) -> float:
+    res = simulate(specs, cluster, make_policy(name), horizon)  # type: ignore[arg-type]
+    return float(sum(r.utility for r in res.records.values()))
+
+
+def trace_rows(scenario: str, seeds: list[int], variant: str, how: str,
+               rivals: list[str]) -> None:
     for seed in seeds:
         specs, cluster, horizon, _ = load(scenario, seed)
         if how == "split":
@@ -89,8 +95,11 @@ def trace_rows(scenario: str, seeds: list[int], variant: str, how: str) -> None:
         t0 = time.process_time()
         a = _run(variant, specs, cluster, horizon, None)
         b = _run(variant, specs, cluster, horizon, hist)
+        cpu = time.process_time() - t0
+        best = max(((_rival(r, specs, cluster, horizon), r) for r in rivals), default=None)
+        rival = f"{best[1]} {best[0]:,.0f}" if best else "-"
         print(f"| {scenario} | {how} | {seed} | {len(specs)} | {a:,.0f} | {b:,.0f} | "
-              f"{b / a - 1:+.1%} | {time.process_time() - t0:.1f} |", flush=True)
+              f"{b / a - 1:+.1%} | {rival} | {cpu:.1f} |", flush=True)
 
 
 def fig5_rows(variant: str, per_cell: int) -> None:
@@ -109,7 +118,7 @@ def fig5_rows(variant: str, per_cell: int) -> None:
     for label, r in ratios.items():
         a = np.array(r)
         print(f"| fig5 ({len(a)} instances) | redraw | {label} | median {np.median(a):.3f} | "
-              f"p90 {np.quantile(a, 0.9):.2f} | max {a.max():.2f} |", flush=True)
+              f"p90 {np.quantile(a, 0.9):.2f} | max {a.max():.2f} | | | |", flush=True)
 
 
 def main() -> None:
@@ -120,20 +129,24 @@ def main() -> None:
     ap.add_argument("--fig5-instances", type=int, default=7)
     ap.add_argument("--history", default="redraw",
                     help="redraw and/or split (ElasticFlow traces only), comma-separated")
+    ap.add_argument("--rivals", default="",
+                    help="policies run on each trace row too (comma-separated); the best shown")
     args = ap.parse_args()
+    rivals = [r for r in args.rivals.split(",") if r]
     hows = args.history.split(",")
     if not set(hows) <= {"redraw", "split"}:
         ap.error(f"--history: redraw and/or split, got {args.history!r}")
     print("| scenario | history | seed | jobs run | hindsight | history | history / hindsight "
-          "| CPU s (both) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+          "| best rival | CPU s (both) |")
+    print("|---|---|---:|---:|---:|---:|---:|---|---:|")
     for sc in args.scenarios.split(","):
         for how in hows:
             if sc == "fig5":
                 if how == "redraw":
                     fig5_rows(args.variant, args.fig5_instances)
             elif how == "redraw" or sc.startswith("ef-"):
-                trace_rows(sc, [int(s) for s in args.seeds.split(",")], args.variant, how)
+                trace_rows(sc, [int(s) for s in args.seeds.split(",")], args.variant, how,
+                           rivals)
 
 
 if __name__ == "__main__":
