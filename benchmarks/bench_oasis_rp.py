@@ -97,7 +97,7 @@ class _Timed:
         if getattr(inner, "admit_held", None) is not None:
             self.admit_held = self._admit_held
         if hasattr(inner, "decision_probe"):
-            inner.decision_probe = self._probe  # type: ignore[attr-defined]
+            inner.decision_probe = self._probe
 
     def __getattr__(self, name: str) -> Any:  # every other hook is the policy's own
         return getattr(self.inner, name)
@@ -120,7 +120,7 @@ class _Timed:
     def _admit_held(self, jobs: Any, view: Any) -> Any:
         self._own = {}
         c0 = time.process_time()
-        out = self.inner.admit_held(jobs, view)
+        out = self.inner.admit_held(jobs, view)  # type: ignore[attr-defined]
         ms = (time.process_time() - c0) * 1e3
         self.calls_ms += ms
         own, self._own = self._own, {}
@@ -162,7 +162,7 @@ def measure(variant: str, n_jobs: int, seed: int) -> dict[str, Any]:
         kw.setdefault("certificate", False)
     pol = _Timed(make_policy(name, **kw))
     c0 = time.process_time()
-    res = simulate(specs, cluster, pol, 300)  # type: ignore[arg-type]
+    res = simulate(specs, cluster, pol, 300)
     cpu = time.process_time() - c0
     recs = res.records.values()
     per, wait, plan = pol.per_ms.values(), pol.wait_ms.values(), pol.plan_ms

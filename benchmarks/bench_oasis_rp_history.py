@@ -41,7 +41,7 @@ from policy_table import OPT, RESULTS, fig5_key, fig5_keys, read_cells  # noqa: 
 from rivals_tables import load  # noqa: E402
 
 from psched.horizon import trace_horizon  # noqa: E402
-from psched.model import JobSpec  # noqa: E402
+from psched.model import Cluster, JobSpec  # noqa: E402
 from psched.policies import make_policy  # noqa: E402
 from psched.promises import broken_promises  # noqa: E402
 from psched.simulator import simulate  # noqa: E402
@@ -51,12 +51,13 @@ from psched.traces.synth import fig5_instance  # noqa: E402
 HISTORY_SEED_OFFSET = 1000
 
 
-def _run(variant: str, specs: list, cluster: object, horizon: int, history: list | None) -> float:
+def _run(variant: str, specs: list[JobSpec], cluster: Cluster, horizon: int,
+         history: list[JobSpec] | None) -> float:
     name, kw = parse_variant(variant)
     kw.setdefault("certificate", False)
     if history is not None:
         kw["price_source"] = "history"
-    res = simulate(specs, cluster, make_policy(name, **kw), horizon,  # type: ignore[arg-type]
+    res = simulate(specs, cluster, make_policy(name, **kw), horizon,
                    history=history or ())
     if broken_promises(res):
         raise SystemExit(f"broken promise in {variant}")
@@ -79,8 +80,8 @@ def split_trace(specs: list[JobSpec]) -> tuple[list[JobSpec], list[JobSpec], int
     return shifted(head), run, trace_horizon(run, 3600.0)
 
 
-def _rival(name: str, specs: list, cluster: object, horizon: int) -> float:
-    res = simulate(specs, cluster, make_policy(name), horizon)  # type: ignore[arg-type]
+def _rival(name: str, specs: list[JobSpec], cluster: Cluster, horizon: int) -> float:
+    res = simulate(specs, cluster, make_policy(name), horizon)
     return float(sum(r.utility for r in res.records.values()))
 
 

@@ -20,8 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from strategies import Instance, instances
 from test_oasis_rp import _server, _spec
 
-from psched.model import Cluster, Pool
+from psched.model import Cluster, JobSpec, Pool
 from psched.policies import make_policy
+from psched.policies.oasis_rp import OasisRpPolicy
 from psched.simulator import RunResult, simulate
 from psched.utility import Utility
 
@@ -44,7 +45,9 @@ class _Probed:
     """Wraps oasis-rp: the probe's calls and the CPU seconds of each ``admit_held`` call."""
 
     def __init__(self, **options: Any) -> None:
-        self.inner = make_policy("oasis-rp", **options)
+        inner = make_policy("oasis-rp", **options)
+        assert isinstance(inner, OasisRpPolicy)
+        self.inner = inner
         self.calls: list[tuple[float, list[tuple[str, float]]]] = []
         self._now: list[tuple[str, float]] = []
         self.inner.decision_probe = lambda job_id, s: self._now.append((job_id, s))
@@ -62,7 +65,7 @@ class _Probed:
         return out
 
 
-def _slot_rush() -> tuple[Cluster, list]:
+def _slot_rush() -> tuple[Cluster, list[JobSpec]]:
     """Two 1-GPU workers per slot; four 1-slot jobs worth 10, 20, 90, 80 arrive in slot 0."""
     cluster = Cluster(servers=(_server("w0", Pool.WORKER, 2), _server("p0", Pool.PS, 0)))
     specs = [_spec(f"j{i}", 0, 1, 1, Utility(kind="deadline", value=v, target=1.0))
@@ -73,7 +76,7 @@ def _slot_rush() -> tuple[Cluster, list]:
 def test_the_probe_sees_each_job_of_a_batch_once_densest_first_within_the_call() -> None:
     cluster, specs = _slot_rush()
     pol = _Probed(soft=False)
-    simulate(specs, cluster, pol, 4)  # type: ignore[arg-type]
+    simulate(specs, cluster, pol, 4)
     probed = [(call_s, seen) for call_s, seen in pol.calls if seen]
     assert len(probed) == 1
     call_s, seen = probed[0]
@@ -91,7 +94,7 @@ def test_runs_are_the_same_with_the_probe_set_and_unset(options: dict[str, objec
     cluster, specs, horizon = instance
     plain = simulate(specs, cluster, make_policy("oasis-rp", **options), horizon)
     probed = _Probed(**options)
-    again = simulate(specs, cluster, probed, horizon)  # type: ignore[arg-type]
+    again = simulate(specs, cluster, probed, horizon)
     assert _decisions(plain) == _decisions(again)
     for call_s, seen in probed.calls:
         assert sum(s for _, s in seen) <= call_s + 1e-9

@@ -37,7 +37,8 @@ _OPS = st.lists(st.tuples(st.sampled_from(["set", "move", "del", "drop", "due"])
 
 @settings(max_examples=40, deadline=None)
 @given(ops=_OPS)
-def test_the_rows_written_are_those_written_afresh_after_any_changes(ops: list) -> None:
+def test_the_rows_written_are_those_written_afresh_after_any_changes(
+        ops: list[tuple[str, str, int, int, int]]) -> None:
     res = Reservations()
     for op, j, start, length, workers in ops:
         if op == "set":
