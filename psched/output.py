@@ -204,6 +204,7 @@ def write_run(
     results: Mapping[str, RunResult],
     *,
     plots: bool = True,
+    report: bool = True,
     overwrite: bool = False,
     summary: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -211,6 +212,8 @@ def write_run(
 
     ``summary``: the run's :func:`psched.summary.build_summary` (built here if None).
     ``overwrite``: replace an earlier psched output at ``dest`` (see :func:`check_out`).
+    ``report``: also write ``report.html`` (its figures are most of the time a small run takes
+    to write; a caller that reads only the CSV files may leave it out).
     """
     from psched.summary import build_summary
 
@@ -230,7 +233,8 @@ def write_run(
 
             (tmp / "plots").mkdir()
             plot_run(tmp / "plots", out, results, cluster)
-        from psched.report import write_report
+        if report:
+            from psched.report import write_report
 
-        write_report(tmp)
+            write_report(tmp)
     return out

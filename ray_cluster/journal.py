@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -42,6 +43,7 @@ from psched.model import Alloc, JobSpec, Resources
 from psched.utility import Utility
 
 __all__ = [
+    "SYNC_ENV",
     "DecisionRow",
     "Journal",
     "JournalError",
@@ -56,6 +58,14 @@ log = logging.getLogger(__name__)
 
 #: The journal's file name in the service folder, and the checkpoints' folder.
 JOURNAL_FILE, CHECKPOINT_DIR = "journal.db", "ckpt"
+
+#: Environment variable naming SQLite's ``synchronous`` level of every journal opened: ``FULL``
+#: (the default: each commit synced to disk) or ``NORMAL`` (WAL commits reach the OS at once
+#: and the disk at checkpoints: a killed process loses nothing, a lost machine may lose the
+#: last commits). The test suite sets ``NORMAL`` (tests/conftest.py): it kills processes, never
+#: machines, and each sync costs milliseconds.
+SYNC_ENV = "PSCHED_JOURNAL_SYNC"
+_SYNC_LEVELS = ("FULL", "NORMAL")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -192,17 +202,22 @@ class DecisionRow:
 
 
 class Journal:
-    """The journal file. Thread-safe (one connection, one lock); WAL, synchronous=FULL."""
+    """The journal file. Thread-safe (one connection, one lock); WAL, synchronous=FULL (or
+    the level :data:`SYNC_ENV` names)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        sync = os.environ.get(SYNC_ENV, "FULL").upper()
+        if sync not in _SYNC_LEVELS:
+            raise InputError(f"must be one of {', '.join(_SYNC_LEVELS)}, got {sync!r}",
+                             path=SYNC_ENV)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), check_same_thread=False,
                                    isolation_level=None)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute(f"PRAGMA synchronous={sync}")
             self._db.executescript(_SCHEMA)
             cols = {r[1] for r in self._db.execute("PRAGMA table_info(decisions)")}
             if "promised" not in cols:  # a journal written before promises were journaled

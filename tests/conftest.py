@@ -15,6 +15,11 @@ from typing import Any
 
 import pytest
 
+#: Journals opened by this session (here and in its Ray's processes, started after this line)
+#: commit without a disk sync per commit (ray_cluster.journal.SYNC_ENV): the tests kill
+#: processes, never the machine, and a sync costs milliseconds, thousands of times.
+os.environ.setdefault("PSCHED_JOURNAL_SYNC", "NORMAL")
+
 #: Fake-GPU nodes of the session cluster and the psched server ids they stand for.
 GPU_NODE_SERVERS: tuple[str, ...] = ("gpu0", "gpu1")
 #: The psched server id the head node stands for.

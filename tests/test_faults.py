@@ -72,6 +72,25 @@ target = 8
 """
 
 
+def _wait_over(work: Path, ids: list[str], timeout_s: float) -> None:
+    """Wait until every job of ``ids`` is over, as ``psched status`` says: first on the
+    journal (a file read, every 0.5 s; a ``psched status`` process per poll would take a core
+    of the two from the service under test), then through the CLI once it is over there."""
+    db, end = work / "journal.db", time.time() + timeout_s
+    while time.time() < end:
+        try:
+            out = faults.journal_outcome(db, ids, "")
+            with sqlite3.connect(db) as con:
+                decided = con.execute("SELECT COUNT(DISTINCT job_id) FROM decisions "
+                                      "WHERE kind = 'arrival'").fetchone()[0]
+        except sqlite3.Error:
+            out, decided = None, 0
+        if out is not None and decided == len(ids) and out.completed == out.admitted:
+            break
+        time.sleep(0.5)
+    faults.wait_jobs_over(lambda: faults.cli_status(work), 60)
+
+
 def _assert_clean(out: faults.FaultOutcome) -> None:
     assert out.lost == 0 and out.duplicated == 0, out
     assert out.admitted >= 1 and out.completed == out.admitted, out
@@ -293,7 +312,7 @@ def test_a_fresh_shell_submits_the_job_api_refuses_strangers_and_sigint_stops_se
         # the job agent answers 401 (no token): before, 200, and the command ran
         assert job_api_elsewhere or {401, 403} & set(codes), codes
         assert codes and not [c for c in codes if c < 400], codes  # no agent port accepted it
-        faults.wait_jobs_over(lambda: faults.cli_status(work), 150)
+        _wait_over(work, ["f0"], 150)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(120) == 130
     assert not pwned.exists()
@@ -334,7 +353,7 @@ def test_serve_outlives_its_actor_killed_then_killed_and_restarted_loses_nothing
         proc = faults.start_serve(work, *args)  # reaps the old Ray's orphans, resumes
         assert not [p for p in ray_pids if psutil.pid_exists(p)
                     and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-        faults.wait_jobs_over(lambda: faults.cli_status(work), 200)
+        _wait_over(work, ids, 200)
         stop = faults.psched("stop", "--dir", str(work), timeout_s=200)
         assert stop.returncode == 0, stop.stderr
         assert proc.wait(60) == 0

@@ -13,6 +13,7 @@ from psched.executor import SimulatedExecutor, SlotReport
 from psched.model import Alloc, Cluster, JobSpec, Pool, Resources, Server
 from psched.utility import Utility
 from ray_cluster.journal import (
+    SYNC_ENV,
     Journal,
     alloc_from_json,
     alloc_to_json,
@@ -78,6 +79,26 @@ def test_journal_round_trips_specs_and_schedules(tmp_path):
         j.submit(spec)
     assert list(j.submissions()) == ["j1"]
     j.close()
+
+
+@pytest.mark.parametrize(("level", "pragma"), [(None, 2), ("FULL", 2), ("normal", 1)])
+def test_each_commit_is_synced_to_disk_unless_the_environment_says_normal(
+        tmp_path, monkeypatch, level, pragma):
+    """``synchronous=FULL`` by default (the test session itself runs with ``NORMAL``)."""
+    if level is None:
+        monkeypatch.delenv(SYNC_ENV, raising=False)
+    else:
+        monkeypatch.setenv(SYNC_ENV, level)
+    j = Journal(tmp_path / "journal.db")
+    try:
+        assert j._rows("PRAGMA synchronous") == [(pragma,)]
+        assert j._rows("PRAGMA journal_mode") == [("wal",)]
+    finally:
+        j.close()
+    monkeypatch.setenv(SYNC_ENV, "OFF")
+    with pytest.raises(InputError, match=f"^{SYNC_ENV}: must be one of FULL, NORMAL, got 'OFF'$"):
+        Journal(tmp_path / "other.db")
+    assert not (tmp_path / "other.db").exists()
 
 
 def _drive(svc: SchedulerService, plan: list[tuple[int, list[JobSpec]]], until: int) -> None:

@@ -165,7 +165,7 @@ def test_the_hook_may_not_decide_a_job_that_is_not_held() -> None:
 def test_decided_is_written_to_jobs_csv(tmp_path: Path) -> None:
     cluster = _small_cluster()
     res = simulate(_flat_jobs(["a", "b"]), cluster, _HoldUntil(at=2, per_slot=1), 8)
-    write_run(tmp_path / "out", {}, cluster, {"hold-until": res}, plots=False)
+    write_run(tmp_path / "out", {}, cluster, {"hold-until": res}, plots=False, report=False)
     with (tmp_path / "out" / "hold-until" / "jobs.csv").open() as fh:
         rows = {r["job_id"]: r for r in csv.DictReader(fh)}
     assert (rows["a"]["decided"], rows["b"]["decided"]) == ("2", "3")
@@ -262,7 +262,7 @@ def test_promises_checked_from_the_output_files_with_each_lever(
     cluster, specs, horizon = instance
     res = simulate(specs, cluster, make_policy("oasis-rp", **options), horizon)
     out = tmp_path_factory.mktemp("run") / "out"
-    write_run(out, {}, cluster, {"oasis-rp": res}, plots=False)
+    write_run(out, {}, cluster, {"oasis-rp": res}, plots=False, report=False)
     assert broken_promises_in(out / "oasis-rp") == []
 
 

@@ -61,7 +61,7 @@ def test_promises_checked_from_the_output_files_with_each_admission_lever(
     cluster, specs, horizon = instance
     res = simulate(specs, cluster, make_policy("oasis-rp", **options), horizon)
     out: Path = tmp_path_factory.mktemp("run") / "out"
-    write_run(out, {}, cluster, {"oasis-rp": res}, plots=False)
+    write_run(out, {}, cluster, {"oasis-rp": res}, plots=False, report=False)
     assert broken_promises_in(out / "oasis-rp") == []
 
 

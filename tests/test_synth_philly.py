@@ -87,13 +87,22 @@ def test_cli_writes_the_native_csv_that_loads_back(tmp_path) -> None:
     assert load_trace(out) == specs
 
 
-def test_simulate_scenario_philly_uses_the_trace_horizon_rule() -> None:
+def test_simulate_scenario_philly_uses_the_trace_horizon_rule(monkeypatch) -> None:
+    """The horizon of the trace rule, and the scenario's cluster of the run's seed (the real
+    ``philly_cluster``, called once: it maps 80,000 jobs)."""
     from psched.runner import SimulateRequest, prepare
 
+    made = []
+
+    def cluster_of(**kw):
+        made.append((kw, philly_cluster(**kw)))
+        return made[-1][1]
+
+    monkeypatch.setitem(SCENARIOS, "philly", (philly_jobs, cluster_of))
     specs, cluster, horizon, params = prepare(SimulateRequest(scenario="philly", jobs=200,
                                                               seed=4))
     _, report = philly_jobs(200, seed=4)
     assert horizon == report.default_slots
-    assert cluster == philly_cluster(seed=4)
+    assert [(kw["seed"], c) for kw, c in made] == [(4, cluster)]
     assert params["scenario_report"]["n_jobs"] == 200
     assert len(specs) == 200
