@@ -110,19 +110,21 @@ def _cluster(gpus: int, ps: int) -> Cluster:
 
 @pytest.mark.parametrize("ahead", [False, True])
 def test_a_long_job_works_ahead_and_a_later_burst_finds_room(ahead: bool) -> None:
-    """4 GPUs, 4 PS. ``long`` (slot 0, 12 worker-slots at up to 4 workers, due by slot 9) and
-    ``mid`` (slot 0, 2 worker-slots, due by slot 1) share slot 0; at slot 4 ``burst``
-    jobs need all 4 GPUs for slots 4-5. Working ahead, ``long`` ends by slot 3."""
-    specs = [_spec("long", 0, n=4, work=12, deadline=10, value=10.0),
-             _spec("mid", 0, n=2, work=2, deadline=2, value=10.0),
-             _spec("burst", 4, n=4, work=8, deadline=2, value=50.0)]
-    res = simulate(specs, _cluster(4, 4), make_policy("oasis-rp", ahead=ahead), 12)
+    """4 GPUs. ``mid`` (2 workers, 1 slot, due in slot 0) and ``long`` (10 worker-slots at up
+    to 4, due by slot 3) arrive in slot 0; ``long``'s cheapest plan is 1 + 3 + 3 + 3 workers
+    in slots 0-3 (the emptier slots are cheaper), leaving a GPU idle in slots 0 and 1 and
+    ending at its promise. ``burst`` (4 worker-slots, due by slot 3, worth 50) arrives in
+    slot 2 and finds slots 2-3 booked: rejected. Working ahead, ``long`` takes the idle
+    GPUs of slots 0 and 1 (2 + 4 workers) from the end of its plan, and ``burst`` fits."""
+    specs = [_spec("long", 0, n=4, work=10, deadline=4, value=10.0),
+             _spec("mid", 0, n=2, work=2, deadline=1, value=10.0),
+             _spec("burst", 2, n=4, work=4, deadline=2, value=50.0)]
+    res = simulate(specs, _cluster(4, 8), make_policy("oasis-rp", ahead=ahead), 8)
     assert broken_promises(res) == []
-    long = res.records["long"]
-    assert long.admitted and long.completion is not None
-    if ahead:
-        assert long.completion <= 3
-        assert res.records["burst"].utility == 50.0
-        assert res.report["ahead_moved"] > 0
-    else:
-        assert res.report["ahead_moved"] == 0
+    recs = res.records
+    assert recs["long"].utility == 10.0 and recs["mid"].utility == 10.0
+    assert recs["burst"].utility == (50.0 if ahead else 0.0)
+    assert (res.report["ahead_moved"] > 0) == ahead
+    workers_of_long = {t: c for t, j, _, role, c in res.allocations
+                       if j == "long" and role == "worker"}
+    assert sum(workers_of_long.values()) == 10
