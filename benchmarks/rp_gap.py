@@ -89,7 +89,7 @@ def main() -> None:
               f"{sum(r.completion is not None for r in recs)}, CPU {cpu:.1f} s")
     jobs = {s.job_id: resolve_job(s, 3600.0, horizon) for s in specs}
     dens = {j: density(job, cluster) for j, job in jobs.items()}
-    band = {j: next(f"[{lo:g}, {hi:g})" for lo, hi in itertools.pairwise(DENSITY_EDGES)
+    band = {j: next(f"[{lo:>5g}, {hi:g})" for lo, hi in itertools.pairwise(DENSITY_EDGES)
                     if lo <= d < hi) for j, d in dens.items()}
     lost = [j for j in ra if ra[j].utility == 0 < rb[j].utility]
     won = [j for j in ra if rb[j].utility == 0 < ra[j].utility]
