@@ -36,12 +36,13 @@ __all__ = ["fits_per_server", "grow_now", "place", "trim_tail"]
 
 def fits_per_server(free: np.ndarray, demand: np.ndarray) -> np.ndarray:
     """How many containers of ``demand`` fit each server's ``free`` capacity ((H, R) ->
-    (H,)), 0 where none; unbounded demand-free resources are ignored. O(H R)."""
+    (H,)), 0 where none; resources the container does not use are ignored. O(H R)."""
     need = demand > 0
     if not need.any():
         return np.full(free.shape[0], 1 << 30, dtype=np.int64)
-    per = np.floor(free[:, need] / demand[need] + 1e-9).min(axis=1)
-    return np.maximum(per, 0).astype(np.int64)
+    per: np.ndarray = np.floor(free[:, need] / demand[need] + 1e-9).min(axis=1)
+    out: np.ndarray = np.maximum(per, 0).astype(np.int64)
+    return out
 
 
 def place(old: Mapping[int, int], extra: int, room: np.ndarray,
