@@ -82,6 +82,13 @@ soft : an arrival whose best schedule does not start in its arrival slot is held
     of the slot it starts in; until then a denser arrival that finds no room may move or
     take reservations (:mod:`psched.policies.rp_soft`). On by default (a live service
     journals the reservations in :meth:`boundary_state`; a restart puts them back).
+ahead : at each slot boundary, hand the capacity of the slot that no plan uses to the
+    admitted jobs (least slack first), each taking as many worker-slots from the end of its
+    plan (:mod:`psched.policies.rp_ahead`): plans complete no later, the later slots they
+    free are there for the next arrivals (SRTF's work-conserving move, within promises).
+    ``ahead_held``: the same for reservations (``soft``), densest first: one that can start
+    in the idle capacity now starts now and is admitted at this boundary with its promise.
+    Both off by default (BENCHMARKS section 11, "Lever (m) ahead").
 steady : when reality departs from the plans (a real executor), re-plan jobs off their
     plans tightest promise first, keep a running job running as it runs (re-plan only the
     rest of its work, within its promise), and never stop or resize a running job to pull it
@@ -116,6 +123,7 @@ import numpy as np
 from psched.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps
 from psched.oasis.dual import dual_objective, unscale
 from psched.policies.base import RunContext, View, register_policy
+from psched.policies.rp_ahead import grow_now
 from psched.policies.rp_batch import density, density_order
 from psched.policies.rp_book import (
     Found,
@@ -192,6 +200,8 @@ class OasisRpPolicy:
         batch: bool = True,
         soft: bool = True,
         price_span: float | None = None,
+        ahead: bool = False,
+        ahead_held: bool = False,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
@@ -268,6 +278,8 @@ class OasisRpPolicy:
         #: ``probe(job_id, cpu_s)`` after each decision of a batch with its own CPU seconds
         #: (:meth:`_admit_batch`; the ordering and the boundary's upkeep are not in them)
         self.decision_probe: Callable[[str, float], None] | None = None
+        self.ahead = bool(ahead)
+        self.ahead_held = bool(ahead_held)
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._reset()
@@ -291,7 +303,7 @@ class OasisRpPolicy:
                        "pulled": 0, "filled": 0, "replanned_behind": 0, "promise_at_risk": 0,
                        "kept_running": 0, "patient_admitted": 0, "patient_searches": 0,
                        "soft_reserved": 0, "soft_bumps": 0,
-                       "soft_dropped": 0}
+                       "soft_dropped": 0, "ahead_jobs": 0, "ahead_moved": 0}
         self._boundary_ms: list[float] = []
         self._report: dict[str, Any] | None = None
 
@@ -534,6 +546,8 @@ class OasisRpPolicy:
             skip.update(self._batch)
             out.update(self._admit_batch(jobs, view.t))
         if self.soft:
+            if self.ahead_held:
+                self._start_ahead(view.t)
             out.update(self._soft_due(view.t))
             skip.update(self._soft, out)
         jobs = [j for j in jobs if j.job_id not in skip]
@@ -608,6 +622,46 @@ class OasisRpPolicy:
                 self._plans[j] = new
             else:
                 book.add(jj, old)
+
+    def _work_ahead(self, t: int, view: View) -> None:
+        """Lever ``ahead`` (:mod:`psched.policies.rp_ahead`): hand the capacity of slot ``t``
+        that no plan uses to the admitted jobs, least slack first, each taking the worker-slots
+        from the end of its plan (it completes no later). O(jobs (S R + plan entries))."""
+        order = sorted((j for j in self._plans if j in view.active),
+                       key=lambda j: (self._promise[j] - max(self._plans[j]), self._promise[j], j))
+        for j in order:
+            new = self._grow(self._jobs[j], self._plans[j], t)
+            if new is not None:
+                self._plans[j] = new
+
+    def _start_ahead(self, t: int) -> None:
+        """Lever ``ahead`` for reservations (``soft``): each reservation that starts later
+        takes capacity of slot ``t`` that no plan uses (densest first), from the end of its
+        plan; it then starts now, so it is admitted at this boundary with its promise
+        (:meth:`_soft_due`). O(reservations (S R + plan entries))."""
+        for r in sorted(self._soft.values(), key=lambda r: (-r.density, r.job.arrival,
+                                                            r.job.job_id)):
+            if r.start <= t:
+                continue
+            new = self._grow(r.job, r.plan, t)
+            if new is not None:
+                self._soft[r.job.job_id] = replace(r, plan=new)
+
+    def _grow(self, job: Job, old: dict[int, Alloc], t: int) -> dict[int, Alloc] | None:
+        """``job``'s plan ``old`` (in the book) grown into slot ``t`` from its end
+        (:func:`~psched.policies.rp_ahead.grow_now`), the book updated; None if unchanged."""
+        new = grow_now(self._book(), job, old, t)
+        if new is None:
+            return None
+        book = self._book()
+        diff = {s for s in (*old, *new) if old.get(s) != new.get(s)}
+        book.add(job, {s: old[s] for s in diff if s in old}, sign=-1)
+        book.add(job, {s: new[s] for s in diff if s in new})
+        book.raise_prices(diff)
+        self._stats["ahead_jobs"] += 1
+        self._stats["ahead_moved"] += new[t].n_workers - (old[t].n_workers if t in old else 0)
+        self._freed = True
+        return Schedule(new) if self.fast_search else new
 
     def _place(self, job: Job, schedule: dict[int, Alloc]) -> None:
         book = self._book()
@@ -842,6 +896,8 @@ class OasisRpPolicy:
                     self._dirty = True
         if self.fill:
             self._fill_now(t)
+        if self.ahead:
+            self._work_ahead(t, view)
         out: dict[str, Alloc] = {}
         for j in list(self._plans):
             plan = self._plans[j]
@@ -1004,7 +1060,8 @@ class OasisRpPolicy:
                          "repack_late": self.repack_late, "steady": self.steady,
                          "patience": self.patience, "density_floor": self.density_floor,
                          "batch": self.batch, "soft": self.soft,
-                         "price_span": self.price_span}
+                         "price_span": self.price_span, "ahead": self.ahead,
+                         "ahead_held": self.ahead_held}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor
