@@ -88,9 +88,10 @@ steady : when reality departs from the plans (a real executor), re-plan jobs off
     earlier (:mod:`psched.policies.rp_steady`).
     Default on; with reality as planned it changes nothing.
 effort : bounded effort at trace scale (:mod:`psched.policies.rp_effort`; None = off, the
-    default): a re-pack or a bump moves at most ``effort_moves`` jobs (default 16, those
-    clashing most with the newcomer's good slots), and runs only while a bank of searches,
-    credited ``effort`` per arrival, holds its worst case; counted in the report
+    default): a re-pack or a bump moves at most ``effort_moves`` jobs (default 32, those
+    clashing most with the newcomer's good slots), and runs only while a bank of searches
+    (at most ``effort_bank``, full at the start), credited ``effort`` per arrival, holds its
+    worst case; counted in the report
     (``effort_trimmed``, ``effort_skipped``, ``effort_searches``).
 
 Prices: ``price_source`` ``"hindsight"`` (U, L from the whole trace), ``"history"`` or
@@ -131,7 +132,7 @@ from psched.policies.rp_book import (
     work_of,
 )
 from psched.policies.rp_density import REJECT_DENSITY, clearing_density, job_size, pool_totals
-from psched.policies.rp_effort import Effort, repack_cost
+from psched.policies.rp_effort import BANK_SEARCHES, Effort, repack_cost
 from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import OWN_PRICES, search_own
 from psched.policies.rp_patience import worth_waiting
@@ -199,7 +200,8 @@ class OasisRpPolicy:
         soft: bool = True,
         price_span: float | None = None,
         effort: float | None = None,
-        effort_moves: int = 16,
+        effort_moves: int = 32,
+        effort_bank: float = BANK_SEARCHES,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
@@ -274,8 +276,9 @@ class OasisRpPolicy:
         self.steady = bool(steady)
         self.effort = None if effort is None else float(effort)
         self.effort_moves = int(effort_moves)
-        if self.effort is not None:
-            Effort(per_arrival=self.effort, moves=self.effort_moves)  # checks both
+        self.effort_bank = float(effort_bank)
+        if self.effort is not None:  # checks the three
+            Effort(per_arrival=self.effort, moves=self.effort_moves, cap=self.effort_bank)
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._reset()
@@ -303,8 +306,8 @@ class OasisRpPolicy:
         self._boundary_ms: list[float] = []
         self._report: dict[str, Any] | None = None
         self._searches = 0  # exact searches run (the effort bank debits levers by them)
-        self._effort = None if self.effort is None else Effort(per_arrival=self.effort,
-                                                               moves=self.effort_moves)
+        self._effort = None if self.effort is None else Effort(
+            per_arrival=self.effort, moves=self.effort_moves, cap=self.effort_bank)
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self, ctx: RunContext) -> None:

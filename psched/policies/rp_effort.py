@@ -62,6 +62,8 @@ class Effort:
             raise ValueError(f"effort must be positive, got {self.per_arrival!r}")
         if self.moves < 1:
             raise ValueError(f"effort_moves must be >= 1, got {self.moves!r}")
+        if not self.cap >= 0:
+            raise ValueError(f"effort_bank must be >= 0, got {self.cap!r}")
         self.bank = self.cap
 
     def credit(self) -> None:
