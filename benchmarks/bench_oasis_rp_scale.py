@@ -6,11 +6,14 @@ the default cluster of the trace, the horizon rule of ``oasis.md`` section 7 und
 revised window rule) or ``ef-<name>`` (an ElasticFlow trace, loaded as
 ``benchmarks/rivals_tables.py`` does). Each policy runs in its own child process, so that the
 peak resident memory (``ru_maxrss`` of that child) is the policy's run alone, trace loading
-included. One markdown row per policy.
+included. One markdown row per policy; its last column counts broken promises (re-derived
+from the allocation rows, :func:`psched.promises.broken_promises`) and the policy's re-pack and
+bounded-effort counters (``oasis-rp:effort=1``: :mod:`psched.policies.rp_effort`).
 
     python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 \
         --policies oasis,oasis-rp,fifo,srtf
     python benchmarks/bench_oasis_rp_scale.py --trace ef-cluster04 --policies oasis,oasis-rp
+    python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 --policies oasis-rp:effort=1
     python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 --policies oasis-rp \
         --max-cpu-s 120      # how far a run gets in 120 CPU s
 
@@ -95,7 +98,10 @@ def _child(trace: str, policy: str, seed: int, out: Any, max_cpu_s: float | None
                   "cpu_s": time.process_time() - c0,
                   "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0})
         return
+    from psched.promises import broken_promises
+
     s = summarize(res)
+    broken = len(broken_promises(res))  # re-derived from the allocation rows
     util = s["utilization"]
     gpu = util.get("worker", {}).get("gpu") if isinstance(util, dict) else None
     dec = np.array(res.decision_ms) if res.decision_ms else np.zeros(1)
@@ -105,7 +111,14 @@ def _child(trace: str, policy: str, seed: int, out: Any, max_cpu_s: float | None
               "wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0,
               "load_s": load_s, "dec_p50": float(np.percentile(dec, 50)),
               "dec_p99": float(np.percentile(dec, 99)),
-              "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0})
+              "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+              "counters": " ".join([f"broken_promises={broken}"] + [
+                  f"{k}={res.report[k]}" for k in COUNTERS if k in res.report])})
+
+
+#: report counters shown per row (the re-pack and the bounded effort of ``oasis-rp``)
+COUNTERS = ("repack_tried", "repack_kept", "soft_bumps", "effort_trimmed", "effort_skipped",
+            "effort_searches")
 
 
 def _number(text: str) -> Any:
@@ -128,8 +141,8 @@ def main() -> None:
     ctx = mp.get_context("fork")
     print(f"load {os.getloadavg()[0]:.2f}")
     print("| trace | policy | jobs | T | utility | completed | rejected share | GPU util |"
-          " decision p50 / p99 ms (wall) | run wall s | CPU s | peak RSS MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          " decision p50 / p99 ms (wall) | run wall s | CPU s | peak RSS MB | counters |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for policy in args.policies.split(","):
         recv, send = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_child,
@@ -140,13 +153,13 @@ def main() -> None:
         if m.get("capped"):
             print(f"| {args.trace} | {policy} | {m['jobs']} | {m['horizon']} | stopped at"
                   f" {args.max_cpu_s:.0f} CPU s after {m['arrivals']} arrivals | | | | |"
-                  f" {m['wall_s']:.1f} | {m['cpu_s']:.1f} | {m['maxrss_mb']:.0f} |", flush=True)
+                  f" {m['wall_s']:.1f} | {m['cpu_s']:.1f} | {m['maxrss_mb']:.0f} | |", flush=True)
             continue
         gpu = "" if m["gpu_util"] is None else f"{m['gpu_util']:.3f}"
         print(f"| {args.trace} | {policy} | {m['jobs']} | {m['horizon']} | {m['utility']:.1f} |"
               f" {m['completed']} | {m['rejected'] / m['jobs']:.3f} | {gpu} |"
               f" {m['dec_p50']:.2f} / {m['dec_p99']:.1f} | {m['wall_s']:.1f} |"
-              f" {m['cpu_s']:.1f} | {m['maxrss_mb']:.0f} |", flush=True)
+              f" {m['cpu_s']:.1f} | {m['maxrss_mb']:.0f} | {m['counters']} |", flush=True)
     print(f"load {os.getloadavg()[0]:.2f}")
 
 

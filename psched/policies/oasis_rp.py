@@ -94,6 +94,12 @@ steady : when reality departs from the plans (a real executor), re-plan jobs off
     rest of its work, within its promise), and never stop or resize a running job to pull it
     earlier (:mod:`psched.policies.rp_steady`).
     Default on; with reality as planned it changes nothing.
+effort : bounded effort at trace scale (:mod:`psched.policies.rp_effort`; None = off, the
+    default): a re-pack or a bump moves at most ``effort_moves`` jobs (default 32, those
+    clashing most with the newcomer's good slots), and runs only while a bank of searches
+    (at most ``effort_bank``, full at the start), credited ``effort`` per arrival, holds its
+    worst case; counted in the report
+    (``effort_trimmed``, ``effort_skipped``, ``effort_searches``).
 
 Prices: ``price_source`` ``"hindsight"`` (U, L from the whole trace), ``"history"`` or
 ``"fixed"`` (``u_worker``, ``l_worker``, ``u_ps``, ``l_ps``: the service's ``--prices``).
@@ -134,6 +140,7 @@ from psched.policies.rp_book import (
     work_of,
 )
 from psched.policies.rp_density import REJECT_DENSITY, clearing_density, job_size, pool_totals
+from psched.policies.rp_effort import BANK_SEARCHES, Effort, repack_cost
 from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import OWN_PRICES, search_own
 from psched.policies.rp_patience import worth_waiting
@@ -202,6 +209,9 @@ class OasisRpPolicy:
         price_span: float | None = None,
         ahead: bool = False,
         ahead_held: bool = False,
+        effort: float | None = None,
+        effort_moves: int = 32,
+        effort_bank: float = BANK_SEARCHES,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
@@ -280,6 +290,11 @@ class OasisRpPolicy:
         self.decision_probe: Callable[[str, float], None] | None = None
         self.ahead = bool(ahead)
         self.ahead_held = bool(ahead_held)
+        self.effort = None if effort is None else float(effort)
+        self.effort_moves = int(effort_moves)
+        self.effort_bank = float(effort_bank)
+        if self.effort is not None:  # checks the three
+            Effort(per_arrival=self.effort, moves=self.effort_moves, cap=self.effort_bank)
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._reset()
@@ -306,6 +321,9 @@ class OasisRpPolicy:
                        "soft_dropped": 0, "ahead_jobs": 0, "ahead_moved": 0}
         self._boundary_ms: list[float] = []
         self._report: dict[str, Any] | None = None
+        self._searches = 0  # exact searches run (the effort bank debits levers by them)
+        self._effort = None if self.effort is None else Effort(
+            per_arrival=self.effort, moves=self.effort_moves, cap=self.effort_bank)
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self, ctx: RunContext) -> None:
@@ -359,6 +377,8 @@ class OasisRpPolicy:
 
     def _arrive(self, job: Job, t: int) -> Decision:
         """Decide the arrival of ``job`` in slot ``t``: search, re-pack, promise."""
+        if self._effort is not None:
+            self._effort.credit()
         found = self._search_new(job, t)
         if self._rho > 0.0 and self._below_floor(job, found):
             self._decided.append((job, 0.0))
@@ -415,10 +435,28 @@ class OasisRpPolicy:
         its way, search again, then re-place them (densest first); kept, with ``job`` placed,
         only if the planned utility rises (a reservation that finds no room again is lost:
         its job is rejected at the next boundary). Else nothing changes."""
-        book = self._book()
+        if self._effort is not None and self._effort.short(2):
+            return Found(payoff=0.0, schedule={})
         victims = self._soft.below(density(job, self._cluster_now()), job.last_slot)
         if not victims:
             return Found(payoff=0.0, schedule={})
+        if self._effort is None:
+            return self._bump_victims(job, t, victims)
+        keep = set(self._effort.trim([r.job.job_id for r in victims],
+                                     {r.job.job_id: r.plan for r in victims}, t,
+                                     self._good_end(job, t)))
+        victims = [r for r in victims if r.job.job_id in keep]
+        if not self._effort.allows(len(victims) + 1):
+            return Found(payoff=0.0, schedule={})
+        s0 = self._searches
+        try:
+            return self._bump_victims(job, t, victims)
+        finally:
+            self._effort.spend(self._searches - s0)
+
+    def _bump_victims(self, job: Job, t: int, victims: list[Reservation]) -> Found:
+        """:meth:`_bump` with its ``victims`` chosen."""
+        book = self._book()
         for r in victims:
             book.add(r.job, r.plan, sign=-1)
         got = self._search_new(job, t)
@@ -499,6 +537,7 @@ class OasisRpPolicy:
     def _search_new(self, job: Job, t: int) -> Found:
         """The best schedule of a job not yet admitted, from slot ``t``, priced as
         ``own_price`` says."""
+        self._searches += 1
         if self.own_price == "off":
             return search(self._book(), job, start=t, work=job.work, deadline=job.last_slot)
         return search_own(self._book(), job, start=t, work=job.work, deadline=job.last_slot,
@@ -508,6 +547,7 @@ class OasisRpPolicy:
                      flat: bool = False) -> Found:
         """Re-plan an admitted job (re-pack, pull-forward): its best schedule by ``deadline``
         (no floor), with own-usage prices where ``own_scope="all"``."""
+        self._searches += 1
         if self.own_price != "off" and self.own_scope == "all" and not flat:
             return search_own(self._book(), job, start=t, work=work, deadline=deadline,
                               mode=self.own_price, floor=-math.inf)
@@ -677,14 +717,34 @@ class OasisRpPolicy:
     def _repack(self, job: Job, t: int, base: float) -> Found:
         """Lever (a): make room for ``job`` by re-planning admitted jobs within their promises.
         Returns the newcomer's schedule (placed) or an empty result (nothing changed)."""
-        book = self._book()
+        if self._effort is not None and self._effort.short(repack_cost(1)):
+            return Found(payoff=0.0, schedule={})
         end = job.last_slot
         cands = [j for j, p in self._plans.items() if min(p) <= end]
         if not cands:
             return Found(payoff=0.0, schedule={})
-        self._stats["repack_tried"] += 1
         cands.sort(key=lambda j: (-(self._promise[j] - max(self._plans[j])), j))
         cands = cands[: self.repack_limit]
+        if self._effort is None:
+            return self._repack_cands(job, t, base, cands)
+        cands = self._effort.trim(cands, self._plans, t, self._good_end(job, t))
+        if not self._effort.allows(repack_cost(len(cands))):
+            return Found(payoff=0.0, schedule={})
+        s0 = self._searches
+        try:
+            return self._repack_cands(job, t, base, cands)
+        finally:
+            self._effort.spend(self._searches - s0)
+
+    def _good_end(self, job: Job, t: int) -> int:
+        """Lever ``effort``: the last of ``job``'s good slots from ``t`` (its latest completion
+        keeping ``1 - repack_gap`` of its utility at the fastest duration from ``t``)."""
+        return latest_same_utility(job, min(t + job.fastest - 1, job.last_slot), self.repack_gap)
+
+    def _repack_cands(self, job: Job, t: int, base: float, cands: list[str]) -> Found:
+        """:meth:`_repack` with its candidates chosen (``cands``, in their order)."""
+        book = self._book()
+        self._stats["repack_tried"] += 1
         saved = {j: self._plans[j] for j in cands}
         self._budget = self.repack_searches
         for j in cands:
@@ -771,6 +831,7 @@ class OasisRpPolicy:
                     return None
                 self._budget -= 1
             if self.repack_late and not keep_old:
+                self._searches += 1
                 got = search_latest(book, jj, start=t, work=work_of(saved[j]),
                                     deadline=self._promise[j])
             else:
@@ -1050,6 +1111,8 @@ class OasisRpPolicy:
             achieved = self._promised_utility
             out["certified_ratio"] = out["dual_bound"] / achieved if achieved > 0 else None
         out.update(self._stats)
+        if self._effort is not None:
+            out.update(self._effort.stats())
         ms = np.array(self._boundary_ms) if self._boundary_ms else np.zeros(1)
         out["boundary_ms_p50"] = float(np.percentile(ms, 50))
         out["boundary_ms_p99"] = float(np.percentile(ms, 99))
@@ -1061,7 +1124,7 @@ class OasisRpPolicy:
                          "patience": self.patience, "density_floor": self.density_floor,
                          "batch": self.batch, "soft": self.soft,
                          "price_span": self.price_span, "ahead": self.ahead,
-                         "ahead_held": self.ahead_held}
+                         "ahead_held": self.ahead_held, "effort": self.effort}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor

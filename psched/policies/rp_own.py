@@ -165,13 +165,17 @@ def search_own_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, dead
     if best.counts is None:
         return Found(payoff=best.payoff, schedule={})
     out = Schedule()
+    made: dict[tuple[int, int], Alloc] = {}  # one placement per (run, workers): the same rows
     for i in np.nonzero(best.counts)[0]:
         n, row = int(best.counts[i]), int(tab.row_of[i])
-        w = _place(wu, row, n)
-        p = _place(pu, row, int(psn[n]))
-        out[t0 + int(i)] = Alloc.of(
-            {int(w_pool.servers[h]): c for h, c in w.items()},
-            {int(p_pool.servers[h]): c for h, c in p.items()})
+        alloc = made.get((row, n))
+        if alloc is None:
+            w = _place(wu, row, n)
+            p = _place(pu, row, int(psn[n]))
+            alloc = made[(row, n)] = Alloc.of(
+                {int(w_pool.servers[h]): c for h, c in w.items()},
+                {int(p_pool.servers[h]): c for h, c in p.items()})
+        out[t0 + int(i)] = alloc
     return Found(payoff=best.payoff, schedule=out)
 
 
