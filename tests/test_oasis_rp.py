@@ -29,9 +29,9 @@ from psched.simulator import SchedulerLoop, TraceArrivals, simulate
 from psched.utility import Utility
 
 LEVERS = ("repack", "latest_promise", "pull", "reprice")
-#: the held levers, on by default: off in "all off" and "each alone" (tested with them in
-#: test_oasis_rp_batch.py)
-HELD_OFF = {"batch": False, "soft": False}
+#: the held levers and ``ahead``, on by default: off in "all off" and "each alone" (tested
+#: with them in test_oasis_rp_batch.py and test_rp_ahead.py)
+HELD_OFF = {"batch": False, "soft": False, "ahead": False}
 #: every lever alone, all on, all off, and the options that change how re-packing works
 VARIANTS = [
     {},

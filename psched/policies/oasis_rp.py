@@ -58,6 +58,7 @@ own_price : (f) ``"off"`` (OASiS: each container pays the price before the job's
 repack_late : (g) in the re-pack's second order, re-plan each moved job to complete as late
     as its promise allows (:mod:`psched.policies.rp_late`) instead of as its cheapest
     schedule (which, at flat prices, packs it early again): the earliest-deadline order.
+    On by default (with ``ahead``, session 8: BENCHMARKS section 11, "Lever (m) ahead").
 patience : (h) patient admission (:mod:`psched.policies.rp_patience`; 0 = off, default). An
     arriving job is held while its best schedule from ``patience_lead`` slots later is still
     admissible and earns at least ``1 - patience`` of its utility at arrival; at the first
@@ -88,7 +89,9 @@ ahead : at each slot boundary, hand the capacity of the slot that no plan uses t
     free are there for the next arrivals (SRTF's work-conserving move, within promises).
     ``ahead_held``: the same for reservations (``soft``), densest first: one that can start
     in the idle capacity now starts now and is admitted at this boundary with its promise.
-    Both off by default (BENCHMARKS section 11, "Lever (m) ahead").
+    ``ahead`` is on by default (with ``repack_late``: the pair is at or above every rival on
+    every row of BENCHMARKS section 10, ElasticFlow cluster04 included), ``ahead_held`` off
+    (BENCHMARKS section 11, "Lever (m) ahead").
 steady : when reality departs from the plans (a real executor), re-plan jobs off their
     plans tightest promise first, keep a running job running as it runs (re-plan only the
     rest of its work, within its promise), and never stop or resize a running job to pull it
@@ -198,7 +201,7 @@ class OasisRpPolicy:
         defer: bool = False,
         defer_limit: int = 64,
         own_price: str = "integral",
-        repack_late: bool = False,
+        repack_late: bool = True,
         own_scope: str = "admission",
         fast_search: bool = True,
         patience: float = 0.0,
@@ -207,7 +210,7 @@ class OasisRpPolicy:
         batch: bool = True,
         soft: bool = True,
         price_span: float | None = None,
-        ahead: bool = False,
+        ahead: bool = True,
         ahead_held: bool = False,
         effort: float | None = None,
         effort_moves: int = 32,
