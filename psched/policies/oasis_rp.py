@@ -101,7 +101,8 @@ effort : bounded effort at trace scale (:mod:`psched.policies.rp_effort`; None =
     default): a re-pack or a bump moves at most ``effort_moves`` jobs (default 32, those
     clashing most with the newcomer's good slots), and runs only while a bank of searches
     (at most ``effort_bank``, full at the start), credited ``effort`` per arrival, holds its
-    worst case; counted in the report
+    worst case (the bank is not journaled: a restarted live service starts it full); counted
+    in the report
     (``effort_trimmed``, ``effort_skipped``, ``effort_searches``).
 
 Prices: ``price_source`` ``"hindsight"`` (U, L from the whole trace), ``"history"`` or
