@@ -10,7 +10,7 @@ with the same sweep skips the cells already there (resumable), and ``OUT/results
 Ray: an embedded local Ray by default (started here, stopped at the end), an existing cluster
 with ``address``, or the Ray this process is already connected to. The embedded Ray is always
 a new one (``address="local"``), never a Ray some other process left running on the machine;
-while it starts, the driver maps the jobs and runs the first cell itself.
+while it starts, the driver maps the jobs and runs the first cell in a child it forks.
 ``parallel=False`` runs the cells one after another in this process (the baseline of the
 speed-up figure).
 """
@@ -295,7 +295,8 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
     Each seed's jobs are mapped once, in a thread of this process, and shipped through the
     object store: no node but this one reads the trace. When this call starts the embedded
     Ray, ``ray.init`` mostly waits on Ray's own processes, so meanwhile the jobs are mapped and
-    the first cell runs here in a thread (its row's ``ray_node`` is ``"driver"``).
+    the first cell runs in a child forked from this process (:func:`_start_driver_cell`; its
+    row's ``ray_node`` is ``"driver"``).
     """
     from concurrent.futures import ThreadPoolExecutor
 
