@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from psched.sweep import SweepSpec, cells_of, run_sweep
 
 #: Row fields that differ between two runs of the same cell (when and where it ran).
-TIMING_KEYS = ("wall_s", "ray_node", "start_unix_s", "end_unix_s")
+TIMING_KEYS = ("wall_s", "cpu_s", "ray_node", "start_unix_s", "end_unix_s")
 
 DEFAULT_TRACE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "traces",
                              "elasticflow", "augmented", "cluster10.csv")
@@ -163,6 +163,28 @@ def _most_at_once(rows: list[dict]) -> int:
     return most
 
 
+def _per_cell(serial: list[dict], ray_rows: list[dict]) -> None:
+    """Each cell's wall and CPU seconds (its thread's) serially and on Ray, where it ran and
+    when it started on Ray (seconds after the first start): a cell slower on Ray by CPU ran
+    slower, by wall only waited (for a core or the interpreter lock)."""
+    if not all("cpu_s" in r for r in serial + ray_rows):
+        return
+    t0 = min((r["start_unix_s"] for r in ray_rows if "start_unix_s" in r), default=0.0)
+    print("| cell | serial wall / CPU s | Ray wall / CPU s | Ray / serial CPU | where | "
+          "Ray start s |")
+    print("|---|---|---|---:|---|---:|")
+    for s, r in zip(serial, ray_rows, strict=True):
+        where = "driver" if r.get("ray_node") == "driver" else "Ray worker"
+        print(f"| {s['policy']} s{s['seed']} l{s['load']:g} c{s['scale']:g} | "
+              f"{s['wall_s']:.1f} / {s['cpu_s']:.1f} | {r['wall_s']:.1f} / {r['cpu_s']:.1f} | "
+              f"{r['cpu_s'] / max(s['cpu_s'], 1e-9):.2f} | {where} | "
+              f"{r.get('start_unix_s', t0) - t0:.1f} |")
+    print(f"| sum | {sum(r['wall_s'] for r in serial):.1f} / "
+          f"{sum(r['cpu_s'] for r in serial):.1f} | {sum(r['wall_s'] for r in ray_rows):.1f} / "
+          f"{sum(r['cpu_s'] for r in ray_rows):.1f} | "
+          f"{sum(r['cpu_s'] for r in ray_rows) / sum(r['cpu_s'] for r in serial):.2f} | | |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", default=DEFAULT_TRACE)
@@ -244,6 +266,7 @@ def main() -> None:
         print(f"Ray's own processes (GCS, raylet, agents) from the first to the last cell: "
               f"{rt['system_cpu_s']:.1f} CPU s; its workers: {rt['worker_cpu_s']:.1f} CPU s")
     print(f"Ray run: at most {_most_at_once(ray_run['rows'])} cells at once")
+    _per_cell(serial["rows"], ray_run["rows"])
     print("serial time by policy: " + ", ".join(f"{k} {v:.1f} s" for k, v in by_policy.items()))
 
 

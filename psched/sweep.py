@@ -10,7 +10,7 @@ with the same sweep skips the cells already there (resumable), and ``OUT/results
 Ray: an embedded local Ray by default (started here, stopped at the end), an existing cluster
 with ``address``, or the Ray this process is already connected to. The embedded Ray is always
 a new one (``address="local"``), never a Ray some other process left running on the machine;
-while it starts, the driver maps the jobs and runs the first cell itself.
+while it starts, the driver maps the jobs and runs the first cell in a child it forks.
 ``parallel=False`` runs the cells one after another in this process (the baseline of the
 speed-up figure).
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import gc
 import hashlib
 import io
 import json
@@ -116,7 +117,8 @@ def load_cell_jobs(spec: SweepSpec, seed: int) -> list[JobSpec]:
     from psched.traces.detect import load_any
 
     paths = spec.trace[0] if len(spec.trace) == 1 else list(spec.trace)
-    base = load_any(paths, spec.fmt, slot_seconds=spec.slot_seconds, seed=seed)
+    with _gc_paused():
+        base = load_any(paths, spec.fmt, slot_seconds=spec.slot_seconds, seed=seed)
     if spec.jobs is not None:
         base = base[: spec.jobs]
     if not base:
@@ -124,12 +126,31 @@ def load_cell_jobs(spec: SweepSpec, seed: int) -> list[JobSpec]:
     return base
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block, its state restored after.
+
+    Mapping or unpickling a seed's jobs builds ~4 tracked objects per job and no cycles, yet
+    each allocation burst triggers collections that traverse every object built so far:
+    unpickling 80,000 jobs took 1.5-1.8 CPU s with the collector on and 0.35-0.5 s with it off,
+    mapping them 4.7 s against 3.3 s (BENCHMARKS.md section 12, session 8). The collector is
+    process-wide, so it stays off for other threads of the process meanwhile (seconds)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def run_cell(spec: SweepSpec, cell: SweepCell,
              jobs: Sequence[JobSpec] | None = None) -> dict[str, Any]:
     """Simulate one cell; return its ``results.csv`` row. Pure: the same cell, the same row
-    (except ``wall_s``). ``jobs``: :func:`load_cell_jobs` of the cell's seed, when the caller
-    has it already (a sweep loads each seed once; on Ray the jobs travel in the object store,
-    so no node needs the trace file). O(one simulation)."""
+    (except ``wall_s`` and ``cpu_s``, the CPU seconds of the thread that ran it). ``jobs``:
+    :func:`load_cell_jobs` of the cell's seed, when the caller has it already (a sweep loads
+    each seed once; on Ray the jobs travel in the object store, so no node needs the trace
+    file). O(one simulation)."""
     from psched.clusters import default_cluster_for_trace
     from psched.horizon import trace_horizon
     from psched.metrics import summarize
@@ -138,7 +159,7 @@ def run_cell(spec: SweepSpec, cell: SweepCell,
     from psched.simulator import simulate
     from psched.traces.detect import scale_arrivals
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     base = list(jobs) if jobs is not None else load_cell_jobs(spec, cell.seed)
     sized = default_cluster_for_trace(base, slot_seconds=spec.slot_seconds, load=1.0)
     n = max(1, round(len(sized.indices(Pool.WORKER)) * cell.scale))
@@ -159,7 +180,7 @@ def run_cell(spec: SweepSpec, cell: SweepCell,
             "total_utility": s["total_utility"], "admitted": s["admitted"],
             "rejected": s["rejected"], "completed": s["completed"],
             "unfinished": s["unfinished"], "jct_mean": s["jct_mean"], "gpu_util": gpu,
-            "wall_s": time.perf_counter() - t0}
+            "wall_s": time.perf_counter() - t0, "cpu_s": time.thread_time() - c0}
 
 
 def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = True,
@@ -274,23 +295,24 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
     Each seed's jobs are mapped once, in a thread of this process, and shipped through the
     object store: no node but this one reads the trace. When this call starts the embedded
     Ray, ``ray.init`` mostly waits on Ray's own processes, so meanwhile the jobs are mapped and
-    the first cell runs here in a thread (its row's ``ray_node`` is ``"driver"``).
+    the first cell runs in a child forked from this process (:func:`_start_driver_cell`; its
+    row's ``ray_node`` is ``"driver"``).
     """
-    from concurrent.futures import Future, ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor
 
     import ray
 
     times = timings if timings is not None else {}
-    seeds = sorted({c.seed for c in todo})
     embedded = not ray.is_initialized() and not address
-    with ThreadPoolExecutor(max_workers=1) as loader, \
-            ThreadPoolExecutor(max_workers=1) as driver:
-        loading = {seed: loader.submit(load_cell_jobs, spec, seed) for seed in seeds}
-        local: Future[dict[str, Any]] | None = None
+    with contextlib.ExitStack() as stack:
+        local = None
         if embedded and len(todo) > 1:
+            # before any thread of ours starts: the driver's cell may run in a forked child
             first, todo = todo[0], todo[1:]
-            local = driver.submit(_driver_cell, spec, first, loading[first.seed],
-                                  0 if pin_cores else None)
+            local = _start_driver_cell(stack, spec, first, 0 if pin_cores else None)
+        loader = stack.enter_context(ThreadPoolExecutor(max_workers=1))
+        loading = {seed: loader.submit(load_cell_jobs, spec, seed)
+                   for seed in sorted({c.seed for c in todo})}
         started = not ray.is_initialized()
         try:
             if started:
@@ -311,9 +333,33 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
                 times["ray_stop_s"] = time.perf_counter() - t0
 
 
-def _driver_cell(spec: SweepSpec, cell: SweepCell, jobs: Any,
+def _start_driver_cell(stack: contextlib.ExitStack, spec: SweepSpec, cell: SweepCell,
+                       core: int | None) -> Any:
+    """Start the driver's own cell (while Ray starts); return its future row.
+
+    It runs in a child process forked now, before this process starts any thread (the jobs
+    loader, Ray's): a thread of this process would share the interpreter lock with mapping
+    and shipping every seed's jobs and with ``ray.init``, which made the driver's cell the
+    slowest of a sweep (BENCHMARKS.md section 12, session 8). The child maps its seed's jobs
+    itself. Where ``fork`` is not available, a thread of this process.
+    """
+    import multiprocessing
+    from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+
+    pool: Executor
+    if "fork" in multiprocessing.get_all_start_methods():
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+    else:  # pragma: no cover - Windows
+        pool = ThreadPoolExecutor(max_workers=1)
+    stack.enter_context(pool)
+    return pool.submit(_driver_cell, spec, cell, None, core)
+
+
+def _driver_cell(spec: SweepSpec, cell: SweepCell, jobs: Any = None,
                  core: int | None = None) -> dict[str, Any]:
-    base = jobs.result()
+    """The driver's own cell: its row, ``ray_node`` ``"driver"``. ``jobs``: a future of the
+    seed's jobs, or None to map them here."""
+    base = jobs.result() if jobs is not None else load_cell_jobs(spec, cell.seed)
     start = time.time()
     with _pinned(core):
         row = run_cell(spec, cell, base)
@@ -374,9 +420,11 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
         wall.setdefault(row["policy"], []).append(float(row["wall_s"]))
         save(row)
 
+    freed: int | None = None  # seed of the Ray cell that finished last
     while queue or pending or local is not None:
         while queue and len(pending) + (local is not None) < places:
-            cell = _next_cell(queue, wall, loading)
+            cell = _next_cell(queue, wall, loading, freed)
+            freed = None
             if cell.seed not in refs:
                 # the ref travels inside a list, so a worker that already holds those jobs
                 # does not fetch and unpickle them again
@@ -399,27 +447,30 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
         ready, _ = ray.wait(list(pending), num_returns=1,
                             timeout=None if local is None else 0.2)
         for ref in ready:
-            pending.pop(ref)
+            freed = pending.pop(ref).seed
             cores.pop(ref, None)
             done(ray.get(ref))
 
 
 def _next_cell(queue: list[SweepCell], wall: dict[str, list[float]],
-               loading: dict[int, Any]) -> SweepCell:
+               loading: dict[int, Any], prefer: int | None = None) -> SweepCell:
     """Take the next cell to start out of ``queue``: longest first, as far as known.
 
     A policy none of whose cells has finished yet comes first (in sweep order: its cost is
     unknown, and starting unknowns early keeps a long one from being the last to start);
     then the policy with the longest mean wall time so far (a cell's cost is mostly its
-    policy's, the seeds, loads and scales of one sweep being alike). Among those, a cell
-    whose seed's jobs are mapped already. O(len(queue)).
+    policy's, the seeds, loads and scales of one sweep being alike). Among those, a cell of
+    seed ``prefer`` (the seed of the Ray cell that just finished: Ray hands the next task to
+    the worker that just went idle, which holds that seed's jobs already, so it need not
+    fetch and unpickle another seed's, ~2 CPU s for 80,000 jobs), then a cell whose seed's
+    jobs are mapped already. O(len(queue)).
     """
-    def rank(i: int) -> tuple[int, float, int, int]:
+    def rank(i: int) -> tuple[int, float, int, int, int]:
         c = queue[i]
         times = wall.get(c.policy)
         ready = c.seed not in loading or loading[c.seed].done()
         return (0 if times is None else 1, -(sum(times) / len(times)) if times else 0.0,
-                0 if ready else 1, i)
+                0 if c.seed == prefer else 1, 0 if ready else 1, i)
 
     return queue.pop(min(range(len(queue)), key=rank))
 
@@ -440,7 +491,8 @@ def _cell_task(spec: SweepSpec, cell: SweepCell, jobs_ref: list[Any],
     if key not in _WORKER_JOBS:
         while len(_WORKER_JOBS) >= 4:
             _WORKER_JOBS.pop(next(iter(_WORKER_JOBS)))
-        _WORKER_JOBS[key] = ray.get(jobs_ref[0])
+        with _gc_paused():  # unpickling 80,000 jobs: 1.5-1.8 CPU s with the GC, 0.4 without
+            _WORKER_JOBS[key] = ray.get(jobs_ref[0])
     start = time.time()
     with _pinned(core):
         row = run_cell(spec, cell, _WORKER_JOBS[key])

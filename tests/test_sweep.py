@@ -15,7 +15,7 @@ pytestmark = pytest.mark.ray
 
 def _strip(row: dict[str, object]) -> dict[str, object]:
     return {k: v for k, v in row.items()
-            if k not in ("wall_s", "ray_node", "start_unix_s", "end_unix_s")}
+            if k not in ("wall_s", "cpu_s", "ray_node", "start_unix_s", "end_unix_s")}
 
 
 def test_sweep_on_ray_matches_the_cells_run_one_by_one(ray_session: object,

@@ -76,3 +76,19 @@ def test_no_core_index_leaves_the_affinity_alone() -> None:
     with _pinned(None):
         if before is not None:
             assert os.sched_getaffinity(0) == before
+
+
+def test_among_cells_of_one_policy_the_seed_a_worker_just_freed_goes_first() -> None:
+    queue = _cells("fifo,srtf", seeds=(0, 1, 2))
+    wall = {"fifo": [10.0], "srtf": [30.0]}
+    picked = _next_cell(queue, wall, _ready(0, 1, 2), prefer=2)
+    assert (picked.policy, picked.seed) == ("srtf", 2)
+
+
+@pytest.mark.parametrize("prefer", [0, 1, None])
+def test_the_preferred_seed_never_goes_before_a_longer_policy(prefer: int | None) -> None:
+    queue = _cells("fifo,srtf", seeds=(0, 1))
+    wall = {"fifo": [10.0], "srtf": [30.0]}
+    queue = [c for c in queue if not (c.policy == "srtf" and c.seed == 0)]
+    picked = _next_cell(queue, wall, _ready(0, 1), prefer=prefer)
+    assert (picked.policy, picked.seed) == ("srtf", 1)
