@@ -86,10 +86,12 @@ def read_cache(path: Path) -> dict[tuple[str, str, str], dict[str, str]]:
         return {(r["scenario"], r["instance"], r["variant"]): r for r in csv.DictReader(fh)}
 
 
-def append(path: Path, row: dict[str, object]) -> None:
+def append(path: Path, row: dict[str, object],
+           fields: tuple[str, ...] = FIELDS) -> None:
+    """Add ``row`` to the cache at ``path`` (a header first when it is new or empty)."""
     new = not path.exists() or path.stat().st_size == 0
     with open(path, "a", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=FIELDS)
+        w = csv.DictWriter(fh, fieldnames=fields)
         if new:
             w.writeheader()
         w.writerow(row)

@@ -23,14 +23,14 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
-import csv  # noqa: E402
 import resource  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from bench_oasis_rp import parse_variant  # noqa: E402
-from policy_table import fig5_key, fig5_keys  # noqa: E402
+from bench_oasis_rp_levers import append as append_row  # noqa: E402
+from bench_oasis_rp_levers import instances, read_cache  # noqa: E402
 from rivals_tables import load  # noqa: E402
 
 from psched.policies import make_policy  # noqa: E402
@@ -73,26 +73,9 @@ def measure_cell(scenario: str, instance: str, variant: str,
             "measured_at": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())}
 
 
-def read_cache(path: Path) -> dict[tuple[str, str, str], dict[str, str]]:
-    if not path.exists():
-        return {}
-    with open(path, newline="") as fh:
-        return {(r["scenario"], r["instance"], r["variant"]): r for r in csv.DictReader(fh)}
-
-
 def append(path: Path, row: dict[str, object]) -> None:
-    new = not path.exists() or path.stat().st_size == 0
-    with open(path, "a", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=FIELDS)
-        if new:
-            w.writeheader()
-        w.writerow(row)
-
-
-def instances(scenario: str, seeds: list[int], fig5_per_cell: int) -> list[str]:
-    if scenario == "fig5":
-        return [fig5_key(n, p, s) for n, p, s in fig5_keys(fig5_per_cell)]
-    return ["0"] if scenario.startswith("ef-") else [str(s) for s in seeds]
+    """Add ``row`` to this bench's cache (its own columns: the effort counters)."""
+    append_row(path, row, FIELDS)
 
 
 def render(cache: dict, scenarios: list[str], variants: list[str], seeds: list[int],
