@@ -28,7 +28,10 @@ from ray_cluster.service import SchedulerService
 
 #: deferred admission alone (``batch`` and ``soft``, on by default, hold arrivals too: their
 #: restarts are tested below, with ``defer`` as well)
-DEFER = {"defer": True, "batch": False, "soft": False}
+#: (``ahead`` and ``repack_late``, on by default since session 8, change which jobs these
+#: scenarios hold and when room frees; the restart tests with the default levers below run
+#: with them on)
+DEFER = {"defer": True, "batch": False, "soft": False, "ahead": False, "repack_late": False}
 
 
 class HoldOnce(SrtfPolicy):
