@@ -135,7 +135,11 @@ def open_page(path: Path, expression: str = "null", *, width: int = 1280,
     exe = chromium()
     if exe is None:
         raise RuntimeError("no chromium on PATH")
-    with tempfile.TemporaryDirectory(prefix="psched-chromium-") as profile:
+    # ignore_cleanup_errors: Chromium's helper processes outlive the browser by a moment and
+    # may still write into the profile while it is removed ("Directory not empty": one CI
+    # run of session 8); what is left of a temporary profile is harmless
+    with tempfile.TemporaryDirectory(prefix="psched-chromium-",
+                                     ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen(
             [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
              "--remote-debugging-port=0", f"--user-data-dir={profile}", "--no-first-run",
