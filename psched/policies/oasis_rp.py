@@ -694,10 +694,10 @@ class OasisRpPolicy:
     def _grow(self, job: Job, old: dict[int, Alloc], t: int) -> dict[int, Alloc] | None:
         """``job``'s plan ``old`` (in the book) grown into slot ``t`` from its end
         (:func:`~psched.policies.rp_ahead.grow_now`), the book updated; None if unchanged."""
-        new = grow_now(self._book(), job, old, t)
+        book = self._book()
+        new = grow_now(book, job, old, t)
         if new is None:
             return None
-        book = self._book()
         diff = {s for s in (*old, *new) if old.get(s) != new.get(s)}
         book.add(job, {s: old[s] for s in diff if s in old}, sign=-1)
         book.add(job, {s: new[s] for s in diff if s in new})

@@ -29,26 +29,19 @@ from collections.abc import Mapping
 import numpy as np
 
 from psched.model import Alloc, Job
+from psched.placement import room
 from psched.policies.rp_book import PlanLedger
 
-__all__ = ["fits_per_server", "grow_now", "place", "trim_tail"]
+#: no cap on how many containers a server may take (:func:`psched.placement.room`)
+_NO_CAP = 1 << 30
+
+__all__ = ["grow_now", "place", "trim_tail"]
 
 
-def fits_per_server(free: np.ndarray, demand: np.ndarray) -> np.ndarray:
-    """How many containers of ``demand`` fit each server's ``free`` capacity ((H, R) ->
-    (H,)), 0 where none; resources the container does not use are ignored. O(H R)."""
-    need = demand > 0
-    if not need.any():
-        return np.full(free.shape[0], 1 << 30, dtype=np.int64)
-    per: np.ndarray = np.floor(free[:, need] / demand[need] + 1e-9).min(axis=1)
-    out: np.ndarray = np.maximum(per, 0).astype(np.int64)
-    return out
-
-
-def place(old: Mapping[int, int], extra: int, room: np.ndarray,
+def place(old: Mapping[int, int], extra: int, spare: np.ndarray,
           servers: np.ndarray) -> dict[int, int] | None:
     """``old`` ({server: count}) plus ``extra`` containers: on the servers already used
-    first, then in pool order, each server taking at most ``room`` more (per position in
+    first, then in pool order, each server taking at most ``spare`` more (per position in
     the pool, ``servers`` its server indices). None if they do not fit. O(H)."""
     got = dict(old)
     pos = {int(h): i for i, h in enumerate(servers)}
@@ -56,7 +49,7 @@ def place(old: Mapping[int, int], extra: int, room: np.ndarray,
     for h in order:
         if extra <= 0:
             break
-        k = min(extra, int(room[pos[h]]))
+        k = min(extra, int(spare[pos[h]]))
         if k > 0:
             got[h] = got.get(h, 0) + k
             extra -= k
@@ -112,8 +105,8 @@ def grow_now(book: PlanLedger, job: Job, plan: Mapping[int, Alloc],
     if later <= 0 or cap_n <= n_now:
         return None
     w_dem, p_dem = book.demands_of(job)
-    room_w = fits_per_server(book.capacity[0] - book.usage[0][t], w_dem)
-    room_p = fits_per_server(book.capacity[1] - book.usage[1][t], p_dem)
+    room_w = room(book.capacity[0] - book.usage[0][t], w_dem, _NO_CAP)
+    room_p = room(book.capacity[1] - book.usage[1][t], p_dem, _NO_CAP)
     old_w = dict(now.workers) if now is not None else {}
     old_p = dict(now.ps) if now is not None else {}
     n = min(cap_n, n_now + int(room_w.sum()))

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from psched.model import Cluster, Job, Pool
+from psched.placement import room
 
 __all__ = ["containers_that_fit", "density", "density_order"]
 
@@ -36,11 +37,9 @@ def containers_that_fit(cluster: Cluster, pool: Pool, demand: np.ndarray) -> int
     """How many containers of ``demand`` (one per resource) fit the empty ``pool``: the sum
     over its servers of ``min_r floor(c^r / demand^r)`` over the resources demanded. O(S R)."""
     cap = cluster.capacity[cluster.indices(pool)]
-    need = demand > 0
-    if not need.any() or cap.shape[0] == 0:
+    if not (demand > 0).any() or cap.shape[0] == 0:
         return 0 if cap.shape[0] == 0 else 1 << 30
-    per = np.floor(cap[:, need] / demand[need] + 1e-9).min(axis=1)
-    return int(per.sum())
+    return int(room(cap, demand, 1 << 30).sum())
 
 
 def density(job: Job, cluster: Cluster) -> float:
