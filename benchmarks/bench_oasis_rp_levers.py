@@ -59,15 +59,20 @@ def run_variant(variant: str, specs: list, cluster: object,
     return res, time.process_time() - c0
 
 
-def measure_cell(scenario: str, instance: str, variant: str) -> dict[str, object]:
-    """Run one cell; raise if a promise was broken."""
+def cell_inputs(scenario: str, instance: str) -> tuple[list, object, int]:
+    """The jobs, cluster and horizon of one cell (a ``fig5`` key or a scenario's seed)."""
     if scenario == "fig5":
         n, lo, hi, seed = instance.split(":")
         specs, cluster = fig5_instance(int(n), seed=int(seed), priority=(float(lo), float(hi)))
-        horizon = 10
-    else:
-        specs, cluster, horizon, _ = load(scenario, int(instance))
-    res, cpu = run_variant(variant, specs, cluster, horizon)
+        return specs, cluster, 10
+    specs, cluster, horizon, _ = load(scenario, int(instance))
+    return specs, cluster, horizon
+
+
+def checked_row(scenario: str, instance: str, variant: str, res: RunResult, cpu: float,
+                counters: tuple[str, ...]) -> dict[str, object]:
+    """A cell's cache row (utility, completed, CPU s, the report's ``counters``); raise if a
+    promise was broken (re-derived from the allocation rows)."""
     broken = broken_promises(res)
     if broken:
         raise SystemExit(f"{scenario} {instance} {variant}: broken promise: {broken[0]}")
@@ -75,8 +80,14 @@ def measure_cell(scenario: str, instance: str, variant: str) -> dict[str, object
     return {"scenario": scenario, "instance": instance, "variant": variant,
             "utility": float(sum(r.utility for r in recs)),
             "completed": sum(r.completion is not None for r in recs), "cpu_s": f"{cpu:.2f}",
-            "broken": 0, "deferred_admitted": res.report.get("deferred_admitted", 0),
+            "broken": 0, **{c: res.report.get(c, 0) for c in counters},
             "measured_at": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())}
+
+
+def measure_cell(scenario: str, instance: str, variant: str) -> dict[str, object]:
+    """Run one cell; raise if a promise was broken."""
+    res, cpu = run_variant(variant, *cell_inputs(scenario, instance))
+    return checked_row(scenario, instance, variant, res, cpu, ("deferred_admitted",))
 
 
 def read_cache(path: Path) -> dict[tuple[str, str, str], dict[str, str]]:

@@ -24,19 +24,17 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import resource  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-from bench_oasis_rp import parse_variant  # noqa: E402
 from bench_oasis_rp_levers import append as append_row  # noqa: E402
-from bench_oasis_rp_levers import instances, read_cache  # noqa: E402
-from rivals_tables import load  # noqa: E402
-
-from psched.policies import make_policy  # noqa: E402
-from psched.promises import broken_promises  # noqa: E402
-from psched.simulator import simulate  # noqa: E402
-from psched.traces.synth import fig5_instance  # noqa: E402
+from bench_oasis_rp_levers import (  # noqa: E402
+    cell_inputs,
+    checked_row,
+    instances,
+    read_cache,
+    run_variant,
+)
 
 RESULTS = Path(__file__).parent / "results"
 COUNTERS = ("effort_trimmed", "effort_skipped", "effort_searches", "repack_tried",
@@ -48,29 +46,12 @@ FIELDS = ("scenario", "instance", "variant", "utility", "completed", "cpu_s", "b
 def measure_cell(scenario: str, instance: str, variant: str,
                  cap_cpu_s: float | None) -> dict[str, object]:
     """Run one cell (certificate off); raise if a promise was broken."""
-    if scenario == "fig5":
-        n, lo, hi, seed = instance.split(":")
-        specs, cluster = fig5_instance(int(n), seed=int(seed), priority=(float(lo), float(hi)))
-        horizon = 10
-    else:
-        specs, cluster, horizon, _ = load(scenario, int(instance))
-    name, kw = parse_variant(variant)
-    kw.setdefault("certificate", False)
+    inputs = cell_inputs(scenario, instance)
     if cap_cpu_s is not None:  # a runaway cell stops with SIGXCPU, not a number
         used = int(resource.getrusage(resource.RUSAGE_SELF).ru_utime)
         resource.setrlimit(resource.RLIMIT_CPU, (used + int(cap_cpu_s), resource.RLIM_INFINITY))
-    c0 = time.process_time()
-    res = simulate(specs, cluster, make_policy(name, **kw), horizon)  # type: ignore[arg-type]
-    cpu = time.process_time() - c0
-    broken = broken_promises(res)
-    if broken:
-        raise SystemExit(f"{scenario} {instance} {variant}: broken promise: {broken[0]}")
-    recs = res.records.values()
-    return {"scenario": scenario, "instance": instance, "variant": variant,
-            "utility": float(sum(r.utility for r in recs)),
-            "completed": sum(r.completion is not None for r in recs), "cpu_s": f"{cpu:.2f}",
-            "broken": 0, **{c: res.report.get(c, 0) for c in COUNTERS},
-            "measured_at": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())}
+    res, cpu = run_variant(variant, *inputs)
+    return checked_row(scenario, instance, variant, res, cpu, COUNTERS)
 
 
 def append(path: Path, row: dict[str, object]) -> None:
