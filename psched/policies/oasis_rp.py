@@ -101,8 +101,8 @@ effort : bounded effort at trace scale (:mod:`psched.policies.rp_effort`; None =
     default): a re-pack or a bump moves at most ``effort_moves`` jobs (default 32, those
     clashing most with the newcomer's good slots), and runs only while a bank of searches
     (at most ``effort_bank``, full at the start), credited ``effort`` per arrival, holds its
-    worst case (the bank is not journaled: a restarted live service starts it full); counted
-    in the report
+    worst case (a live service journals the bank in :meth:`boundary_state`; a restart takes
+    it back); counted in the report
     (``effort_trimmed``, ``effort_skipped``, ``effort_searches``).
 
 Prices: ``price_source`` ``"hindsight"`` (U, L from the whole trace), ``"history"`` or
@@ -987,7 +987,8 @@ class OasisRpPolicy:
 
     def boundary_state(self) -> dict[str, Any]:
         """What a restarted service needs besides the promises and plans (JSON): whether the
-        next boundary pulls, and the counters of :meth:`report`."""
+        next boundary pulls, the counters of :meth:`report`, the jobs that ran in the last
+        slot, the held jobs (``batch``, ``soft``) and the search bank (``effort``)."""
         ran = {j: [list(a.workers), list(a.ps)] for j, a in sorted(self._ran.items())}
         out = {"dirty": self._dirty, "freed": self._freed, "stats": dict(self._stats),
                "ran": ran}
@@ -995,6 +996,8 @@ class OasisRpPolicy:
             out["batch"] = list(self._batch)
         if self.soft:  # reservations (their usage is in the book) and jobs that lost theirs
             out.update(self._soft.to_json())
+        if self._effort is not None:  # the search bank and its counters (lever ``effort``)
+            out["effort"] = {"bank": self._effort.bank, "counts": dict(self._effort.counts)}
         return out
 
     def restore(self, job: Job, decision: Decision) -> None:
@@ -1072,6 +1075,9 @@ class OasisRpPolicy:
             self._ran = {j: Alloc.of(dict(w), dict(p))
                          for j, (w, p) in state.get("ran", {}).items()}
             self._resume_held(state)
+            if self._effort is not None and "effort" in state:
+                self._effort.bank = float(state["effort"]["bank"])
+                self._effort.counts.update(state["effort"]["counts"])
         self._restored = {}
 
     def _resume_held(self, state: Mapping[str, Any]) -> None:
