@@ -4,8 +4,8 @@
 min-plus recursion ``cost(t, D) = min_n c_t(n) + cost(t - 1, D - n)`` is most of the time at
 the oasis-paper scale (windows of a few hundred slots, W up to 1,000, N up to 100). NumPy
 builds a ``(D, n)`` array per slot; :func:`solve_compiled` runs the same loop in one
-compiled call (numba: compiled for fixed argument types when this module is first imported,
-then loaded from the cache on disk next to it).
+compiled call (numba: compiled for fixed argument types when one of them is first called,
+:mod:`psched.lazy_numba`, then loaded from the cache on disk next to it).
 
 It is the loop of :func:`~psched.oasis.solve_fast` line for line -- the lower-bound pruning
 of completion slots, the stationary-run skip, the tie rule of
@@ -21,12 +21,16 @@ Complexity: O(Tw W N) at most, as :func:`~psched.oasis.solve_fast`.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from psched.lazy_numba import lazy_numba
 from psched.model import EPS
 from psched.oasis.ledger import JobInputs
 from psched.oasis.schedule import ARG_RTOL, TIE_RTOL, Best
+
+#: numba compiles this module's functions at the first call of one (psched.lazy_numba), not on
+#: import: ``import psched.policies`` (every CLI command) does not import numba
+numba = lazy_numba(__name__)
 
 __all__ = ["cost_lower_bound_compiled", "greedy_costs_compiled", "greedy_takes_compiled",
            "scatter_add_compiled", "solve_compiled", "unit_caps_compiled"]
