@@ -1,0 +1,132 @@
+"""``oasis-rp`` with its DEFAULT levers on Ray: ``ahead`` grows an admitted job mid-run, the
+revised plan is a resize at the boundary, and the job completes by its promise.
+
+On the session's Ray (tests/conftest.py: two fake-GPU nodes, a head for the PS), real actors
+train the ``softmax`` workload, planned at their measured speed. ``patient`` (two workers, a
+slowly decaying utility, so its promise lies well after its planned completion) takes both
+GPUs from slot 0; ``urgent`` (two workers, steep) arrives in slot 1 and is decided at that
+slot's boundary (``batch``): the re-pack moves ``patient`` after it, and ``patient`` is
+suspended (checkpointed). The user then cancels ``urgent`` before slot 2: its GPUs are in no
+plan, and at slot 2's boundary ``ahead`` (:mod:`psched.policies.rp_ahead`) hands them to
+``patient``, whose plan then resumes in slot 2 instead of after ``urgent``'s (a ``revise``
+row with two workers in slot 2, its tail trimmed), run as a resize from its checkpoint.
+
+Why ``ahead`` and no other lever: ``patient`` made no progress while suspended, so it is on
+its plan at slot 2 (the boundary re-plan, ``steady``, leaves it alone) and no job is
+re-planned there (``urgent`` is gone), so the pull-forward does not run. In simulation
+(:class:`psched.behind.StartupExecutor`, rates 0.6-1.3 of the plan, start-up 0.3-1 slot,
+resize 0-0.5 slot: 19 settings) ``ahead`` grew ``patient`` at slot 2 in every one. A spy on
+the policy's ``_grow`` says which job ``ahead`` grew at which boundary; the policy's
+``ahead_jobs`` counter, the journal's revision and the slot's executed plan agree.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.ray
+
+ray = pytest.importorskip("ray")
+
+from psched.model import Cluster, JobSpec, Pool, Resources, Server, resolve_job  # noqa: E402
+from psched.utility import Utility  # noqa: E402
+from ray_cluster.executor import profile_seconds_per_batch, training_job  # noqa: E402
+from ray_cluster.runtime import RuntimeConfig  # noqa: E402
+from ray_cluster.service import SchedulerService, ServiceConfig  # noqa: E402
+
+SLOT_S = 1.5
+
+#: jobs are planned at their measured speed (reality then runs behind: start-up)
+PESSIMISM = 1.0
+
+
+def _spec(job_id: str, *, slots: float, tau: float, workers: int, value: float,
+          decay: float, target: float) -> JobSpec:
+    """``workers`` workers (one GPU each) for about ``slots`` slots of training as planned."""
+    return JobSpec(job_id=job_id, arrival=0, epochs=1, max_workers=workers,
+                   minibatches=int(slots * SLOT_S / (PESSIMISM * tau)),
+                   tau_s=PESSIMISM * tau, grad_mb=0.003, tau_includes_comm=True,
+                   worker_demand=Resources(gpu=1, cpu=1, memory_gb=1, bandwidth_gbps=1),
+                   ps_demand=Resources(cpu=1, memory_gb=1, bandwidth_gbps=1),
+                   utility=Utility(kind="sigmoid", value=value, decay=decay, target=target),
+                   workload="softmax", hparams='{"dataset": "digits"}')
+
+
+@pytest.fixture(scope="module")
+def tau(ray_session) -> float:
+    """Seconds per mini-batch of the test workload on this machine, measured once."""
+    probe = _spec("probe", slots=1, tau=0.01, workers=1, value=1, decay=1, target=1)
+    return profile_seconds_per_batch(training_job(resolve_job(probe, SLOT_S, 10)),
+                                     RuntimeConfig(), steps=20)
+
+
+def _service(ray_session, tmp_path, patient: JobSpec, urgent: JobSpec) -> SchedulerService:
+    gpu = Resources(gpu=1, cpu=4, memory_gb=16, bandwidth_gbps=10)
+    servers = (Server(server_id="gpu0", pool=Pool.WORKER, capacity=gpu),
+               Server(server_id="gpu1", pool=Pool.WORKER, capacity=gpu),
+               Server(server_id="head", pool=Pool.PS,
+                      capacity=Resources(cpu=8, memory_gb=32, bandwidth_gbps=10)))
+    cluster = Cluster(servers=servers, slot_seconds=SLOT_S)
+    node_of = {i: ray_session.node_ids[s.server_id] for i, s in enumerate(servers)}
+    cfg = ServiceConfig(policy="oasis-rp", slot_seconds=SLOT_S, horizon=60,
+                        history=(patient, urgent), runtime={"start_timeout_s": 30.0})
+    return SchedulerService(tmp_path, config=cfg, cluster=cluster, node_of=node_of)
+
+
+def test_ahead_grows_a_suspended_job_mid_run_as_a_resize_and_it_completes_by_its_promise(
+        ray_session, tmp_path, tau):
+    patient = _spec("patient", slots=4, tau=tau, workers=2, value=10, decay=0.2, target=40)
+    urgent = _spec("urgent", slots=3, tau=tau, workers=2, value=20, decay=0.5, target=3)
+    svc = _service(ray_session, tmp_path, patient, urgent)
+    pol = svc.policy
+    assert pol.ahead and pol.batch and pol.soft and pol.steady  # type: ignore[attr-defined]
+    grown: list[tuple[int, str, int, int]] = []  # (slot, job, workers before, after)
+    real_grow = pol._grow  # type: ignore[attr-defined]
+
+    def spy(job, old, t):
+        new = real_grow(job, old, t)
+        if new is not None:
+            grown.append((t, job.job_id, old[t].n_workers if t in old else 0,
+                          new[t].n_workers))
+        return new
+
+    pol._grow = spy  # type: ignore[attr-defined]
+    counted: dict[int, int] = {}  # slot -> jobs ahead grew at its boundary (the counter)
+
+    def ahead_jobs() -> int:  # the counter, as the journal's boundary state holds it
+        return int(pol.boundary_state()["stats"]["ahead_jobs"])  # type: ignore[attr-defined]
+
+    def step() -> None:
+        t, before = svc.loop.state.t, ahead_jobs()
+        svc.run_for(1)
+        counted[t] = ahead_jobs() - before
+
+    try:
+        assert svc.submit(patient)["held"]  # decided at slot 0's boundary (batch)
+        step()
+        assert svc.inner_executor.runtimes["patient"].shards  # it trained in slot 0
+        assert svc.submit(urgent)["held"]
+        step()
+        assert svc.loop.state.records["urgent"].admitted
+        assert not svc.inner_executor.runtimes["patient"].shards  # suspended in slot 1
+        assert svc.cancel("urgent")  # between slots: at once
+        for _ in range(30):
+            step()
+            if svc.idle():
+                break
+        slots = {t: plan for t, _s, _e, plan in svc.journal.slots()}
+        revised = {(r.job_id, r.slot): r.schedule for r in svc.journal.decisions()
+                   if r.kind == "revise"}
+        status = {j["job_id"]: j for j in svc.status()["jobs"]}
+    finally:
+        svc.close()
+    assert slots[0]["patient"].n_workers == 2 and "patient" not in slots[1]
+    assert (2, "patient", 0, 2) in grown  # ahead: resumed in slot 2, not after urgent's plan
+    assert counted[2] >= 1  # the policy counted the move at that boundary
+    assert revised[("patient", 2)][2].n_workers == 2  # journaled as a revision
+    assert slots[2]["patient"].n_workers == 2  # and run: a resize at the boundary
+    rec = svc.loop.state.records["patient"]
+    assert status["patient"]["state"] == "done" and rec.done >= rec.job.work - 1e-6
+    assert rec.completion is not None and rec.completion <= rec.promised
+    assert status["patient"]["promised"] == rec.promised
+    assert svc.loop.state.records["urgent"].reason == "cancelled"
