@@ -64,7 +64,7 @@ patience : (h) patient admission (:mod:`psched.policies.rp_patience`; 0 = off, d
     admissible and earns at least ``1 - patience`` of its utility at arrival; at the first
     boundary where that fails it is decided as on arrival (re-pack included). Later
     arrivals are decided first meanwhile. Measured not to pay (BENCHMARKS section 11);
-    a live service does not journal patient jobs (simulation only).
+    a live service journals the patient jobs in :meth:`boundary_state`.
 density_floor : (i) admission floor per unit of capacity (:mod:`psched.policies.rp_density`;
     default 0.5, 0 = off): an arrival whose best schedule (before any re-pack; with none, its
     utility at the fastest duration) earns less than ``density_floor`` times the clearing
@@ -988,7 +988,8 @@ class OasisRpPolicy:
     def boundary_state(self) -> dict[str, Any]:
         """What a restarted service needs besides the promises and plans (JSON): whether the
         next boundary pulls, the counters of :meth:`report`, the jobs that ran in the last
-        slot, the held jobs (``batch``, ``soft``) and the search bank (``effort``)."""
+        slot, the held jobs (``batch``, ``soft``, ``patience``) and the search bank
+        (``effort``)."""
         ran = {j: [list(a.workers), list(a.ps)] for j, a in sorted(self._ran.items())}
         out = {"dirty": self._dirty, "freed": self._freed, "stats": dict(self._stats),
                "ran": ran}
@@ -996,6 +997,8 @@ class OasisRpPolicy:
             out["batch"] = list(self._batch)
         if self.soft:  # reservations (their usage is in the book) and jobs that lost theirs
             out.update(self._soft.to_json())
+        if self.patience > 0.0:  # held patient jobs and their utility at arrival
+            out["patient"] = dict(self._patient)
         if self._effort is not None:  # the search bank and its counters (lever ``effort``)
             out["effort"] = {"bank": self._effort.bank, "counts": dict(self._effort.counts)}
         return out
@@ -1090,6 +1093,8 @@ class OasisRpPolicy:
         the journal, so a restart after such a bump may price lower than the uninterrupted
         run (the default re-prices: exact). O(reservation entries)."""
         self._batch = [j for j in state.get("batch", ()) if j in self._restored]
+        self._patient = {j: float(ref) for j, ref in state.get("patient", {}).items()
+                         if j in self._restored}  # held: their certificate entry stays
         self._soft = Reservations.from_json(state, self._restored)
         book = self._book()
         for r in list(self._soft.values()):
