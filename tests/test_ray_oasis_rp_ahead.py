@@ -75,7 +75,7 @@ def _service(ray_session, tmp_path, patient: JobSpec, urgent: JobSpec) -> Schedu
 
 def test_ahead_grows_a_suspended_job_mid_run_as_a_resize_and_it_completes_by_its_promise(
         ray_session, tmp_path, tau):
-    patient = _spec("patient", slots=4, tau=tau, workers=2, value=10, decay=0.2, target=40)
+    patient = _spec("patient", slots=2, tau=tau, workers=2, value=10, decay=0.2, target=40)
     urgent = _spec("urgent", slots=3, tau=tau, workers=2, value=20, decay=0.5, target=3)
     svc = _service(ray_session, tmp_path, patient, urgent)
     pol = svc.policy
