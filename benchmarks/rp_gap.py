@@ -38,13 +38,17 @@ from psched.simulator import RunResult, simulate  # noqa: E402
 DENSITY_EDGES = (0, 10, 100, 300, 1000, 3000, 10000, np.inf)
 
 
-def run(variant: str, specs: list, cluster: object, horizon: int) -> tuple[RunResult, float]:
-    """One run of ``variant`` (``name[:opt=value...]``); the result and its CPU seconds."""
+def run(variant: str, specs: list, cluster: object, horizon: int,
+        seed: int = 0) -> tuple[RunResult, float]:
+    """One run of ``variant`` (``name[:opt=value...]``) with the simulator's ``seed`` (the
+    policy table's rule: the cell's seed; FIFO and RRH draw from it); the result and its CPU
+    seconds."""
     name, kw = parse_variant(variant)
     if name.startswith("oasis"):
         kw.setdefault("certificate", False)
     c0 = time.process_time()
-    res = simulate(specs, cluster, make_policy(name, **kw), horizon)  # type: ignore[arg-type]
+    res = simulate(specs, cluster, make_policy(name, **kw), horizon,  # type: ignore[arg-type]
+                   seed=seed)
     return res, time.process_time() - c0
 
 
@@ -80,9 +84,9 @@ def main() -> None:
     if args.jobs:
         specs = specs[: args.jobs]
     print(f"{desc}; {len(specs)} jobs; load {os.getloadavg()[0]:.2f}", flush=True)
-    a, cpu_a = run(args.variant, specs, cluster, horizon)
+    a, cpu_a = run(args.variant, specs, cluster, horizon, args.map_seed)
     assert broken_promises(a) == [], "broken promise"
-    b, cpu_b = run(args.rival, specs, cluster, horizon)
+    b, cpu_b = run(args.rival, specs, cluster, horizon, args.map_seed)
     ra, rb = a.records, b.records
     for name, res, cpu in ((args.variant, a, cpu_a), (args.rival, b, cpu_b)):
         recs = res.records.values()
