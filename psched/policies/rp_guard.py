@@ -5,7 +5,7 @@ that finds none; with ``repack_late`` the moved jobs are re-planned to complete 
 their promises allow. It is kept whenever the newcomer is admitted and the planned utility of
 the jobs involved rises, so the newcomer's value per unit of capacity never enters: on
 ElasticFlow 195job (mapping seed 0) a job worth 9.2 that asks for the whole 32-GPU cluster
-for 8 slots (234 worker-slots, density 1.3 where the trace's median is 195) is admitted by a
+for 8 slots (234 worker-slots, density 1.3 where the trace's median is 110) is admitted by a
 re-pack in slot 29; the jobs moved for it, planned late, and its own eight slots fill the
 book when the next burst of short, dense jobs arrives in slots 40-59 (BENCHMARKS section 11,
 "Other mapping draws"). The density floor (``density_floor``) does not see it: on these
