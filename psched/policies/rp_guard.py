@@ -6,7 +6,7 @@ their promises allow. It is kept whenever the newcomer is admitted and the plann
 the jobs involved rises, so the newcomer's value per unit of capacity never enters: on
 ElasticFlow 195job (mapping seed 0) a job worth 9.2 that asks for the whole 32-GPU cluster
 for 8 slots (234 worker-slots, density 1.3 where the trace's median is 110) is admitted by a
-re-pack in slot 29 and runs on 8-32 of the GPUs in slots 29-36 and 45-48 while the
+re-pack in slot 29 and runs on up to 28 GPUs in slots 29-36 and up to 32 in 45-48 while the
 arrivals of slots 29-59, short and dense, find no room (BENCHMARKS section 11, "Other
 mapping draws"). The density floor (``density_floor``) does not see it: on these
 traces the clearing density is 0 (the trace's jobs fit the horizon; congestion is local).
