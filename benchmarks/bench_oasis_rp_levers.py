@@ -108,10 +108,13 @@ def append(path: Path, row: dict[str, object],
         w.writerow(row)
 
 
-def instances(scenario: str, seeds: list[int], fig5_per_cell: int) -> list[str]:
+def instances(scenario: str, seeds: list[int], fig5_per_cell: int,
+              map_seeds: tuple[int, ...] = (0,)) -> list[str]:
+    """The cells of a scenario: fig5 keys, ElasticFlow mapping seeds or oasis-paper seeds."""
     if scenario == "fig5":
         return [fig5_key(n, p, s) for n, p, s in fig5_keys(fig5_per_cell)]
-    return ["0"] if scenario.startswith("ef-") else [str(s) for s in seeds]
+    return ([str(s) for s in map_seeds] if scenario.startswith("ef-")
+            else [str(s) for s in seeds])
 
 
 def best_rival(table: dict, scenario: str, instance: str) -> tuple[str, float]:
@@ -121,11 +124,11 @@ def best_rival(table: dict, scenario: str, instance: str) -> tuple[str, float]:
 
 
 def render(cache: dict, table: dict, scenarios: list[str], variants: list[str],
-           seeds: list[int], fig5_per_cell: int) -> str:
+           seeds: list[int], fig5_per_cell: int, map_seeds: tuple[int, ...] = (0,)) -> str:
     head = "| scenario (seed) | best rival | " + " | ".join(f"`{v}`" for v in variants) + " |"
     lines = [head, "|---|---|" + "---:|" * len(variants)]
     for sc in scenarios:
-        keys = instances(sc, seeds, fig5_per_cell)
+        keys = instances(sc, seeds, fig5_per_cell, map_seeds)
         if sc == "fig5":
             cells = []
             for v in variants:
@@ -160,6 +163,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenarios", default="fig5")
     ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--map-seeds", default="0",
+                    help="ElasticFlow mapping seeds (rivals from --table, e.g. the cache of "
+                    "policy_table.py --map-seeds)")
     ap.add_argument("--variants", default="oasis-rp")
     ap.add_argument("--fig5-instances", type=int, default=7)
     ap.add_argument("--cache", type=Path, default=RESULTS / "oasis_rp_levers.csv")
@@ -170,12 +176,13 @@ def main() -> None:
     scenarios = args.scenarios.split(",")
     variants = args.variants.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
+    map_seeds = tuple(int(s) for s in args.map_seeds.split(","))
     table = read_cells(args.table)
     cache = read_cache(args.cache)
     print(f"load {os.getloadavg()[0]:.2f}", flush=True)
     if not args.table_only:
         for sc in scenarios:
-            for k in instances(sc, seeds, args.fig5_instances):
+            for k in instances(sc, seeds, args.fig5_instances, map_seeds):
                 for v in variants:
                     if (sc, k, v) in cache and not args.force:
                         continue
@@ -185,7 +192,7 @@ def main() -> None:
                     if sc != "fig5":
                         print(f"{sc} {k} {v}: {row['utility']:.1f} ({row['completed']}) "
                               f"cpu {row['cpu_s']} s", flush=True)
-    print(render(cache, table, scenarios, variants, seeds, args.fig5_instances))
+    print(render(cache, table, scenarios, variants, seeds, args.fig5_instances, map_seeds))
     print(f"load {os.getloadavg()[0]:.2f}", flush=True)
 
 

@@ -313,6 +313,47 @@ def render(cells: dict[tuple[str, str, str], Cell], policies: Sequence[str],
     return "\n".join(lines)
 
 
+def _seed_list(text: str) -> list[int]:
+    """``--map-seeds``: comma-separated non-negative integers."""
+    try:
+        seeds = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of seeds: {text!r}") from None
+    if not seeds or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"seeds must be >= 0: {text!r}")
+    return seeds
+
+
+def render_map_seeds(cells: dict[tuple[str, str, str], Cell], policies: Sequence[str],
+                     scenarios: Sequence[str], map_seeds: Sequence[int], focus: str) -> str:
+    """Two markdown tables over ElasticFlow mapping draws: every policy per (trace, mapping
+    seed), the best of each column in bold; then ``focus`` against its best rival per
+    column (the rival's name, both utilities and ``focus`` / rival - 1)."""
+    cols = [(sc, s) for sc in scenarios for s in map_seeds]
+    lines = ["| policy | " + " | ".join(f"{sc} map seed {s}" for sc, s in cols) + " |",
+             "|---|" + "---:|" * len(cols)]
+    grid = {p: [trace_summary(cells, sc, p, [s]) for sc, s in cols] for p in policies}
+    best = [max((grid[p][i][1] for p in policies if not math.isnan(grid[p][i][1])),
+                default=math.nan) for i in range(len(cols))]
+    for p in policies:
+        row = [f"**{t}**" if t and v == best[i] else t for i, (t, v) in enumerate(grid[p])]
+        lines.append(f"| {p} | " + " | ".join(row) + " |")
+    lines += ["", f"| trace | map seed | {focus} | best rival | {focus} / best rival |",
+              "|---|---:|---:|---|---:|"]
+    for i, (sc, s) in enumerate(cols):
+        mine = cells.get((sc, str(s), focus))
+        rivals = [(grid[p][i][1], p) for p in policies
+                  if p != focus and not math.isnan(grid[p][i][1])]
+        if mine is None or mine.status != "ok" or not rivals:
+            continue
+        val, who = max(rivals)
+        ratio = f"{mine.utility / val - 1:+.1%}" if val > 0 else "–"
+        lines.append(f"| {sc} | {s} | {_fmt(mine.utility)} ({mine.completed}) | {who} "
+                     f"{_fmt(val)} | {ratio} |")
+    return "\n".join(lines)
+
+
 def compare(old: dict[tuple[str, str, str], Cell], new: dict[tuple[str, str, str], Cell],
             policies: Sequence[str], scenarios: Sequence[str], seeds: int,
             fig5_per_cell: int) -> str:
@@ -354,7 +395,7 @@ def measure(args: argparse.Namespace, policies: Sequence[str], scenarios: Sequen
                     keep(lambda n=n, prio=prio, seed=seed, todo=todo: fig5_cells(
                         n, prio, seed, todo, args.time_limit))
             continue
-        for seed in ([0] if sc.startswith("ef-") else range(args.seeds)):
+        for seed in (args.map_seeds if sc.startswith("ef-") else range(args.seeds)):
             todo = missing(sc, str(seed), policies)
             if todo:
                 keep(lambda sc=sc, seed=seed, todo=todo: trace_cells(sc, seed, todo, args.cap_s))
@@ -365,6 +406,11 @@ def main() -> None:
     ap.add_argument("--policies", default="all", help="comma-separated, or all (registered)")
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--seeds", type=int, default=5, help="oasis-paper seeds 0..n-1")
+    ap.add_argument("--map-seeds", type=_seed_list, default=[0],
+                    help="ElasticFlow mapping seeds, comma-separated (default 0); with more "
+                    "than seed 0 the mapping-draw table is printed (and written) too")
+    ap.add_argument("--focus", default="oasis-rp",
+                    help="the policy the mapping-draw table compares with its best rival")
     ap.add_argument("--fig5-instances", type=int, default=7,
                     help="instances per (servers, priority) cell; 16 cells (7 -> 112)")
     ap.add_argument("--cap-s", type=float, default=900.0,
@@ -400,6 +446,10 @@ def main() -> None:
         measure(args, policies, scenarios, cells, writer)
     shown = [p for p in known if any(k[2] == p for k in cells)]
     table = render(cells, shown, list(SCENARIOS), args.seeds, args.fig5_instances)
+    if args.map_seeds != [0]:
+        efs = [sc for sc in SCENARIOS if sc.startswith("ef-")
+               and any(k[0] == sc and k[1] != "0" for k in cells)]
+        table += "\n\n" + render_map_seeds(cells, shown, efs, args.map_seeds, args.focus)
     print(table)
     if args.compare is not None:
         print(compare(read_cells(args.compare), cells, shown, list(SCENARIOS), args.seeds,

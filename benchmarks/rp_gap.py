@@ -1,6 +1,7 @@
 """Where an ``oasis-rp`` variant loses to a rival on an ElasticFlow trace, job by job.
 
-Runs the two policies on the same cell as ``policy_table.py`` (``ef-<trace>``, seed 0; with
+Runs the two policies on the same cell as ``policy_table.py`` (``ef-<trace>``, mapping seed
+``--map-seed``, default 0; with
 ``--jobs N`` only the first N jobs of the trace, same cluster and horizon: a window that
 iterates fast) and prints: utility and jobs completed in time by each; the jobs one completes
 in time and the other does not, by the reason ``oasis-rp`` gave, by workers ``N``, by
@@ -37,13 +38,17 @@ from psched.simulator import RunResult, simulate  # noqa: E402
 DENSITY_EDGES = (0, 10, 100, 300, 1000, 3000, 10000, np.inf)
 
 
-def run(variant: str, specs: list, cluster: object, horizon: int) -> tuple[RunResult, float]:
-    """One run of ``variant`` (``name[:opt=value...]``); the result and its CPU seconds."""
+def run(variant: str, specs: list, cluster: object, horizon: int,
+        seed: int = 0) -> tuple[RunResult, float]:
+    """One run of ``variant`` (``name[:opt=value...]``) with the simulator's ``seed`` (the
+    policy table's rule: the cell's seed; FIFO and RRH draw from it); the result and its CPU
+    seconds."""
     name, kw = parse_variant(variant)
     if name.startswith("oasis"):
         kw.setdefault("certificate", False)
     c0 = time.process_time()
-    res = simulate(specs, cluster, make_policy(name, **kw), horizon)  # type: ignore[arg-type]
+    res = simulate(specs, cluster, make_policy(name, **kw), horizon,  # type: ignore[arg-type]
+                   seed=seed)
     return res, time.process_time() - c0
 
 
@@ -69,18 +74,19 @@ def breakdown(title: str, ids: list[str], value: dict[str, float], keys: dict[st
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", default="ef-cluster04")
+    ap.add_argument("--map-seed", type=int, default=0, help="the trace's mapping seed")
     ap.add_argument("--jobs", type=int, default=0, help="first N jobs only (0: all)")
     ap.add_argument("--variant", default="oasis-rp")
     ap.add_argument("--rival", default="srtf")
     ap.add_argument("--stretch", type=int, default=250, help="slots per usage row")
     args = ap.parse_args()
-    specs, cluster, horizon, desc = load(args.trace, 0)
+    specs, cluster, horizon, desc = load(args.trace, args.map_seed)
     if args.jobs:
         specs = specs[: args.jobs]
     print(f"{desc}; {len(specs)} jobs; load {os.getloadavg()[0]:.2f}", flush=True)
-    a, cpu_a = run(args.variant, specs, cluster, horizon)
+    a, cpu_a = run(args.variant, specs, cluster, horizon, args.map_seed)
     assert broken_promises(a) == [], "broken promise"
-    b, cpu_b = run(args.rival, specs, cluster, horizon)
+    b, cpu_b = run(args.rival, specs, cluster, horizon, args.map_seed)
     ra, rb = a.records, b.records
     for name, res, cpu in ((args.variant, a, cpu_a), (args.rival, b, cpu_b)):
         recs = res.records.values()

@@ -92,6 +92,10 @@ ahead : at each slot boundary, hand the capacity of the slot that no plan uses t
     ``ahead`` is on by default (with ``repack_late``: the pair is at or above every rival on
     every row of BENCHMARKS section 10, ElasticFlow cluster04 included), ``ahead_held`` off
     (BENCHMARKS section 11, "Lever (m) ahead").
+repack_quantile : try a re-pack only for an arrival whose density is at least this quantile
+    of the price jobs' densities (:mod:`psched.policies.rp_guard`; default 0 = every
+    arrival, off). Session 9, measured on every row (BENCHMARKS section 11, "Other mapping
+    draws").
 steady : when reality departs from the plans (a real executor), re-plan jobs off their
     plans tightest promise first, keep a running job running as it runs (re-plan only the
     rest of its work, within its promise), and never stop or resize a running job to pull it
@@ -145,6 +149,7 @@ from psched.policies.rp_book import (
 )
 from psched.policies.rp_density import REJECT_DENSITY, clearing_density, job_size, pool_totals
 from psched.policies.rp_effort import BANK_SEARCHES, Effort, repack_cost
+from psched.policies.rp_guard import density_quantile
 from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import OWN_PRICES, search_own
 from psched.policies.rp_patience import worth_waiting
@@ -216,6 +221,7 @@ class OasisRpPolicy:
         effort: float | None = None,
         effort_moves: int = 32,
         effort_bank: float = BANK_SEARCHES,
+        repack_quantile: float = 0.0,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
@@ -294,6 +300,10 @@ class OasisRpPolicy:
         self.decision_probe: Callable[[str, float], None] | None = None
         self.ahead = bool(ahead)
         self.ahead_held = bool(ahead_held)
+        if not 0.0 <= repack_quantile < 1.0:
+            raise ValueError(f"repack_quantile must be in [0, 1), got {repack_quantile!r}")
+        self.repack_quantile = float(repack_quantile)
+        self._repack_min = 0.0  # the density a re-pack's newcomer needs (repack_quantile)
         self.effort = None if effort is None else float(effort)
         self.effort_moves = int(effort_moves)
         self.effort_bank = float(effort_bank)
@@ -322,7 +332,8 @@ class OasisRpPolicy:
                        "pulled": 0, "filled": 0, "replanned_behind": 0, "promise_at_risk": 0,
                        "kept_running": 0, "patient_admitted": 0, "patient_searches": 0,
                        "soft_reserved": 0, "soft_bumps": 0,
-                       "soft_dropped": 0, "ahead_jobs": 0, "ahead_moved": 0}
+                       "soft_dropped": 0, "ahead_jobs": 0, "ahead_moved": 0,
+                       "repack_guarded": 0}
         self._boundary_ms: list[float] = []
         self._report: dict[str, Any] | None = None
         self._searches = 0  # exact searches run (the effort bank debits levers by them)
@@ -348,6 +359,7 @@ class OasisRpPolicy:
         if self.density_floor > 0.0:
             self._floor_cluster, self._totals = ctx.cluster, pool_totals(ctx.cluster)
             self._rho = self.density_floor * clearing_density(jobs, ctx.cluster, ctx.horizon)
+        self._repack_min = density_quantile(jobs, ctx.cluster, self.repack_quantile)
 
     def _start(self, ctx: RunContext, params: PriceParams) -> None:
         if self.estimate_factor != 1.0:
@@ -721,6 +733,9 @@ class OasisRpPolicy:
     def _repack(self, job: Job, t: int, base: float) -> Found:
         """Lever (a): make room for ``job`` by re-planning admitted jobs within their promises.
         Returns the newcomer's schedule (placed) or an empty result (nothing changed)."""
+        if self._repack_min > 0.0 and density(job, self._cluster_now()) < self._repack_min:
+            self._stats["repack_guarded"] += 1
+            return Found(payoff=0.0, schedule={})
         if self._effort is not None and self._effort.short(repack_cost(1)):
             return Found(payoff=0.0, schedule={})
         end = job.last_slot
@@ -1139,7 +1154,8 @@ class OasisRpPolicy:
                          "patience": self.patience, "density_floor": self.density_floor,
                          "batch": self.batch, "soft": self.soft,
                          "price_span": self.price_span, "ahead": self.ahead,
-                         "ahead_held": self.ahead_held, "effort": self.effort}
+                         "ahead_held": self.ahead_held, "effort": self.effort,
+                         "repack_quantile": self.repack_quantile}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor
