@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -119,18 +120,22 @@ def _wait_for_nodes(address: str, n: int, env: dict[str, str]) -> None:
 
 
 def _ray_cpu() -> dict[str, float]:
-    """CPU seconds so far of this process's Ray children: its workers and the rest (GCS,
-    raylet, agents, log monitor...)."""
+    """CPU seconds so far of this process's children: Ray's workers, the driver's forked cell
+    (``forked``) and the rest (GCS, raylet, agents, log monitor...: ``system``)."""
     import psutil
 
-    out = {"workers": 0.0, "system": 0.0}
-    for proc in psutil.Process().children(recursive=True):
+    me = psutil.Process()
+    own = me.cmdline()
+    out = {"workers": 0.0, "system": 0.0, "forked": 0.0}
+    for proc in me.children(recursive=True):
         try:
             cpu = proc.cpu_times()
-            line = " ".join(proc.cmdline())
+            cmd = proc.cmdline()
         except psutil.Error:
             continue
-        kind = "workers" if ("default_worker" in line or line.startswith("ray::")) else "system"
+        line = " ".join(cmd)
+        kind = ("workers" if ("default_worker" in line or line.startswith("ray::")) else
+                "forked" if cmd == own else "system")
         out[kind] += cpu.user + cpu.system
     return out
 
@@ -146,7 +151,15 @@ def _embedded(spec: SweepSpec, out: str, num_cpus: int, t: dict[str, float],
     if len(snaps) >= 2:
         t["system_cpu_s"] = snaps[-1]["system"] - snaps[0]["system"]
         t["worker_cpu_s"] = snaps[-1]["workers"] - snaps[0]["workers"]
+    if snaps:  # the children's CPU when the last cell ended (Ray's stop not counted)
+        t["children_cpu_s"] = sum(snaps[-1].values())
     return rows
+
+
+def _cpu_s() -> float:
+    """CPU seconds so far of this process (all its threads)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return me.ru_utime + me.ru_stime
 
 
 def _load() -> str:
@@ -232,6 +245,7 @@ def main() -> None:
             before = _load()
             t0 = time.perf_counter()
             t["t0_unix"] = time.time()
+            c0 = _cpu_s()
             if kind == "serial":
                 rows = run_sweep(spec, os.path.join(tmp, kind), parallel=False, timings=t)
             elif args.two_node:
@@ -245,6 +259,7 @@ def main() -> None:
                 rows = _embedded(spec, os.path.join(tmp, kind), args.num_cpus, t,
                                  not args.no_pin, True if args.ship else None)
             t["total_s"] = time.perf_counter() - t0
+            t["cpu_s"] = _cpu_s() - c0 + t.get("children_cpu_s", 0.0)
             runs[kind] = {"rows": rows, "t": t, "load": f"{before}–{_load()}"}
 
     def strip(rows: list[dict]) -> list[dict]:
@@ -275,6 +290,14 @@ def main() -> None:
         print(f"Ray's own processes (GCS, raylet, agents) from the first to the last cell: "
               f"{rt['system_cpu_s']:.1f} CPU s; its workers: {rt['worker_cpu_s']:.1f} CPU s")
     print(f"Ray run: at most {_most_at_once(ray_run['rows'])} cells at once")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"CPU s of the whole run (this process, and on Ray its children when the last "
+          f"cell ended: Ray's processes, workers, the forked cell): serial "
+          f"{serial['t']['cpu_s']:.1f}, Ray {rt['cpu_s']:.1f} "
+          f"({rt['cpu_s'] / serial['t']['cpu_s']:.2f}x); on {cores} cores the Ray run needs at "
+          f"least {rt['cpu_s'] / max(cores or 1, 1):.1f} s: speed-up <= "
+          f"{serial['t']['cpu_s'] / (rt['cpu_s'] / max(cores or 1, 1)):.2f}x against the "
+          f"serial run's CPU")
     _per_cell(serial["rows"], ray_run["rows"], rt["t0_unix"])
     print("serial time by policy: " + ", ".join(f"{k} {v:.1f} s" for k, v in by_policy.items()))
 

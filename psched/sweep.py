@@ -211,9 +211,9 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
         Called with each finished cell's row (progress).
     timings : dict, optional
         Filled with wall seconds: ``ray_start_s`` and ``ray_stop_s`` (only when this call
-        started Ray or connected to ``address``; the jobs are mapped in a thread meanwhile),
-        ``cells_s`` (what is left of loading the jobs, shipping them and running every cell,
-        on Ray or serially).
+        started Ray or connected to ``address``; while Ray stops, the table and the plot are
+        written), ``cells_s`` (what is left of loading the jobs, shipping them and running
+        every cell, on Ray or serially).
     pin_cores : bool
         On the embedded Ray this call starts, run each cell pinned to its own core
         (:func:`_pinned`); ignored on an existing cluster.
@@ -221,8 +221,9 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
         True: the driver maps each seed's jobs and ships them to the workers through the
         object store (no node but the driver reads the trace); False: each Ray worker maps
         the seeds it meets from the trace file itself, once per worker (no pickling, no
-        fetch; every node must read the trace at the same path). Default: False on the
-        embedded Ray this call starts (one machine), True on an existing cluster.
+        fetch; every node must read the trace at the same path). Default: True on an
+        existing cluster; on the embedded Ray this call starts (one machine), the seeds the
+        driver began mapping while Ray started are shipped, the workers map the others.
 
     Returns
     -------
@@ -309,11 +310,13 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
     Shipped (``ship_jobs``, default on an existing cluster), each seed's jobs are mapped once,
     in a thread of this process (in the order their first cell starts,
     :func:`psched.sweep_order.seed_order`), and go through the object store: no node but this
-    one reads the trace. Not shipped (default on the embedded Ray), each worker maps the seeds
-    it meets itself, and this process maps none. When this call starts the embedded Ray,
-    ``ray.init`` mostly waits on Ray's own processes, so meanwhile the cell estimated longest
-    runs in a child forked from this process (:func:`_start_driver_cell`; its row's
-    ``ray_node`` is ``"driver"``).
+    one reads the trace. Not shipped, each worker maps the seeds it meets itself, and this
+    process maps none. When this call starts the embedded Ray, ``ray.init`` mostly waits on
+    Ray's own processes, so meanwhile the cell estimated longest runs in a child forked from
+    this process (:func:`_start_driver_cell`; its row's ``ray_node`` is ``"driver"``) and, by
+    default, a thread of this process maps seeds in that order: those it has begun when Ray
+    is up are shipped, the workers map the rest (mapping a seed costs ~8x unpickling it, so
+    a seed mapped on a core Ray's start-up leaves idle is cheaper shipped).
     """
     from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -321,7 +324,7 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
 
     times = timings if timings is not None else {}
     embedded = not ray.is_initialized() and not address
-    ship = not embedded if ship_jobs is None else ship_jobs
+    ship = ship_jobs is not False  # None: ship what is mapped when Ray is up (embedded)
     costs = CellCosts(spec.jobs or 1)
     todo = list(todo)
     with contextlib.ExitStack() as stack:
@@ -344,9 +347,11 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
                 else:
                     start_local_ray(num_cpus)
                 times["ray_start_s"] = time.perf_counter() - t0
+            if embedded and ship_jobs is None:  # the workers map the seeds not begun yet
+                loading = {s: f for s, f in loading.items() if not f.cancel()}
             t0 = time.perf_counter()
             _drain(spec, todo, loading, save, cpus_per_cell, local,
-                   pin=embedded and pin_cores, costs=costs, ship=ship)
+                   pin=embedded and pin_cores, costs=costs)
             times["cells_s"] = time.perf_counter() - t0
             if started:  # write the table and the plot while Ray stops (mostly waiting)
                 finishing = stack.enter_context(ThreadPoolExecutor(max_workers=1)).submit(finish)
@@ -418,8 +423,7 @@ def _pinned(core: int | None) -> Iterator[None]:
 
 def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
            save: Callable[[dict[str, Any]], None], cpus_per_cell: float,
-           local: Any, *, pin: bool = False, costs: CellCosts | None = None,
-           ship: bool = True) -> None:
+           local: Any, *, pin: bool = False, costs: CellCosts | None = None) -> None:
     """Run ``todo`` on Ray, never more cells at once than the cluster has CPUs for, and save
     rows as they come back (and the driver's own cell, ``local``, once done).
 
@@ -430,8 +434,8 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
     :class:`~psched.sweep_order.CellCosts`), refined as cells finish
     (:func:`psched.sweep_order.next_cell`). ``pin`` (an embedded Ray: one machine): each
     running cell gets its own core index, the driver's cell index 0 (:func:`_pinned`).
-    ``ship``: each seed's jobs (``loading[seed]``, mapped here) go through the object store;
-    False: each worker maps the seeds it meets itself (``loading`` may then be empty).
+    A seed in ``loading`` (its jobs mapped here) goes through the object store; a worker maps
+    a seed not in it itself.
     """
     import ray
 
@@ -455,6 +459,7 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
         while queue and len(pending) + (local is not None) < places:
             cell = next_cell(queue, costs, loading, freed)
             freed = None
+            ship = cell.seed in loading
             if ship and cell.seed not in refs:
                 # the ref travels inside a list, so a worker that already holds those jobs
                 # does not fetch and unpickle them again

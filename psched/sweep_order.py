@@ -44,8 +44,11 @@ class CellCosts:
 
     def __init__(self, jobs: int) -> None:
         self.jobs = max(1, int(jobs))
+        # running [sum, count] of wall seconds per (policy, load, scale), of wall / prior
+        # per policy, and of wall / prior over every finished cell
         self._walls: dict[tuple[str, float, float], list[float]] = {}
         self._ratios: dict[str, list[float]] = {}
+        self._all = [0.0, 0.0]
 
     def prior_s(self, cell: SweepCell) -> float:
         """The cell's cost from the table alone, CPU seconds on the table's machine. O(1)."""
@@ -54,16 +57,21 @@ class CellCosts:
 
     def observe(self, cell: SweepCell, wall_s: float) -> None:
         """Record a finished cell's wall seconds. O(1)."""
-        self._walls.setdefault((cell.policy, cell.load, cell.scale), []).append(wall_s)
-        self._ratios.setdefault(cell.policy, []).append(wall_s / self.prior_s(cell))
+        ratio = wall_s / self.prior_s(cell)
+        for acc, value in ((self._walls.setdefault((cell.policy, cell.load, cell.scale),
+                                                   [0.0, 0.0]), wall_s),
+                           (self._ratios.setdefault(cell.policy, [0.0, 0.0]), ratio),
+                           (self._all, ratio)):
+            acc[0] += value
+            acc[1] += 1
 
     def estimate_s(self, cell: SweepCell) -> float:
-        """The cell's estimated wall seconds (see the class). O(cells finished)."""
+        """The cell's estimated wall seconds (see the class). O(1)."""
         same = self._walls.get((cell.policy, cell.load, cell.scale))
         if same:
-            return sum(same) / len(same)
-        ratios = self._ratios.get(cell.policy) or [r for v in self._ratios.values() for r in v]
-        return self.prior_s(cell) * (sum(ratios) / len(ratios) if ratios else 1.0)
+            return same[0] / same[1]
+        ratio = self._ratios.get(cell.policy) or self._all
+        return self.prior_s(cell) * (ratio[0] / ratio[1] if ratio[1] else 1.0)
 
 
 def next_cell(queue: list[SweepCell], costs: CellCosts, loading: Mapping[int, Any],
@@ -74,7 +82,7 @@ def next_cell(queue: list[SweepCell], costs: CellCosts, loading: Mapping[int, An
     seed of the Ray cell that just finished: Ray hands the next task to the worker that just went
     idle, which holds that seed's jobs already), then one whose seed's jobs are mapped already
     (``loading[seed].done()``; a seed not in ``loading`` counts as mapped), then sweep order.
-    O(len(queue) * cells finished).
+    O(len(queue)).
     """
     def rank(i: int) -> tuple[float, int, int, int]:
         c = queue[i]

@@ -47,3 +47,22 @@ def test_a_worker_maps_a_seeds_jobs_once_for_all_its_cells(
     assert sorted(mapped) == [0, 1]
     monkeypatch.setattr(sweep, "load_cell_jobs", real)
     assert [_strip(r) for r in rows] == [_strip(run_cell(spec, c)) for c in cells_of(spec)]
+
+
+def test_seeds_mapped_by_the_driver_are_shipped_and_the_others_mapped_by_the_workers(
+        ray_session: object) -> None:
+    """What the embedded Ray does by default: ``loading`` holds the seeds the driver mapped
+    while Ray started (seed 0 here); the workers map seed 1 themselves; every row is the
+    serial one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    spec = SweepSpec(trace=(str(DATA / "helios_cluster_log_sample.csv"),),
+                     policies=("fifo", "drf"), seeds=(0, 1), loads=(1.0,), scales=(1.0,))
+    cells = cells_of(spec)
+    saved: list[dict[str, object]] = []
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        loading = {0: pool.submit(sweep.load_cell_jobs, spec, 0)}
+        sweep._drain(spec, cells, loading, saved.append, 1.0, None)
+    key = lambda r: (r["policy"], r["seed"])  # noqa: E731
+    assert sorted((_strip(r) for r in saved), key=key) == sorted(
+        (_strip(run_cell(spec, c)) for c in cells), key=key)
