@@ -145,6 +145,7 @@ def _embedded(spec: SweepSpec, out: str, num_cpus: int, t: dict[str, float],
     """The sweep on the embedded Ray ``run_sweep`` starts and stops, with the CPU time of
     Ray's own processes and of its workers between the first and the last finished cell."""
     snaps: list[dict[str, float]] = []
+    c0 = _cpu_s()
     rows = run_sweep(spec, out, parallel=True, num_cpus=num_cpus, timings=t,
                      on_cell=lambda row: snaps.append(_ray_cpu()), pin_cores=pin,
                      ship_jobs=ship)
@@ -153,6 +154,8 @@ def _embedded(spec: SweepSpec, out: str, num_cpus: int, t: dict[str, float],
         t["worker_cpu_s"] = snaps[-1]["workers"] - snaps[0]["workers"]
     if snaps:  # the children's CPU when the last cell ended (Ray's stop not counted)
         t["children_cpu_s"] = sum(snaps[-1].values())
+        t.update({f"{k}_end_cpu_s": v for k, v in snaps[-1].items()})
+    t["driver_cpu_s"] = _cpu_s() - c0
     return rows
 
 
@@ -298,6 +301,11 @@ def main() -> None:
           f"least {rt['cpu_s'] / max(cores or 1, 1):.1f} s: speed-up <= "
           f"{serial['t']['cpu_s'] / (rt['cpu_s'] / max(cores or 1, 1)):.2f}x against the "
           f"serial run's CPU")
+    if "workers_end_cpu_s" in rt:
+        print(f"Ray run CPU by process: driver {rt['driver_cpu_s']:.1f}, its forked cell "
+              f"{rt['forked_end_cpu_s']:.1f}, Ray workers {rt['workers_end_cpu_s']:.1f} (cells "
+              f"{sum(r['cpu_s'] for r in ray_run['rows'] if r.get('ray_node') != 'driver'):.1f}"
+              f"), Ray's own processes {rt['system_end_cpu_s']:.1f}")
     _per_cell(serial["rows"], ray_run["rows"], rt["t0_unix"])
     print("serial time by policy: " + ", ".join(f"{k} {v:.1f} s" for k, v in by_policy.items()))
 
