@@ -9,13 +9,14 @@ and corrected by the cells already finished in this sweep (:class:`CellCosts`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from psched.sweep import SweepCell
 
-__all__ = ["POLICY_CPU_S_PER_1K_JOBS", "CellCosts", "next_cell", "seed_order"]
+__all__ = ["LOAD_EXPONENT", "POLICY_CPU_S_PER_1K_JOBS", "CellCosts", "next_cell", "seed_order"]
 
 #: CPU seconds per 1,000 jobs of each policy's simulation, measured once: the "after: sim CPU s"
 #: column of BENCHMARKS.md section 12 (80,000-job Philly-like trace, 3,097 one-hour slots, quiet
@@ -26,15 +27,23 @@ POLICY_CPU_S_PER_1K_JOBS: Mapping[str, float] = {
     "elastic-mip": 76.3 / 80, "oasis": 183.4 / 80,
 }
 
+#: A cell's cost grows with its load factor as ``load ** LOAD_EXPONENT`` (arrivals ``load``
+#: times denser): measured once, 30,000 jobs of the 80,000-job Philly-like trace, FIFO / SRTF /
+#: DRF / Optimus, load 2 against load 1: 1.45 / 1.29 / 1.63 / 1.24x the CPU (serial, seeds
+#: 0-1), mean 1.40 ~ 2 ** 0.5 (BENCHMARKS.md section 12, "Sweep, session 9"). The cluster
+#: scale is not modelled.
+LOAD_EXPONENT = 0.5
+
 
 class CellCosts:
     """Wall-second estimates of a sweep's cells, refined as cells finish.
 
-    A cell's prior is ``jobs / 1000 * POLICY_CPU_S_PER_1K_JOBS[policy]`` (a policy not in the
-    table: the table's largest, so it starts early). Once cells have finished, a cell's estimate
-    is the mean wall time of the finished cells of its policy, load and cluster scale; else its
-    prior times the mean ratio (wall / prior) of the finished cells of its policy; else its prior
-    times that ratio over all finished cells (the machine's speed against the table's).
+    A cell's prior is ``jobs / 1000 * POLICY_CPU_S_PER_1K_JOBS[policy] * load **
+    LOAD_EXPONENT`` (a policy not in the table: the table's largest, so it starts early).
+    Once cells have finished, a cell's estimate is the mean wall time of the finished cells of
+    its policy, load and cluster scale; else its prior times the mean ratio (wall / prior) of
+    the finished cells of its policy; else its prior times that ratio over all finished cells
+    (the machine's speed against the table's).
 
     Parameters
     ----------
@@ -53,7 +62,7 @@ class CellCosts:
     def prior_s(self, cell: SweepCell) -> float:
         """The cell's cost from the table alone, CPU seconds on the table's machine. O(1)."""
         per_1k = POLICY_CPU_S_PER_1K_JOBS.get(cell.policy, max(POLICY_CPU_S_PER_1K_JOBS.values()))
-        return self.jobs / 1000.0 * per_1k
+        return self.jobs / 1000.0 * per_1k * math.pow(cell.load, LOAD_EXPONENT)
 
     def observe(self, cell: SweepCell, wall_s: float) -> None:
         """Record a finished cell's wall seconds. O(1)."""

@@ -12,7 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from psched.sweep import SweepCell, _pinned
-from psched.sweep_order import POLICY_CPU_S_PER_1K_JOBS, CellCosts, next_cell, seed_order
+from psched.sweep_order import (
+    LOAD_EXPONENT,
+    POLICY_CPU_S_PER_1K_JOBS,
+    CellCosts,
+    next_cell,
+    seed_order,
+)
 
 
 def _cells(policies: str, seeds: tuple[int, ...] = (0, 1)) -> list[SweepCell]:
@@ -77,7 +83,18 @@ def test_a_cell_is_estimated_by_finished_cells_of_its_policy_load_and_scale_firs
     costs.observe(at[2.0], 30.0)
     assert costs.estimate_s(at[1.0]) == pytest.approx(10.0)
     assert costs.estimate_s(at[2.0]) == pytest.approx(30.0)
-    assert costs.estimate_s(at[3.0]) == pytest.approx(20.0)  # the policy's mean ratio
+    # load 3: its prior times the policy's mean ratio (wall / prior) of the loads seen
+    ratio = (10.0 / costs.prior_s(at[1.0]) + 30.0 / costs.prior_s(at[2.0])) / 2
+    assert costs.estimate_s(at[3.0]) == pytest.approx(costs.prior_s(at[3.0]) * ratio)
+
+
+@pytest.mark.parametrize("policy", ["fifo", "srtf", "not-in-table"])
+def test_a_denser_load_is_estimated_longer_by_the_measured_exponent(policy: str) -> None:
+    costs = CellCosts(30_000)
+    light, dense = (SweepCell(policy=policy, seed=0, load=ld, scale=1.0) for ld in (1.0, 2.0))
+    assert costs.estimate_s(dense) == pytest.approx(costs.estimate_s(light) * 2 ** LOAD_EXPONENT)
+    queue = [light, dense]
+    assert next_cell(queue, costs, {}) is dense
 
 
 def test_seeds_are_mapped_in_the_order_their_first_cell_starts() -> None:
