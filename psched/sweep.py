@@ -444,6 +444,8 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
     cpus = float(ray.cluster_resources().get("CPU", 1.0))  # type: ignore[no-untyped-call]
     places = max(1, int(cpus // cpus_per_cell)) if cpus_per_cell > 0 else len(todo)
     refs: dict[int, Any] = {}
+    # a worker that maps a seed itself reads the trace by absolute path (its cwd may differ)
+    mapping_spec = replace(spec, trace=tuple(str(Path(p).resolve()) for p in spec.trace))
     queue = list(todo)
     costs = costs if costs is not None else CellCosts(spec.jobs or 1)
     pending: dict[Any, SweepCell] = {}
@@ -468,7 +470,8 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
             if pin:
                 busy = set(cores.values()) | ({0} if local is not None else set())
                 core = min(set(range(places + 1)) - busy)
-            ref = task.remote(spec, cell, [refs[cell.seed]] if ship else None, core)
+            ref = (task.remote(spec, cell, [refs[cell.seed]], core) if ship
+                   else task.remote(mapping_spec, cell, None, core))
             pending[ref] = cell
             if core is not None:
                 cores[ref] = core

@@ -66,3 +66,14 @@ def test_seeds_mapped_by_the_driver_are_shipped_and_the_others_mapped_by_the_wor
     key = lambda r: (r["policy"], r["seed"])  # noqa: E731
     assert sorted((_strip(r) for r in saved), key=key) == sorted(
         (_strip(run_cell(spec, c)) for c in cells), key=key)
+
+
+def test_workers_mapping_seeds_find_a_trace_given_relative_to_the_drivers_folder(
+        ray_session: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session's workers started in another folder; the trace path they map from is
+    made absolute by the driver."""
+    monkeypatch.chdir(DATA.parent)
+    spec = SweepSpec(trace=("data/helios_cluster_log_sample.csv",), policies=("fifo",),
+                     seeds=(0, 1), loads=(1.0,), scales=(1.0,))
+    rows = run_sweep(spec, tmp_path, parallel=True, cpus_per_cell=1.0, ship_jobs=False)
+    assert [_strip(r) for r in rows] == [_strip(run_cell(spec, c)) for c in cells_of(spec)]
