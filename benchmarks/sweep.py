@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -119,33 +120,49 @@ def _wait_for_nodes(address: str, n: int, env: dict[str, str]) -> None:
 
 
 def _ray_cpu() -> dict[str, float]:
-    """CPU seconds so far of this process's Ray children: its workers and the rest (GCS,
-    raylet, agents, log monitor...)."""
+    """CPU seconds so far of this process's children: Ray's workers, the driver's forked cell
+    (``forked``) and the rest (GCS, raylet, agents, log monitor...: ``system``)."""
     import psutil
 
-    out = {"workers": 0.0, "system": 0.0}
-    for proc in psutil.Process().children(recursive=True):
+    me = psutil.Process()
+    own = me.cmdline()
+    out = {"workers": 0.0, "system": 0.0, "forked": 0.0}
+    for proc in me.children(recursive=True):
         try:
             cpu = proc.cpu_times()
-            line = " ".join(proc.cmdline())
+            cmd = proc.cmdline()
         except psutil.Error:
             continue
-        kind = "workers" if ("default_worker" in line or line.startswith("ray::")) else "system"
+        line = " ".join(cmd)
+        kind = ("workers" if ("default_worker" in line or line.startswith("ray::")) else
+                "forked" if cmd == own else "system")
         out[kind] += cpu.user + cpu.system
     return out
 
 
 def _embedded(spec: SweepSpec, out: str, num_cpus: int, t: dict[str, float],
-              pin: bool = True) -> list[dict]:
+              pin: bool = True, ship: bool | None = None) -> list[dict]:
     """The sweep on the embedded Ray ``run_sweep`` starts and stops, with the CPU time of
     Ray's own processes and of its workers between the first and the last finished cell."""
     snaps: list[dict[str, float]] = []
+    c0 = _cpu_s()
     rows = run_sweep(spec, out, parallel=True, num_cpus=num_cpus, timings=t,
-                     on_cell=lambda row: snaps.append(_ray_cpu()), pin_cores=pin)
+                     on_cell=lambda row: snaps.append(_ray_cpu()), pin_cores=pin,
+                     ship_jobs=ship)
     if len(snaps) >= 2:
         t["system_cpu_s"] = snaps[-1]["system"] - snaps[0]["system"]
         t["worker_cpu_s"] = snaps[-1]["workers"] - snaps[0]["workers"]
+    if snaps:  # the children's CPU when the last cell ended (Ray's stop not counted)
+        t["children_cpu_s"] = sum(snaps[-1].values())
+        t.update({f"{k}_end_cpu_s": v for k, v in snaps[-1].items()})
+    t["driver_cpu_s"] = _cpu_s() - c0
     return rows
+
+
+def _cpu_s() -> float:
+    """CPU seconds so far of this process (all its threads)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return me.ru_utime + me.ru_stime
 
 
 def _load() -> str:
@@ -163,26 +180,29 @@ def _most_at_once(rows: list[dict]) -> int:
     return most
 
 
-def _per_cell(serial: list[dict], ray_rows: list[dict]) -> None:
+def _per_cell(serial: list[dict], ray_rows: list[dict], t0: float) -> None:
     """Each cell's wall and CPU seconds (its thread's) serially and on Ray, where it ran and
-    when it started on Ray (seconds after the first start): a cell slower on Ray by CPU ran
-    slower, by wall only waited (for a core or the interpreter lock)."""
+    when it started and ended on Ray (seconds after the Ray run started, ``t0``, a Unix time):
+    a cell slower on Ray by CPU ran slower, by wall only waited (for a core or the interpreter
+    lock); the tail is how long the last cell ran after every other had ended."""
     if not all("cpu_s" in r for r in serial + ray_rows):
         return
-    t0 = min((r["start_unix_s"] for r in ray_rows if "start_unix_s" in r), default=0.0)
     print("| cell | serial wall / CPU s | Ray wall / CPU s | Ray / serial CPU | where | "
-          "Ray start s |")
-    print("|---|---|---|---:|---|---:|")
+          "Ray start s | Ray end s |")
+    print("|---|---|---|---:|---|---:|---:|")
     for s, r in zip(serial, ray_rows, strict=True):
         where = "driver" if r.get("ray_node") == "driver" else "Ray worker"
         print(f"| {s['policy']} s{s['seed']} l{s['load']:g} c{s['scale']:g} | "
               f"{s['wall_s']:.1f} / {s['cpu_s']:.1f} | {r['wall_s']:.1f} / {r['cpu_s']:.1f} | "
               f"{r['cpu_s'] / max(s['cpu_s'], 1e-9):.2f} | {where} | "
-              f"{r.get('start_unix_s', t0) - t0:.1f} |")
+              f"{r.get('start_unix_s', t0) - t0:.1f} | {r.get('end_unix_s', t0) - t0:.1f} |")
     print(f"| sum | {sum(r['wall_s'] for r in serial):.1f} / "
           f"{sum(r['cpu_s'] for r in serial):.1f} | {sum(r['wall_s'] for r in ray_rows):.1f} / "
           f"{sum(r['cpu_s'] for r in ray_rows):.1f} | "
-          f"{sum(r['cpu_s'] for r in ray_rows) / sum(r['cpu_s'] for r in serial):.2f} | | |")
+          f"{sum(r['cpu_s'] for r in ray_rows) / sum(r['cpu_s'] for r in serial):.2f} | | | |")
+    ends = sorted(r["end_unix_s"] for r in ray_rows if "end_unix_s" in r)
+    if len(ends) >= 2:
+        print(f"tail (the last cell alone after every other ended): {ends[-1] - ends[-2]:.1f} s")
 
 
 def main() -> None:
@@ -202,6 +222,10 @@ def main() -> None:
                     help="embedded Ray: do not pin each cell to its own core")
     ap.add_argument("--ray-first", action="store_true",
                     help="run the Ray part before the serial one")
+    ap.add_argument("--ship", action="store_true",
+                    help="embedded Ray: the driver maps every seed and ships the jobs through "
+                         "the object store (before session 9) instead of each worker mapping "
+                         "the seeds it meets")
     args = ap.parse_args()
     if args.philly:
         args.trace = os.path.join(tempfile.gettempdir(), f"psched_philly_{args.philly}_s0.csv")
@@ -223,6 +247,8 @@ def main() -> None:
             t: dict[str, float] = {}
             before = _load()
             t0 = time.perf_counter()
+            t["t0_unix"] = time.time()
+            c0 = _cpu_s()
             if kind == "serial":
                 rows = run_sweep(spec, os.path.join(tmp, kind), parallel=False, timings=t)
             elif args.two_node:
@@ -234,8 +260,9 @@ def main() -> None:
                 t["cluster_stop_s"] = time.perf_counter() - t1
             else:
                 rows = _embedded(spec, os.path.join(tmp, kind), args.num_cpus, t,
-                                 not args.no_pin)
+                                 not args.no_pin, True if args.ship else None)
             t["total_s"] = time.perf_counter() - t0
+            t["cpu_s"] = _cpu_s() - c0 + t.get("children_cpu_s", 0.0)
             runs[kind] = {"rows": rows, "t": t, "load": f"{before}–{_load()}"}
 
     def strip(rows: list[dict]) -> list[dict]:
@@ -266,7 +293,20 @@ def main() -> None:
         print(f"Ray's own processes (GCS, raylet, agents) from the first to the last cell: "
               f"{rt['system_cpu_s']:.1f} CPU s; its workers: {rt['worker_cpu_s']:.1f} CPU s")
     print(f"Ray run: at most {_most_at_once(ray_run['rows'])} cells at once")
-    _per_cell(serial["rows"], ray_run["rows"])
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"CPU s of the whole run (this process, and on Ray its children when the last "
+          f"cell ended: Ray's processes, workers, the forked cell): serial "
+          f"{serial['t']['cpu_s']:.1f}, Ray {rt['cpu_s']:.1f} "
+          f"({rt['cpu_s'] / serial['t']['cpu_s']:.2f}x); on {cores} cores the Ray run needs at "
+          f"least {rt['cpu_s'] / max(cores or 1, 1):.1f} s: speed-up <= "
+          f"{serial['t']['cpu_s'] / (rt['cpu_s'] / max(cores or 1, 1)):.2f}x against the "
+          f"serial run's CPU")
+    if "workers_end_cpu_s" in rt:
+        print(f"Ray run CPU by process: driver {rt['driver_cpu_s']:.1f}, its forked cell "
+              f"{rt['forked_end_cpu_s']:.1f}, Ray workers {rt['workers_end_cpu_s']:.1f} (cells "
+              f"{sum(r['cpu_s'] for r in ray_run['rows'] if r.get('ray_node') != 'driver'):.1f}"
+              f"), Ray's own processes {rt['system_end_cpu_s']:.1f}")
+    _per_cell(serial["rows"], ray_run["rows"], rt["t0_unix"])
     print("serial time by policy: " + ", ".join(f"{k} {v:.1f} s" for k, v in by_policy.items()))
 
 

@@ -10,7 +10,8 @@ with the same sweep skips the cells already there (resumable), and ``OUT/results
 Ray: an embedded local Ray by default (started here, stopped at the end), an existing cluster
 with ``address``, or the Ray this process is already connected to. The embedded Ray is always
 a new one (``address="local"``), never a Ray some other process left running on the machine;
-while it starts, the driver maps the jobs and runs the first cell in a child it forks.
+while it starts, the driver maps the jobs and runs the cell estimated longest
+(:mod:`psched.sweep_order`) in a child it forks; the other cells go to Ray longest first.
 ``parallel=False`` runs the cells one after another in this process (the baseline of the
 speed-up figure).
 """
@@ -35,6 +36,7 @@ from typing import Any
 
 from psched.errors import InputError
 from psched.model import JobSpec
+from psched.sweep_order import CellCosts, next_cell, seed_order
 from psched.traces.native import atomic_write_text
 
 __all__ = ["RESULT_COLUMNS", "SweepCell", "SweepSpec", "cells_of", "load_cell_jobs", "run_cell",
@@ -188,7 +190,7 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
               cpus_per_cell: float = 1.0,
               on_cell: Callable[[dict[str, Any]], None] | None = None,
               timings: dict[str, float] | None = None,
-              pin_cores: bool = True) -> list[dict[str, Any]]:
+              pin_cores: bool = True, ship_jobs: bool | None = None) -> list[dict[str, Any]]:
     """Run every cell of ``spec`` not yet in ``out``; write the table and the plot.
 
     Parameters
@@ -209,12 +211,19 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
         Called with each finished cell's row (progress).
     timings : dict, optional
         Filled with wall seconds: ``ray_start_s`` and ``ray_stop_s`` (only when this call
-        started Ray or connected to ``address``; the jobs are mapped in a thread meanwhile),
-        ``cells_s`` (what is left of loading the jobs, shipping them and running every cell,
-        on Ray or serially).
+        started Ray or connected to ``address``; while Ray stops, the table and the plot are
+        written), ``cells_s`` (what is left of loading the jobs, shipping them and running
+        every cell, on Ray or serially).
     pin_cores : bool
         On the embedded Ray this call starts, run each cell pinned to its own core
         (:func:`_pinned`); ignored on an existing cluster.
+    ship_jobs : bool, optional
+        True: the driver maps each seed's jobs and ships them to the workers through the
+        object store (no node but the driver reads the trace); False: each Ray worker maps
+        the seeds it meets from the trace file itself, once per worker (no pickling, no
+        fetch; every node must read the trace at the same path). Default: True on an
+        existing cluster; on the embedded Ray this call starts (one machine), the seeds the
+        driver began mapping while Ray started are shipped, the workers map the others.
 
     Returns
     -------
@@ -249,22 +258,25 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
         if on_cell is not None:
             on_cell(row)
 
+    def finish() -> list[dict[str, Any]]:
+        rows = [json.loads((root / "cells" / f"{c.key}.json").read_text(encoding="utf-8"))
+                for c in cells]
+        atomic_write_text(root / "results.csv", _table(rows))
+        _plot(rows, root / "sweep_utility.png")
+        return rows
+
     if todo and parallel:
-        _run_on_ray(spec, todo, save, address, num_cpus, cpus_per_cell, timings, pin_cores)
-    else:
-        t0 = time.perf_counter()
-        loaded: dict[int, list[JobSpec]] = {}
-        for cell in todo:
-            if cell.seed not in loaded:  # each seed's jobs are loaded once
-                loaded[cell.seed] = load_cell_jobs(spec, cell.seed)
-            save(run_cell(spec, cell, loaded[cell.seed]))
-        if timings is not None:
-            timings["cells_s"] = time.perf_counter() - t0
-    rows = [json.loads((root / "cells" / f"{c.key}.json").read_text(encoding="utf-8"))
-            for c in cells]
-    atomic_write_text(root / "results.csv", _table(rows))
-    _plot(rows, root / "sweep_utility.png")
-    return rows
+        return _run_on_ray(spec, todo, save, address, num_cpus, cpus_per_cell, timings,
+                           pin_cores, finish, ship_jobs)
+    t0 = time.perf_counter()
+    loaded: dict[int, list[JobSpec]] = {}
+    for cell in todo:
+        if cell.seed not in loaded:  # each seed's jobs are loaded once
+            loaded[cell.seed] = load_cell_jobs(spec, cell.seed)
+        save(run_cell(spec, cell, loaded[cell.seed]))
+    if timings is not None:
+        timings["cells_s"] = time.perf_counter() - t0
+    return finish()
 
 
 def start_local_ray(num_cpus: int | None = None) -> float:
@@ -289,31 +301,44 @@ def start_local_ray(num_cpus: int | None = None) -> float:
 
 def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict[str, Any]],
                 None], address: str | None, num_cpus: int | None, cpus_per_cell: float,
-                timings: dict[str, float] | None, pin_cores: bool = True) -> None:
-    """Run ``todo`` as Ray tasks, saving each row as it comes back.
+                timings: dict[str, float] | None, pin_cores: bool,
+                finish: Callable[[], list[dict[str, Any]]],
+                ship_jobs: bool | None = None) -> list[dict[str, Any]]:
+    """Run ``todo`` as Ray tasks, saving each row as it comes back; return ``finish()``
+    (the table and the plot), run in a thread while Ray stops when this call started Ray.
 
-    Each seed's jobs are mapped once, in a thread of this process, and shipped through the
-    object store: no node but this one reads the trace. When this call starts the embedded
-    Ray, ``ray.init`` mostly waits on Ray's own processes, so meanwhile the jobs are mapped and
-    the first cell runs in a child forked from this process (:func:`_start_driver_cell`; its
-    row's ``ray_node`` is ``"driver"``).
+    Shipped (``ship_jobs``, default on an existing cluster), each seed's jobs are mapped once,
+    in a thread of this process (in the order their first cell starts,
+    :func:`psched.sweep_order.seed_order`), and go through the object store: no node but this
+    one reads the trace. Not shipped, each worker maps the seeds it meets itself, and this
+    process maps none. When this call starts the embedded Ray, ``ray.init`` mostly waits on
+    Ray's own processes, so meanwhile the cell estimated longest runs in a child forked from
+    this process (:func:`_start_driver_cell`; its row's ``ray_node`` is ``"driver"``) and, by
+    default, a thread of this process maps seeds in that order: those it has begun when Ray
+    is up are shipped, the workers map the rest (mapping a seed costs ~8x unpickling it, so
+    a seed mapped on a core Ray's start-up leaves idle is cheaper shipped).
     """
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     import ray
 
     times = timings if timings is not None else {}
     embedded = not ray.is_initialized() and not address
+    ship = ship_jobs is not False  # None: ship what is mapped when Ray is up (embedded)
+    costs = CellCosts(spec.jobs or 1)
+    todo = list(todo)
     with contextlib.ExitStack() as stack:
         local = None
         if embedded and len(todo) > 1:
             # before any thread of ours starts: the driver's cell may run in a forked child
-            first, todo = todo[0], todo[1:]
+            first = next_cell(todo, costs, {})
             local = _start_driver_cell(stack, spec, first, 0 if pin_cores else None)
         loader = stack.enter_context(ThreadPoolExecutor(max_workers=1))
+        # seeds mapped in the order their first Ray cell would start
         loading = {seed: loader.submit(load_cell_jobs, spec, seed)
-                   for seed in sorted({c.seed for c in todo})}
+                   for seed in (seed_order(todo, costs) if ship else ())}
         started = not ray.is_initialized()
+        finishing: Future[list[dict[str, Any]]] | None = None
         try:
             if started:
                 t0 = time.perf_counter()
@@ -322,15 +347,20 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
                 else:
                     start_local_ray(num_cpus)
                 times["ray_start_s"] = time.perf_counter() - t0
+            if embedded and ship_jobs is None:  # the workers map the seeds not begun yet
+                loading = {s: f for s, f in loading.items() if not f.cancel()}
             t0 = time.perf_counter()
             _drain(spec, todo, loading, save, cpus_per_cell, local,
-                   pin=embedded and pin_cores)
+                   pin=embedded and pin_cores, costs=costs)
             times["cells_s"] = time.perf_counter() - t0
+            if started:  # write the table and the plot while Ray stops (mostly waiting)
+                finishing = stack.enter_context(ThreadPoolExecutor(max_workers=1)).submit(finish)
         finally:
             if started:
                 t0 = time.perf_counter()
                 ray.shutdown()
                 times["ray_stop_s"] = time.perf_counter() - t0
+    return finishing.result() if finishing is not None else finish()
 
 
 def _start_driver_cell(stack: contextlib.ExitStack, spec: SweepSpec, cell: SweepCell,
@@ -393,16 +423,19 @@ def _pinned(core: int | None) -> Iterator[None]:
 
 def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
            save: Callable[[dict[str, Any]], None], cpus_per_cell: float,
-           local: Any, *, pin: bool = False) -> None:
+           local: Any, *, pin: bool = False, costs: CellCosts | None = None) -> None:
     """Run ``todo`` on Ray, never more cells at once than the cluster has CPUs for, and save
     rows as they come back (and the driver's own cell, ``local``, once done).
 
     Cells are handed out one at a time as a place frees, not queued all at once: while the
     driver runs its own cell (embedded Ray: the driver shares the machine), Ray gets one cell
     fewer, so no core ever runs two cells (on 2 cores three cells at once made every cell
-    ~1.3x slower). The next cell is chosen longest first, as far as known (:func:`_next_cell`).
-    ``pin`` (an embedded Ray: one machine): each running cell gets its own core index,
-    the driver's cell index 0 (:func:`_pinned`).
+    ~1.3x slower). The next cell is the longest by ``costs``' estimate (default: a fresh
+    :class:`~psched.sweep_order.CellCosts`), refined as cells finish
+    (:func:`psched.sweep_order.next_cell`). ``pin`` (an embedded Ray: one machine): each
+    running cell gets its own core index, the driver's cell index 0 (:func:`_pinned`).
+    A seed in ``loading`` (its jobs mapped here) goes through the object store; a worker maps
+    a seed not in it itself.
     """
     import ray
 
@@ -411,21 +444,25 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
     cpus = float(ray.cluster_resources().get("CPU", 1.0))  # type: ignore[no-untyped-call]
     places = max(1, int(cpus // cpus_per_cell)) if cpus_per_cell > 0 else len(todo)
     refs: dict[int, Any] = {}
+    # a worker that maps a seed itself reads the trace by absolute path (its cwd may differ)
+    mapping_spec = replace(spec, trace=tuple(str(Path(p).resolve()) for p in spec.trace))
     queue = list(todo)
-    wall: dict[str, list[float]] = {}
+    costs = costs if costs is not None else CellCosts(spec.jobs or 1)
     pending: dict[Any, SweepCell] = {}
     cores: dict[Any, int] = {}  # running task -> its core index (pin)
 
     def done(row: dict[str, Any]) -> None:
-        wall.setdefault(row["policy"], []).append(float(row["wall_s"]))
+        costs.observe(SweepCell(policy=row["policy"], seed=row["seed"], load=row["load"],
+                                scale=row["scale"]), float(row["wall_s"]))
         save(row)
 
     freed: int | None = None  # seed of the Ray cell that finished last
     while queue or pending or local is not None:
         while queue and len(pending) + (local is not None) < places:
-            cell = _next_cell(queue, wall, loading, freed)
+            cell = next_cell(queue, costs, loading, freed)
             freed = None
-            if cell.seed not in refs:
+            ship = cell.seed in loading
+            if ship and cell.seed not in refs:
                 # the ref travels inside a list, so a worker that already holds those jobs
                 # does not fetch and unpickle them again
                 refs[cell.seed] = ray.put(loading[cell.seed].result())
@@ -433,7 +470,8 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
             if pin:
                 busy = set(cores.values()) | ({0} if local is not None else set())
                 core = min(set(range(places + 1)) - busy)
-            ref = task.remote(spec, cell, [refs[cell.seed]], core)
+            ref = (task.remote(spec, cell, [refs[cell.seed]], core) if ship
+                   else task.remote(mapping_spec, cell, None, core))
             pending[ref] = cell
             if core is not None:
                 cores[ref] = core
@@ -452,47 +490,28 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
             done(ray.get(ref))
 
 
-def _next_cell(queue: list[SweepCell], wall: dict[str, list[float]],
-               loading: dict[int, Any], prefer: int | None = None) -> SweepCell:
-    """Take the next cell to start out of ``queue``: longest first, as far as known.
-
-    A policy none of whose cells has finished yet comes first (in sweep order: its cost is
-    unknown, and starting unknowns early keeps a long one from being the last to start);
-    then the policy with the longest mean wall time so far (a cell's cost is mostly its
-    policy's, the seeds, loads and scales of one sweep being alike). Among those, a cell of
-    seed ``prefer`` (the seed of the Ray cell that just finished: Ray hands the next task to
-    the worker that just went idle, which holds that seed's jobs already, so it need not
-    fetch and unpickle another seed's, ~2 CPU s for 80,000 jobs), then a cell whose seed's
-    jobs are mapped already. O(len(queue)).
-    """
-    def rank(i: int) -> tuple[int, float, int, int, int]:
-        c = queue[i]
-        times = wall.get(c.policy)
-        ready = c.seed not in loading or loading[c.seed].done()
-        return (0 if times is None else 1, -(sum(times) / len(times)) if times else 0.0,
-                0 if c.seed == prefer else 1, 0 if ready else 1, i)
-
-    return queue.pop(min(range(len(queue)), key=rank))
-
-
 #: Jobs a Ray worker process already holds, by object id (the last few seeds it ran).
 _WORKER_JOBS: dict[str, list[JobSpec]] = {}
 
 
-def _cell_task(spec: SweepSpec, cell: SweepCell, jobs_ref: list[Any],
+def _cell_task(spec: SweepSpec, cell: SweepCell, jobs_ref: list[Any] | None,
                core: int | None = None) -> dict[str, Any]:
     """A cell as a Ray task: its row plus ``ray_node``, the node that ran it, and when the
     simulation started and ended (``start_unix_s``, ``end_unix_s``). ``jobs_ref``:
-    a one-element list holding the ObjectRef of the cell's jobs (fetched once per worker);
+    a one-element list holding the ObjectRef of the cell's jobs (fetched once per worker), or
+    None: the worker maps the seed's jobs from the trace itself, once per worker;
     ``core``: the cell runs pinned to that core index (:func:`_pinned`), None: unpinned."""
     import ray
 
-    key = jobs_ref[0].hex()
+    key = jobs_ref[0].hex() if jobs_ref else f"{spec.digest()}/{cell.seed}"
     if key not in _WORKER_JOBS:
         while len(_WORKER_JOBS) >= 4:
             _WORKER_JOBS.pop(next(iter(_WORKER_JOBS)))
-        with _gc_paused():  # unpickling 80,000 jobs: 1.5-1.8 CPU s with the GC, 0.4 without
-            _WORKER_JOBS[key] = ray.get(jobs_ref[0])
+        if jobs_ref:
+            with _gc_paused():  # unpickling 80,000 jobs: 1.5-1.8 CPU s with the GC, 0.4 without
+                _WORKER_JOBS[key] = ray.get(jobs_ref[0])
+        else:
+            _WORKER_JOBS[key] = load_cell_jobs(spec, cell.seed)
     start = time.time()
     with _pinned(core):
         row = run_cell(spec, cell, _WORKER_JOBS[key])
