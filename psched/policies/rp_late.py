@@ -22,14 +22,17 @@ completion slot is tested against enumeration.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from psched.model import Job
-from psched.oasis.schedule import placement_tables, schedule_allocs, slot_costs
+from psched.oasis.schedule import placement_tables, schedule_allocs, slot_costs, unit_prices
 from psched.policies.rp_book import Found, PlanLedger, window_inputs
+from psched.policies.rp_dp import greedy_costs_compiled
+from psched.policies.rp_search import _allocs, feasible_work, priced_pools, run_tables
 
-__all__ = ["search_latest"]
+__all__ = ["search_latest", "search_latest_reference", "search_latest_runs"]
 
 
 def search_latest(ledger: PlanLedger, job: Job, *, start: int, work: int,
@@ -37,9 +40,22 @@ def search_latest(ledger: PlanLedger, job: Job, *, start: int, work: int,
     """A schedule of ``work`` worker-slots of ``job`` in ``start..deadline`` that completes
     as late as possible and is filled backwards from there (most workers in the latest
     slots), at the ledger's residual capacities; empty if none exists. ``payoff`` is
-    meaningless (0, or ``-inf`` if none). Complexity: the slot costs over the window,
-    O(Tw (H + K) R + Tw N log(H + K)).
+    meaningless (0, or ``-inf`` if none).
+
+    Run-compressed (:func:`search_latest_runs`) unless the ledger was made with
+    ``fast=False`` (:func:`search_latest_reference`); both give the same result.
+    Complexity: the slot costs over the window, O(Tw (H + K) R + Tw N log(H + K)) for the
+    reference, O(U (H + K) R + U N log(H + K) + Tw) for U runs of identical slots.
     """
+    if ledger.fast:
+        return search_latest_runs(ledger, job, start=start, work=work, deadline=deadline)
+    return search_latest_reference(ledger, job, start=start, work=work, deadline=deadline)
+
+
+def search_latest_reference(ledger: PlanLedger, job: Job, *, start: int, work: int,
+                            deadline: int) -> Found:
+    """:func:`search_latest` composed literally: the job's priced inputs over the whole
+    window, its slot costs, the latest feasible completion, the work filled backwards."""
     none = Found(payoff=-math.inf, schedule={})
     inp = window_inputs(ledger, job, start=start, work=work, deadline=deadline)
     if inp is None:
@@ -58,3 +74,42 @@ def search_latest(ledger: PlanLedger, job: Job, *, start: int, work: int,
         if left == 0:
             break
     return Found(payoff=0.0, schedule=schedule_allocs(inp, counts, tables))
+
+
+def search_latest_runs(ledger: PlanLedger, job: Job, *, start: int, work: int,
+                       deadline: int) -> Found:
+    """Exactly :func:`search_latest_reference`, run-compressed: container caps, prices and
+    slot costs once per run of identical slots (:func:`~psched.policies.rp_search.run_tables`,
+    the same operations on the same rows as the reference), the feasibility count first
+    (nothing priced when the window cannot hold the work: then no completion is feasible),
+    the backward fill vectorised, one placement per (run, workers)
+    (:func:`~psched.policies.rp_search._allocs`). O(U (H + K) R + U N log(H + K) + Tw)."""
+    none = Found(payoff=-math.inf, schedule={})
+    last = min(job.last_slot, deadline)
+    t0 = max(job.arrival, start)
+    if work <= 0 or last < t0:
+        return none
+    sub = replace(job, work=int(work), window=last - job.arrival + 1)
+    tab = run_tables(ledger, sub, t0, last + 1)
+    if feasible_work(tab, sub.max_workers, sub.work) < sub.work:
+        return none
+    w_pool, p_pool = priced_pools(ledger, tab)
+    unit = (unit_prices(w_pool), unit_prices(p_pool))
+    psn = tab.ps_needed
+    wc = greedy_costs_compiled(unit[0], tab.caps[0], sub.max_workers)
+    pc = greedy_costs_compiled(unit[1], tab.caps[1], int(psn[-1]))
+    finite = np.isfinite(wc + pc[:, psn])  # (U, N + 1): the reference's rows, per run
+    n_run = np.where(finite.all(axis=1), finite.shape[1], np.argmin(finite, axis=1)) - 1
+    n_cap = n_run[tab.row_of]
+    ok = np.flatnonzero((n_cap >= 1) & (np.cumsum(n_cap) >= work))
+    if ok.size == 0:
+        return none
+    # backwards from the latest feasible completion, each slot at its most until the work
+    # is placed (n_cap >= 0: the slot cost of no workers is 0)
+    d = int(ok[-1])
+    back = np.cumsum(n_cap[d::-1])  # work placed in slots d, d-1, ..., d-i
+    k = int(np.searchsorted(back, work, side="left"))  # the slot d-k completes the work
+    counts = np.zeros(tab.n_slots, dtype=np.int64)
+    counts[d - k + 1:d + 1] = n_cap[d - k + 1:d + 1]
+    counts[d - k] = work - (int(back[k - 1]) if k else 0)
+    return Found(payoff=0.0, schedule=_allocs(tab, unit, counts))
