@@ -25,9 +25,9 @@ from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.schedule import Best, PlacementTables, placement_tables, schedule_allocs
 from psched.oasis.schedule import slot_costs as _slot_costs
-from psched.policies.rp_dp import scatter_add_compiled
+from psched.policies.rp_dp import scatter_add_compiled, scatter_add_ready
 from psched.policies.rp_search import Schedule, search_runs
-from psched.prices import PriceParams
+from psched.prices import PriceParams, normalise
 
 __all__ = [
     "Found",
@@ -60,6 +60,7 @@ class PlanLedger(Ledger):
         self.high = None if reprice else tuple(np.zeros_like(u) for u in self.usage)
         self._psn: dict[str, np.ndarray] = {}
         self._dem: dict[str, tuple[np.ndarray, np.ndarray, object]] = {}
+        self._norm: dict[str, tuple[np.ndarray, np.ndarray, object, object]] = {}
         self._change = np.ones(horizon, dtype=bool)
         self._mark_all()
 
@@ -161,13 +162,32 @@ class PlanLedger(Ledger):
         """The worker and PS demand arrays of ``job`` (kept per job id; do not write)."""
         got = self._dem.get(job.job_id)
         if got is None or got[2] is not job.spec:
-            w, p = job.spec.worker_demand.as_array(), job.spec.ps_demand.as_array()
+            w, p = (np.ascontiguousarray(d.as_array(), dtype=np.float64)
+                    for d in (job.spec.worker_demand, job.spec.ps_demand))
             got = self._dem[job.job_id] = (w, p, job.spec)
+        return got[0], got[1]
+
+    def norms_of(self, job: Job) -> tuple[np.ndarray, np.ndarray]:
+        """The worker and PS demands of ``job`` normalised by the pools' mean capacities
+        (:func:`psched.prices.normalise`; kept per job id while its spec and the mean
+        capacities are the same objects; do not write)."""
+        got = self._norm.get(job.job_id)
+        if got is None or got[2] is not job.spec or got[3] is not self.cbar:
+            w, p = self.demands_of(job)
+            got = self._norm[job.job_id] = (normalise(w, self.cbar[0]),
+                                            normalise(p, self.cbar[1]), job.spec, self.cbar)
         return got[0], got[1]
 
     def add(self, job: Job, schedule: Mapping[int, Alloc], sign: int = 1) -> None:
         """Add (``sign=1``) or take out (``sign=-1``) a schedule's usage. O(entries R)."""
         w_dem, p_dem = self.demands_of(job)
+        if self.fast and isinstance(schedule, Schedule):  # the compiled scatter, no copies
+            for pool, dem, role in ((0, w_dem, "workers"), (1, p_dem, "ps")):
+                ts, _, cnt = schedule.groups(role)
+                if ts.size:
+                    scatter_add_ready(self.usage[pool], ts, schedule.positions(role, self._pos),
+                                      cnt, sign, dem, self._stale)
+            return
         for pool, dem, role in ((0, w_dem, "workers"), (1, p_dem, "ps")):
             ts, pos, cnt = self._entries(schedule, role)
             if ts.size and self.fast and isinstance(schedule, Schedule):
@@ -184,7 +204,11 @@ class PlanLedger(Ledger):
         """True if adding ``schedule`` keeps every server within capacity. O(entries R)."""
         w_dem, p_dem = self.demands_of(job)
         for pool, dem, role in ((0, w_dem, "workers"), (1, p_dem, "ps")):
-            ts, pos, cnt = self._entries(schedule, role)
+            if isinstance(schedule, Schedule):
+                ts, _, cnt = schedule.groups(role)
+                pos = schedule.positions(role, self._pos)
+            else:
+                ts, pos, cnt = self._entries(schedule, role)
             if not ts.size:
                 continue
             cap = self.capacity[pool][pos]

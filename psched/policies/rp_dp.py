@@ -29,7 +29,7 @@ from psched.oasis.ledger import JobInputs
 from psched.oasis.schedule import ARG_RTOL, TIE_RTOL, Best
 
 __all__ = ["cost_lower_bound_compiled", "greedy_costs_compiled", "greedy_takes_compiled",
-           "scatter_add_compiled", "solve_compiled", "unit_caps_compiled"]
+           "scatter_add_compiled", "scatter_add_ready", "solve_compiled", "unit_caps_compiled"]
 
 
 @numba.njit("boolean(float64, float64)", cache=True, nogil=True)
@@ -340,6 +340,14 @@ def scatter_add_compiled(usage: np.ndarray, ts: np.ndarray, pos: np.ndarray, cnt
     ts, cnt = (_read_only(np.ascontiguousarray(a, dtype=np.int64)) for a in (ts, cnt))
     _scatter(usage, ts, np.ascontiguousarray(pos, dtype=np.int64), cnt, int(sign),
              np.ascontiguousarray(dem, dtype=np.float64), stale)
+
+
+def scatter_add_ready(usage: np.ndarray, ts: np.ndarray, pos: np.ndarray, cnt: np.ndarray,
+                      sign: int, dem: np.ndarray, stale: np.ndarray) -> None:
+    """:func:`scatter_add_compiled` for arrays already in the compiled loop's types (a
+    :class:`~psched.policies.rp_search.Schedule`'s groups: read-only contiguous int64 ``ts``
+    and ``cnt``, contiguous int64 ``pos``, float64 ``dem``): no conversions. O(|ts| R)."""
+    _scatter(usage, ts, pos, cnt, sign, dem, stale)
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

@@ -49,13 +49,16 @@ from psched.policies.rp_dp import (
     solve_compiled,
     unit_caps_compiled,
 )
-from psched.prices import log_utility, normalise
+from psched.prices import log_utility
 
 if TYPE_CHECKING:
     from psched.policies.rp_book import Found, PlanLedger
 
 __all__ = ["RunTables", "Schedule", "feasible_work", "priced_pools", "run_tables",
            "search_runs"]
+
+
+_EMPTY = np.zeros(0)  # a run table's pools before pricing: no prices, no residual
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,17 +87,15 @@ def run_tables(ledger: PlanLedger, job: Job, t0: int, t1: int) -> RunTables:
     starts = ledger.runs(t0, t1)
     n = t1 - t0
     row_of = np.repeat(np.arange(starts.size), np.diff(np.append(starts, n)))
-    spec = job.spec
     psn = ledger.ps_needed_of(job)
     pools = []
     caps = []
-    for p, dem, limit in ((0, spec.worker_demand, job.max_workers), (1, spec.ps_demand,
-                                                                      int(psn[-1]))):
-        d = dem.as_array()
-        pools.append(PoolInputs(servers=ledger.servers[p], price=np.zeros(0),
-                                resid=np.zeros(0), demand=d, norm=normalise(d, ledger.cbar[p])))
-        caps.append(unit_caps_compiled(ledger.usage[p], ledger.capacity[p], t0 + starts, d,
-                                       limit))
+    rows = t0 + starts
+    for p, d, norm, limit in zip((0, 1), ledger.demands_of(job), ledger.norms_of(job),
+                                 (job.max_workers, int(psn[-1])), strict=True):
+        pools.append(PoolInputs(servers=ledger.servers[p], price=_EMPTY, resid=_EMPTY,
+                                demand=d, norm=norm))
+        caps.append(unit_caps_compiled(ledger.usage[p], ledger.capacity[p], rows, d, limit))
     return RunTables(start=t0, starts=starts, row_of=row_of, pools=(pools[0], pools[1]),
                      caps=(caps[0], caps[1]), ps_needed=psn)
 
@@ -169,6 +170,9 @@ class Schedule(dict[int, Alloc]):
         super().__init__(*args, **kwargs)
         self._groups: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._distinct: dict[str, bool] = {}
+        #: per role, the ledger's pool positions of the groups' servers, with the position
+        #: map they were read through (:meth:`positions`)
+        self._pos: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         if len(args) == 1 and not kwargs and isinstance(args[0], Schedule):
             self._groups.update(args[0]._groups)  # a copy: the same items, read-only arrays
             self._distinct.update(args[0]._distinct)
@@ -182,6 +186,7 @@ class Schedule(dict[int, Alloc]):
             a.flags.writeable = False
         self._groups[role] = got  # type: ignore[assignment]
         self._distinct[role] = True
+        self._pos.pop(role, None)
 
     def work(self, since: int = 0) -> int:
         """Worker-slots in slots ``>= since`` (as :func:`psched.policies.rp_book.work_of`)."""
@@ -203,6 +208,17 @@ class Schedule(dict[int, Alloc]):
             self._distinct[role] = np.unique(keys).size == keys.size
         return got
 
+    def positions(self, role: str, pos_map: np.ndarray) -> np.ndarray:
+        """``pos_map`` read at the servers of :meth:`groups` ``(role)`` (the ledger's pool
+        positions), kept until the mapping or ``pos_map`` changes. O(entries) once."""
+        got = self._pos.get(role)
+        if got is not None and got[0] is pos_map:
+            return got[1]
+        srv = self.groups(role)[1]
+        pos = np.ascontiguousarray(pos_map[srv], dtype=np.int64)
+        self._pos[role] = (pos_map, pos)
+        return pos
+
     def distinct(self, role: str) -> bool:
         """Every (slot, server) pair of ``role`` appears once (as ``Alloc.of`` builds them),
         so a scatter-add needs no accumulation of repeats."""
@@ -216,6 +232,7 @@ class Schedule(dict[int, Alloc]):
     def _changed(self) -> None:
         self._groups.clear()
         self._distinct.clear()
+        self._pos.clear()
 
     def __setitem__(self, key: int, value: Alloc) -> None:
         self._changed()
@@ -233,6 +250,7 @@ class Schedule(dict[int, Alloc]):
                     self._preset(role, ts[keep], srv[keep], cnt[keep])
                 else:
                     del self._groups[role], self._distinct[role]
+                    self._pos.pop(role, None)
         return super().pop(*args)
 
     def popitem(self) -> tuple[int, Alloc]:
