@@ -11,13 +11,21 @@ from __future__ import annotations
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from oasis_cases import make_cluster, make_job
 from test_rp_search import _ledgers
 
 from psched.model import Alloc, Job
+from psched.oasis.schedule import unit_prices
 from psched.policies.rp_book import PlanLedger
 from psched.policies.rp_late import search_latest_reference, search_latest_runs
-from psched.policies.rp_search import Schedule
+from psched.policies.rp_search import (
+    Schedule,
+    _allocs,
+    _allocs_reference,
+    priced_pools,
+    run_tables,
+)
 from psched.prices import fixed_params
 
 SETTINGS = settings(max_examples=80, deadline=None,
@@ -76,3 +84,23 @@ def test_a_ledger_adds_and_takes_out_a_schedule_as_the_same_dict() -> None:
     for a, b in zip(books[0].usage, books[1].usage, strict=True):
         assert np.array_equal(a, b)
     assert np.array_equal(books[0]._stale, books[1]._stale)
+
+
+@SETTINGS
+@given(case=_ledgers(), data=st.data())
+def test_compiled_placements_are_the_reference_placements(
+        case: tuple[list[PlanLedger], Job, dict[str, int]], data: st.DataObject) -> None:
+    """Random worker counts per slot, each within what the slot holds, placed by the
+    compiled groups and by the numpy reference: the same allocations and ledger arrays."""
+    (fast, _), job, _ = case
+    tab = run_tables(fast, job, job.arrival, job.last_slot + 1)
+    w_pool, p_pool = priced_pools(fast, tab)
+    unit = (unit_prices(w_pool), unit_prices(p_pool))
+    n_ps = np.searchsorted(tab.ps_needed, tab.caps[1].sum(axis=1), side="right") - 1
+    most = np.minimum(np.minimum(tab.caps[0].sum(axis=1), n_ps), job.max_workers)[tab.row_of]
+    counts = np.array([data.draw(st.integers(0, int(m))) for m in most], dtype=np.int64)
+    got, want = _allocs(tab, unit, counts), _allocs_reference(tab, unit, counts)
+    assert got == want
+    for role in ("workers", "ps"):
+        for a, b in zip(got.groups(role), want.groups(role), strict=True):
+            assert np.array_equal(a, b)

@@ -25,7 +25,7 @@ from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.schedule import Best, PlacementTables, placement_tables, schedule_allocs
 from psched.oasis.schedule import slot_costs as _slot_costs
-from psched.policies.rp_dp import scatter_add_compiled, scatter_add_ready
+from psched.policies.rp_dp import runs_compiled, scatter_add_compiled, scatter_add_ready
 from psched.policies.rp_search import Schedule, search_runs
 from psched.prices import PriceParams, normalise
 
@@ -62,6 +62,9 @@ class PlanLedger(Ledger):
         self._dem: dict[str, tuple[np.ndarray, np.ndarray, object]] = {}
         self._norm: dict[str, tuple[np.ndarray, np.ndarray, object, object]] = {}
         self._change = np.ones(horizon, dtype=bool)
+        #: run boundaries read in one compiled loop (off: the numpy reference of the same
+        #: comparisons; both give the same runs)
+        self._compiled_runs = True
         self._mark_all()
 
     def grow(self, cluster: Cluster) -> None:
@@ -112,6 +115,12 @@ class PlanLedger(Ledger):
         n = t1 - t0
         if n <= 0:
             return np.zeros(0, dtype=np.intp)
+        if self._compiled_runs:
+            try:
+                return runs_compiled((self.usage[0], self.usage[1]), self.high, self._stale,
+                                     self._change, t0, t1)
+            except TypeError:  # arrays written from outside in other types: numpy below
+                self._compiled_runs = False
         stale = np.flatnonzero(self._stale[t0 + 1:t1]) + (t0 + 1)
         if stale.size:
             diff = np.zeros(stale.size, dtype=bool)

@@ -29,7 +29,8 @@ from psched.oasis.ledger import JobInputs
 from psched.oasis.schedule import ARG_RTOL, TIE_RTOL, Best
 
 __all__ = ["cost_lower_bound_compiled", "greedy_costs_compiled", "greedy_takes_compiled",
-           "scatter_add_compiled", "scatter_add_ready", "solve_compiled", "unit_caps_compiled"]
+           "placement_groups_compiled", "runs_compiled", "scatter_add_compiled",
+           "scatter_add_ready", "solve_compiled", "unit_caps_compiled"]
 
 
 @numba.njit("boolean(float64, float64)", cache=True, nogil=True)
@@ -314,6 +315,66 @@ def greedy_takes_compiled(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray,
     return out
 
 
+@numba.njit(cache=True, nogil=True)
+def _place_row(unit: np.ndarray, caps: np.ndarray, r: int, need: int,
+               take: np.ndarray) -> bool:  # pragma: no cover - compiled
+    """``take[:] =`` containers per server of the greedy placement of ``need`` on row ``r``
+    (as :func:`_takes`); False if they do not fit."""
+    take[:] = 0
+    left = need
+    if left <= 0:
+        return True
+    for s in np.argsort(unit[r], kind="mergesort"):  # stable, as numpy's
+        t = min(caps[r, s], left)
+        take[s] = t
+        left -= t
+        if left <= 0:
+            return True
+    return False
+
+
+@numba.njit(cache=True, nogil=True)
+def _groups(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray, need: np.ndarray,
+            servers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                          bool]:  # pragma: no cover - compiled
+    n = rows.size
+    width = unit.shape[1]
+    off = np.zeros(n + 1, dtype=np.int64)
+    srv = np.empty(n * max(width, 1), dtype=np.int64)
+    cnt = np.empty(n * max(width, 1), dtype=np.int64)
+    take = np.zeros(width, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        same = i > 0 and rows[i] == rows[i - 1] and need[i] == need[i - 1]
+        if not same and not _place_row(unit, caps, rows[i], need[i], take):
+            return off, srv[:0], cnt[:0], False
+        for h in range(width):  # a repeated (row, need) places as the slot before
+            if take[h] > 0:
+                srv[k] = servers[h]
+                cnt[k] = take[h]
+                k += 1
+        off[i + 1] = k
+    return off, srv[:k].copy(), cnt[:k].copy(), True
+
+
+def placement_groups_compiled(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray,
+                              need: np.ndarray, servers: np.ndarray
+                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The greedy placements of :func:`greedy_takes_compiled` (``need[i]`` containers on
+    row ``rows[i]``) as container groups: ``(off, srv, cnt)``, the ``(server, count)`` pairs
+    of placement ``i`` at ``off[i]:off[i + 1]``, servers (``servers[column]``) ascending,
+    zero counts dropped. Integer counts: the same placements exactly. Raises ``ValueError``
+    if some ``need`` does not fit. O(M H log H)."""
+    off, srv, cnt, ok = _groups(np.ascontiguousarray(unit, dtype=np.float64),
+                                np.ascontiguousarray(caps, dtype=np.int64),
+                                np.ascontiguousarray(rows, dtype=np.int64),
+                                np.ascontiguousarray(need, dtype=np.int64),
+                                np.ascontiguousarray(servers, dtype=np.int64))
+    if not ok:
+        raise ValueError("containers do not fit")
+    return off, srv, cnt
+
+
 _RO_INT = numba.types.Array(numba.int64, 1, "C", readonly=True)  # a schedule's groups
 
 
@@ -348,6 +409,52 @@ def scatter_add_ready(usage: np.ndarray, ts: np.ndarray, pos: np.ndarray, cnt: n
     :class:`~psched.policies.rp_search.Schedule`'s groups: read-only contiguous int64 ``ts``
     and ``cnt``, contiguous int64 ``pos``, float64 ``dem``): no conversions. O(|ts| R)."""
     _scatter(usage, ts, pos, cnt, sign, dem, stale)
+
+
+@numba.njit("boolean(float64[:, :, ::1], int64)", cache=True, nogil=True)
+def _row_differs(u: np.ndarray, t: int) -> bool:  # pragma: no cover - compiled
+    """Row ``t`` of ``u`` differs from row ``t - 1`` somewhere (``!=``, as numpy's)."""
+    a = u[t]
+    b = u[t - 1]
+    for h in range(a.shape[0]):
+        for r in range(a.shape[1]):
+            if a[h, r] != b[h, r]:
+                return True
+    return False
+
+
+@numba.njit("int64[::1](float64[:, :, ::1], float64[:, :, ::1], float64[:, :, ::1],"
+            " float64[:, :, ::1], boolean, boolean[::1], boolean[::1], int64, int64)",
+            cache=True, nogil=True)
+def _runs(u0: np.ndarray, u1: np.ndarray, h0: np.ndarray, h1: np.ndarray, high: bool,
+          stale: np.ndarray, change: np.ndarray, t0: int,
+          t1: int) -> np.ndarray:  # pragma: no cover - compiled
+    out = np.empty(t1 - t0, dtype=np.int64)
+    out[0] = 0
+    k = 1
+    for t in range(t0 + 1, t1):
+        if stale[t]:
+            diff = _row_differs(u0, t) or _row_differs(u1, t)
+            if high and not diff:
+                diff = _row_differs(h0, t) or _row_differs(h1, t)
+            change[t] = diff
+            stale[t] = False
+        if change[t]:
+            out[k] = t - t0
+            k += 1
+    return out[:k].copy()
+
+
+def runs_compiled(usage: tuple[np.ndarray, np.ndarray], high: tuple[np.ndarray, np.ndarray] | None,
+                  stale: np.ndarray, change: np.ndarray, t0: int, t1: int) -> np.ndarray:
+    """First slot (relative to ``t0``) of every run of identical rows over ``t0..t1-1`` from
+    the kept boundaries ``change``, refreshing the ``stale`` ones first (a boundary changes
+    where a row of either pool's usage, or of the high-water mark ``high`` if given, differs
+    from the row before): :meth:`psched.policies.rp_book.PlanLedger.runs` in one compiled
+    loop, the same comparisons. Needs ``t1 > t0``. O(t1 - t0 + stale rows (H + K) R)."""
+    h = usage if high is None else high
+    return np.asarray(_runs(usage[0], usage[1], h[0], h[1], high is not None, stale, change,
+                            int(t0), int(t1)))
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

@@ -46,6 +46,7 @@ from psched.oasis.schedule import unit_prices
 from psched.policies.rp_dp import (
     greedy_costs_compiled,
     greedy_takes_compiled,
+    placement_groups_compiled,
     solve_compiled,
     unit_caps_compiled,
 )
@@ -278,9 +279,44 @@ def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
             counts: np.ndarray) -> Schedule:
     """The allocation per absolute slot, as :func:`psched.oasis.schedule.schedule_allocs`
     builds it: per slot, the greedy of :func:`~psched.oasis.schedule.place` (cheapest
-    servers first, stable order among equal prices, each up to its capacity), done for all
-    distinct (run, workers) pairs at once. Pool servers are in ascending index order
-    (:meth:`~psched.model.Cluster.indices`), so the pairs come out as ``Alloc.of`` sorts them."""
+    servers first, stable order among equal prices, each up to its capacity), compiled
+    (:func:`~psched.policies.rp_dp.placement_groups_compiled`), one ``Alloc`` per distinct
+    (run, workers) pair. Pool servers are in ascending index order
+    (:meth:`~psched.model.Cluster.indices`), so the pairs come out as ``Alloc.of`` sorts them;
+    the schedule keeps the container groups for the ledger."""
+    slots = np.flatnonzero(counts)
+    out = Schedule()
+    if slots.size == 0:
+        return out
+    rows = tab.row_of[slots]
+    ns = counts[slots]
+    (w_off, w_srv, w_cnt), (p_off, p_srv, p_cnt) = (
+        placement_groups_compiled(unit[p], tab.caps[p], rows, need, tab.pools[p].servers)
+        for p, need in ((0, ns), (1, tab.ps_needed[ns])))
+    at = slots + tab.start
+    w_pairs = list(zip(w_srv.tolist(), w_cnt.tolist(), strict=True))
+    p_pairs = list(zip(p_srv.tolist(), p_cnt.tolist(), strict=True))
+    wo, po = w_off.tolist(), p_off.tolist()
+    made: dict[int, Alloc] = {}
+    items: dict[int, Alloc] = {}
+    keys = (rows * (int(ns.max()) + 1) + ns).tolist()
+    for i, (t, key) in enumerate(zip(at.tolist(), keys, strict=True)):
+        a = made.get(key)
+        if a is None:
+            a = made[key] = Alloc(workers=tuple(w_pairs[wo[i]:wo[i + 1]]),
+                                  ps=tuple(p_pairs[po[i]:po[i + 1]]))
+        items[t] = a
+    out.update(items)
+    out._preset("workers", np.repeat(at, np.diff(w_off)), w_srv, w_cnt)
+    out._preset("ps", np.repeat(at, np.diff(p_off)), p_srv, p_cnt)
+    return out
+
+
+def _allocs_reference(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
+                      counts: np.ndarray) -> Schedule:
+    """:func:`_allocs` by numpy array operations on the placements of the distinct
+    (run, workers) pairs (:func:`~psched.policies.rp_dp.greedy_takes_compiled`): the
+    reference the compiled groups are tested against."""
     slots = np.nonzero(counts)[0]
     out = Schedule()
     if slots.size == 0:
