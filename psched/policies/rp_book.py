@@ -61,6 +61,7 @@ class PlanLedger(Ledger):
         self._psn: dict[str, np.ndarray] = {}
         self._dem: dict[str, tuple[np.ndarray, np.ndarray, object]] = {}
         self._norm: dict[str, tuple[np.ndarray, np.ndarray, object, object]] = {}
+        self._price_terms: list[tuple[object, ...] | None] = [None, None]
         self._change = np.ones(horizon, dtype=bool)
         #: run boundaries read in one compiled loop (off: the numpy reference of the same
         #: comparisons; both give the same runs)
@@ -139,8 +140,20 @@ class PlanLedger(Ledger):
         self._mark(np.fromiter(schedule, dtype=np.int64))
 
     def price_of(self, pool: int, usage: np.ndarray) -> np.ndarray:
-        """Prices in cost units of the usage rows ``usage`` (..., H, R) of ``pool``."""
-        return self._price_of(pool, usage)
+        """Prices in cost units of the usage rows ``usage`` (..., H, R) of ``pool``: the
+        operations of :func:`psched.prices.log_prices` and ``Ledger._price_of`` on the same
+        numbers, with the capacity terms and the log-price span computed once per
+        capacity and parameters (bit-identical)."""
+        got = self._price_terms[pool]
+        cap, params = self.capacity[pool], self.params
+        if got is None or got[0] is not cap or got[1] is not params:
+            pos = cap > 0
+            got = (cap, params, pos, np.where(pos, cap, 1.0),
+                   params.log_u[pool] - params.log_l[pool], params.log_l[pool])
+            self._price_terms[pool] = got
+        _, _, pos, safe, span, log_l = got
+        util = np.clip(np.where(pos, usage / safe, 0.0), 0.0, 1.0)
+        return np.asarray(np.exp(log_l + util * span - self.log_scale))
 
     def ps_needed_of(self, job: Job) -> np.ndarray:
         """``(N+1,)`` fewest PS for ``n = 0..N`` workers of ``job`` (kept per job id)."""
