@@ -191,11 +191,14 @@ def cost_lower_bound_compiled(costs: np.ndarray, work: int) -> float:
     return _caps_and_bound(np.ascontiguousarray(costs, dtype=np.float64), work)[1]
 
 
-def solve_compiled(inp: JobInputs, costs: np.ndarray, floor: float = 0.0) -> Best:
+def solve_compiled(inp: JobInputs, costs: np.ndarray, floor: float = 0.0,
+                   row_of: np.ndarray | None = None) -> Best:
     """:func:`psched.oasis.solve_fast` ``(inp, floor, costs)``, compiled. The same result.
 
-    ``costs`` are ``inp``'s slot costs (Tw, N+1); ``inp`` is read for the job's work, the
-    utilities and the runs of identical slots only.
+    ``costs`` are ``inp``'s slot costs (Tw, N+1), or only their first ``W + 1`` columns;
+    ``inp`` is read for the job's work, the utilities and the runs of identical slots only
+    (``row_of``: each slot's run, as :meth:`~psched.oasis.ledger.JobInputs.run_index`
+    gives it, if the caller has it).
     """
     work = inp.job.work
     c_all = np.ascontiguousarray(costs[:, : min(costs.shape[1], work + 1)], dtype=np.float64)
@@ -204,7 +207,10 @@ def solve_compiled(inp: JobInputs, costs: np.ndarray, floor: float = 0.0) -> Bes
         return Best(payoff=floor, counts=None)
     util = np.ascontiguousarray(inp.util, dtype=np.float64)
     util_after = np.maximum.accumulate(util[::-1])[::-1].copy()
-    starts, row_of = inp.run_index()
+    if row_of is None:
+        starts, row_of = inp.run_index()
+    else:
+        starts = np.asarray(inp.runs, dtype=np.intp)
     run_end = np.append(starts[1:], inp.n_slots)[row_of].astype(np.int64)
     best, counts = _solve(c_all, n_cap, util, util_after, run_end, float(lb), float(floor),
                           int(work))

@@ -148,7 +148,8 @@ def search_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline
     psn = tab.ps_needed
     wc = greedy_costs_compiled(unit[0], tab.caps[0], sub.max_workers)
     pc = greedy_costs_compiled(unit[1], tab.caps[1], int(psn[-1]))
-    costs = np.asarray((wc + pc[:, psn])[tab.row_of])
+    # only the first W + 1 columns are read: cut per run, before the rows are expanded
+    costs = (wc + pc[:, psn])[:, : min(wc.shape[1], sub.work + 1)][tab.row_of]
     if flat:
         util = np.ones(tab.n_slots)
     else:
@@ -156,7 +157,7 @@ def search_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline
         util = np.exp(log_f - ledger.log_scale)
     inp = JobInputs(job=sub, start=t0, util=util, workers=w_pool, ps=p_pool, ps_needed=psn,
                     runs=tab.starts)  # the recursion reads job, util and runs only
-    best = solve_compiled(inp, costs, floor)
+    best = solve_compiled(inp, costs, floor, row_of=tab.row_of)
     if best.counts is None:
         return Found(payoff=best.payoff, schedule={})
     return Found(payoff=best.payoff, schedule=_allocs(tab, unit, best.counts))
