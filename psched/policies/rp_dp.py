@@ -341,44 +341,65 @@ def _place_row(unit: np.ndarray, caps: np.ndarray, r: int, need: int,
 
 @numba.njit(cache=True, nogil=True)
 def _groups(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray, need: np.ndarray,
-            servers: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                          bool]:  # pragma: no cover - compiled
+            servers: np.ndarray, key: np.ndarray):  # type: ignore[no-untyped-def]  # pragma: no cover
     n = rows.size
     width = unit.shape[1]
-    off = np.zeros(n + 1, dtype=np.int64)
-    srv = np.empty(n * max(width, 1), dtype=np.int64)
-    cnt = np.empty(n * max(width, 1), dtype=np.int64)
+    uid = np.empty(n, dtype=np.int64)  # each item's placement: a new one where key changes
+    u_off = np.zeros(n + 1, dtype=np.int64)
+    u_srv = np.empty(n * max(width, 1), dtype=np.int64)
+    u_cnt = np.empty(n * max(width, 1), dtype=np.int64)
     take = np.zeros(width, dtype=np.int64)
+    n_uid = 0
     k = 0
     for i in range(n):
-        same = i > 0 and rows[i] == rows[i - 1] and need[i] == need[i - 1]
-        if not same and not _place_row(unit, caps, rows[i], need[i], take):
-            return off, srv[:0], cnt[:0], False
-        for h in range(width):  # a repeated (row, need) places as the slot before
+        if i > 0 and key[i] == key[i - 1]:  # the same (row, need): the same placement
+            uid[i] = n_uid - 1
+            continue
+        if not _place_row(unit, caps, rows[i], need[i], take):
+            return u_off[:1], u_srv[:0], u_cnt[:0], uid[:0], u_srv[:0], u_cnt[:0], False
+        for h in range(width):
             if take[h] > 0:
-                srv[k] = servers[h]
-                cnt[k] = take[h]
+                u_srv[k] = servers[h]
+                u_cnt[k] = take[h]
                 k += 1
-        off[i + 1] = k
-    return off, srv[:k].copy(), cnt[:k].copy(), True
+        n_uid += 1
+        u_off[n_uid] = k
+        uid[i] = n_uid - 1
+    total = 0
+    for i in range(n):
+        total += u_off[uid[i] + 1] - u_off[uid[i]]
+    s_srv = np.empty(total, dtype=np.int64)  # slot by slot, each slot's pairs
+    s_cnt = np.empty(total, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        for q in range(u_off[uid[i]], u_off[uid[i] + 1]):
+            s_srv[m] = u_srv[q]
+            s_cnt[m] = u_cnt[q]
+            m += 1
+    return (u_off[:n_uid + 1].copy(), u_srv[:k].copy(), u_cnt[:k].copy(), uid, s_srv, s_cnt,
+            True)
 
 
 def placement_groups_compiled(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray,
-                              need: np.ndarray, servers: np.ndarray
-                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                              need: np.ndarray, servers: np.ndarray, key: np.ndarray
+                              ) -> tuple[np.ndarray, ...]:
     """The greedy placements of :func:`greedy_takes_compiled` (``need[i]`` containers on
-    row ``rows[i]``) as container groups: ``(off, srv, cnt)``, the ``(server, count)`` pairs
-    of placement ``i`` at ``off[i]:off[i + 1]``, servers (``servers[column]``) ascending,
-    zero counts dropped. Integer counts: the same placements exactly. Raises ``ValueError``
-    if some ``need`` does not fit. O(M H log H)."""
-    off, srv, cnt, ok = _groups(np.ascontiguousarray(unit, dtype=np.float64),
-                                np.ascontiguousarray(caps, dtype=np.int64),
-                                np.ascontiguousarray(rows, dtype=np.int64),
-                                np.ascontiguousarray(need, dtype=np.int64),
-                                np.ascontiguousarray(servers, dtype=np.int64))
+    row ``rows[i]``) as container groups, zero counts dropped, servers (``servers[column]``)
+    ascending: ``(off, srv, cnt, uid, s_srv, s_cnt)`` -- placement ``u``'s ``(server, count)``
+    pairs at ``off[u]:off[u + 1]`` of ``srv, cnt`` (one placement per stretch of equal
+    ``key``, which must change wherever ``(row, need)`` does), ``uid[i]`` the placement of
+    item ``i``, and every item's pairs one after
+    the other in ``s_srv, s_cnt``. Integer counts: the same placements exactly. Raises
+    ``ValueError`` if some ``need`` does not fit. O(M H log H)."""
+    *out, ok = _groups(np.ascontiguousarray(unit, dtype=np.float64),
+                       np.ascontiguousarray(caps, dtype=np.int64),
+                       np.ascontiguousarray(rows, dtype=np.int64),
+                       np.ascontiguousarray(need, dtype=np.int64),
+                       np.ascontiguousarray(servers, dtype=np.int64),
+                       np.ascontiguousarray(key, dtype=np.int64))
     if not ok:
         raise ValueError("containers do not fit")
-    return off, srv, cnt
+    return tuple(out)
 
 
 _RO_INT = numba.types.Array(numba.int64, 1, "C", readonly=True)  # a schedule's groups

@@ -29,7 +29,6 @@ import numpy as np
 from psched.model import Job
 from psched.oasis.schedule import placement_tables, schedule_allocs, slot_costs, unit_prices
 from psched.policies.rp_book import Found, PlanLedger, window_inputs
-from psched.policies.rp_dp import greedy_costs_compiled
 from psched.policies.rp_search import _allocs, feasible_work, priced_pools, run_tables
 
 __all__ = ["search_latest", "search_latest_reference", "search_latest_runs"]
@@ -78,12 +77,13 @@ def search_latest_reference(ledger: PlanLedger, job: Job, *, start: int, work: i
 
 def search_latest_runs(ledger: PlanLedger, job: Job, *, start: int, work: int,
                        deadline: int) -> Found:
-    """Exactly :func:`search_latest_reference`, run-compressed: container caps, prices and
-    slot costs once per run of identical slots (:func:`~psched.policies.rp_search.run_tables`,
-    the same operations on the same rows as the reference), the feasibility count first
-    (nothing priced when the window cannot hold the work: then no completion is feasible),
-    the backward fill vectorised, one placement per (run, workers)
-    (:func:`~psched.policies.rp_search._allocs`). O(U (H + K) R + U N log(H + K) + Tw)."""
+    """Exactly :func:`search_latest_reference`, run-compressed: container caps once per run
+    of identical slots (:func:`~psched.policies.rp_search.run_tables`, the same operations
+    on the same rows as the reference), the feasibility count first (when the window cannot
+    hold the work no completion is feasible), the workers per slot from the caps alone (the
+    count of finite slot costs; prices are finite), the backward fill vectorised, prices
+    only for the placement, one placement per (run, workers)
+    (:func:`~psched.policies.rp_search._allocs`). O(U (H + K) R + U H log H + Tw)."""
     none = Found(payoff=-math.inf, schedule={})
     last = min(job.last_slot, deadline)
     t0 = max(job.arrival, start)
@@ -93,13 +93,11 @@ def search_latest_runs(ledger: PlanLedger, job: Job, *, start: int, work: int,
     tab = run_tables(ledger, sub, t0, last + 1)
     if feasible_work(tab, sub.max_workers, sub.work) < sub.work:
         return none
-    w_pool, p_pool = priced_pools(ledger, tab)
-    unit = (unit_prices(w_pool), unit_prices(p_pool))
-    psn = tab.ps_needed
-    wc = greedy_costs_compiled(unit[0], tab.caps[0], sub.max_workers)
-    pc = greedy_costs_compiled(unit[1], tab.caps[1], int(psn[-1]))
-    finite = np.isfinite(wc + pc[:, psn])  # (U, N + 1): the reference's rows, per run
-    n_run = np.where(finite.all(axis=1), finite.shape[1], np.argmin(finite, axis=1)) - 1
+    # the reference's count of finite slot costs, per run: n workers cost a finite amount
+    # iff they fit (n <= min(N, containers that fit)) and so do their PS (ps_needed[n] <=
+    # PS containers that fit; ps_needed is non-decreasing), as prices are finite
+    n_ps = np.searchsorted(tab.ps_needed, tab.caps[1].sum(axis=1), side="right") - 1
+    n_run = np.minimum(np.minimum(tab.caps[0].sum(axis=1), sub.max_workers), n_ps)
     n_cap = n_run[tab.row_of]
     ok = np.flatnonzero((n_cap >= 1) & (np.cumsum(n_cap) >= work))
     if ok.size == 0:
@@ -112,4 +110,6 @@ def search_latest_runs(ledger: PlanLedger, job: Job, *, start: int, work: int,
     counts = np.zeros(tab.n_slots, dtype=np.int64)
     counts[d - k + 1:d + 1] = n_cap[d - k + 1:d + 1]
     counts[d - k] = work - (int(back[k - 1]) if k else 0)
-    return Found(payoff=0.0, schedule=_allocs(tab, unit, counts))
+    w_pool, p_pool = priced_pools(ledger, tab)  # the placement's prices, as the reference's
+    return Found(payoff=0.0, schedule=_allocs(tab, (unit_prices(w_pool), unit_prices(p_pool)),
+                                              counts))

@@ -291,25 +291,21 @@ def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
         return out
     rows = tab.row_of[slots]
     ns = counts[slots]
-    (w_off, w_srv, w_cnt), (p_off, p_srv, p_cnt) = (
-        placement_groups_compiled(unit[p], tab.caps[p], rows, need, tab.pools[p].servers)
+    key = rows * (int(ns.max()) + 1) + ns  # both pools: one placement per stretch of it
+    (w_off, w_srv, w_cnt, w_uid, w_s_srv, w_s_cnt), (p_off, p_srv, p_cnt, p_uid, p_s_srv,
+                                                      p_s_cnt) = (
+        placement_groups_compiled(unit[p], tab.caps[p], rows, need, tab.pools[p].servers,
+                                  key)
         for p, need in ((0, ns), (1, tab.ps_needed[ns])))
     at = slots + tab.start
     w_pairs = list(zip(w_srv.tolist(), w_cnt.tolist(), strict=True))
     p_pairs = list(zip(p_srv.tolist(), p_cnt.tolist(), strict=True))
     wo, po = w_off.tolist(), p_off.tolist()
-    made: dict[int, Alloc] = {}
-    items: dict[int, Alloc] = {}
-    keys = (rows * (int(ns.max()) + 1) + ns).tolist()
-    for i, (t, key) in enumerate(zip(at.tolist(), keys, strict=True)):
-        a = made.get(key)
-        if a is None:
-            a = made[key] = Alloc(workers=tuple(w_pairs[wo[i]:wo[i + 1]]),
-                                  ps=tuple(p_pairs[po[i]:po[i + 1]]))
-        items[t] = a
-    out.update(items)
-    out._preset("workers", np.repeat(at, np.diff(w_off)), w_srv, w_cnt)
-    out._preset("ps", np.repeat(at, np.diff(p_off)), p_srv, p_cnt)
+    made = [Alloc(workers=tuple(w_pairs[wo[u]:wo[u + 1]]), ps=tuple(p_pairs[po[u]:po[u + 1]]))
+            for u in range(len(wo) - 1)]
+    out.update(zip(at.tolist(), [made[u] for u in w_uid.tolist()], strict=True))
+    out._preset("workers", np.repeat(at, np.diff(w_off)[w_uid]), w_s_srv, w_s_cnt)
+    out._preset("ps", np.repeat(at, np.diff(p_off)[p_uid]), p_s_srv, p_s_cnt)
     return out
 
 
