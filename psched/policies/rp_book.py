@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -61,7 +62,7 @@ class PlanLedger(Ledger):
         self._psn: dict[str, np.ndarray] = {}
         self._dem: dict[str, tuple[np.ndarray, np.ndarray, object]] = {}
         self._norm: dict[str, tuple[np.ndarray, np.ndarray, object, object]] = {}
-        self._price_terms: list[tuple[object, ...] | None] = [None, None]
+        self._price_terms: list[tuple[Any, ...] | None] = [None, None]
         self._change = np.ones(horizon, dtype=bool)
         #: run boundaries read in one compiled loop (off: the numpy reference of the same
         #: comparisons; both give the same runs)

@@ -341,7 +341,8 @@ def _place_row(unit: np.ndarray, caps: np.ndarray, r: int, need: int,
 
 @numba.njit(cache=True, nogil=True)
 def _groups(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray, need: np.ndarray,
-            servers: np.ndarray, key: np.ndarray):  # type: ignore[no-untyped-def]  # pragma: no cover
+            servers: np.ndarray, key: np.ndarray
+            ) -> tuple[np.ndarray | bool, ...]:  # pragma: no cover
     n = rows.size
     width = unit.shape[1]
     uid = np.empty(n, dtype=np.int64)  # each item's placement: a new one where key changes
@@ -399,7 +400,7 @@ def placement_groups_compiled(unit: np.ndarray, caps: np.ndarray, rows: np.ndarr
                        np.ascontiguousarray(key, dtype=np.int64))
     if not ok:
         raise ValueError("containers do not fit")
-    return tuple(out)
+    return tuple(np.asarray(a) for a in out)
 
 
 _RO_INT = numba.types.Array(numba.int64, 1, "C", readonly=True)  # a schedule's groups
@@ -472,7 +473,7 @@ def _runs(u0: np.ndarray, u1: np.ndarray, h0: np.ndarray, h1: np.ndarray, high: 
     return out[:k].copy()
 
 
-def runs_compiled(usage: tuple[np.ndarray, np.ndarray], high: tuple[np.ndarray, np.ndarray] | None,
+def runs_compiled(usage: tuple[np.ndarray, ...], high: tuple[np.ndarray, ...] | None,
                   stale: np.ndarray, change: np.ndarray, t0: int, t1: int) -> np.ndarray:
     """First slot (relative to ``t0``) of every run of identical rows over ``t0..t1-1`` from
     the kept boundaries ``change``, refreshing the ``stale`` ones first (a boundary changes
