@@ -7,6 +7,8 @@ in CPU ms; prints p50 / p99 / max per kind, the share of the 10 dearest calls, t
 counters, and with ``--profile`` the cProfile tables (cumulative and own time).
 
     python benchmarks/profile_rp_scale.py --trace ef-cluster04 --max-cpu-s 45 --profile
+    python benchmarks/profile_rp_scale.py --trace ef-cluster04 --max-cpu-s 60 --profile \\
+        --cpu-timer       # CPU seconds per function, not wall (a loaded machine)
     python benchmarks/profile_rp_scale.py --trace philly-80000 --max-cpu-s 30 \\
         --variant oasis-rp:effort=1
 """
@@ -63,6 +65,8 @@ def main() -> None:
     ap.add_argument("--variant", default="oasis-rp")
     ap.add_argument("--max-cpu-s", type=float, default=45.0)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--cpu-timer", action="store_true",
+                    help="cProfile times CPU (time.process_time), not wall: for loaded machines")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     specs, cluster, horizon = load(args.trace, args.seed)
@@ -71,7 +75,9 @@ def main() -> None:
     times: list[tuple[str, float]] = []
     seen = [0]
     pol = timed(make_policy(name, **kw), args.max_cpu_s, times, seen)
-    prof = cProfile.Profile() if args.profile else None
+    prof = None
+    if args.profile:
+        prof = cProfile.Profile(time.process_time) if args.cpu_timer else cProfile.Profile()
     c0 = time.process_time()
     if prof:
         prof.enable()

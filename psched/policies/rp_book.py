@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -25,9 +26,9 @@ from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.schedule import Best, PlacementTables, placement_tables, schedule_allocs
 from psched.oasis.schedule import slot_costs as _slot_costs
-from psched.policies.rp_dp import scatter_add_compiled
+from psched.policies.rp_dp import runs_compiled, scatter_add_compiled, scatter_add_ready
 from psched.policies.rp_search import Schedule, search_runs
-from psched.prices import PriceParams
+from psched.prices import PriceParams, normalise
 
 __all__ = [
     "Found",
@@ -60,7 +61,12 @@ class PlanLedger(Ledger):
         self.high = None if reprice else tuple(np.zeros_like(u) for u in self.usage)
         self._psn: dict[str, np.ndarray] = {}
         self._dem: dict[str, tuple[np.ndarray, np.ndarray, object]] = {}
+        self._norm: dict[str, tuple[np.ndarray, np.ndarray, object, object]] = {}
+        self._price_terms: list[tuple[Any, ...] | None] = [None, None]
         self._change = np.ones(horizon, dtype=bool)
+        #: run boundaries read in one compiled loop (off: the numpy reference of the same
+        #: comparisons; both give the same runs)
+        self._compiled_runs = True
         self._mark_all()
 
     def grow(self, cluster: Cluster) -> None:
@@ -111,6 +117,12 @@ class PlanLedger(Ledger):
         n = t1 - t0
         if n <= 0:
             return np.zeros(0, dtype=np.intp)
+        if self._compiled_runs:
+            try:
+                return runs_compiled((self.usage[0], self.usage[1]), self.high, self._stale,
+                                     self._change, t0, t1)
+            except TypeError:  # arrays written from outside in other types: numpy below
+                self._compiled_runs = False
         stale = np.flatnonzero(self._stale[t0 + 1:t1]) + (t0 + 1)
         if stale.size:
             diff = np.zeros(stale.size, dtype=bool)
@@ -129,8 +141,20 @@ class PlanLedger(Ledger):
         self._mark(np.fromiter(schedule, dtype=np.int64))
 
     def price_of(self, pool: int, usage: np.ndarray) -> np.ndarray:
-        """Prices in cost units of the usage rows ``usage`` (..., H, R) of ``pool``."""
-        return self._price_of(pool, usage)
+        """Prices in cost units of the usage rows ``usage`` (..., H, R) of ``pool``: the
+        operations of :func:`psched.prices.log_prices` and ``Ledger._price_of`` on the same
+        numbers, with the capacity terms and the log-price span computed once per
+        capacity and parameters (bit-identical)."""
+        got = self._price_terms[pool]
+        cap, params = self.capacity[pool], self.params
+        if got is None or got[0] is not cap or got[1] is not params:
+            pos = cap > 0
+            got = (cap, params, pos, np.where(pos, cap, 1.0),
+                   params.log_u[pool] - params.log_l[pool], params.log_l[pool])
+            self._price_terms[pool] = got
+        _, _, pos, safe, span, log_l = got
+        util = np.clip(np.where(pos, usage / safe, 0.0), 0.0, 1.0)
+        return np.asarray(np.exp(log_l + util * span - self.log_scale))
 
     def ps_needed_of(self, job: Job) -> np.ndarray:
         """``(N+1,)`` fewest PS for ``n = 0..N`` workers of ``job`` (kept per job id)."""
@@ -161,13 +185,32 @@ class PlanLedger(Ledger):
         """The worker and PS demand arrays of ``job`` (kept per job id; do not write)."""
         got = self._dem.get(job.job_id)
         if got is None or got[2] is not job.spec:
-            w, p = job.spec.worker_demand.as_array(), job.spec.ps_demand.as_array()
+            w, p = (np.ascontiguousarray(d.as_array(), dtype=np.float64)
+                    for d in (job.spec.worker_demand, job.spec.ps_demand))
             got = self._dem[job.job_id] = (w, p, job.spec)
+        return got[0], got[1]
+
+    def norms_of(self, job: Job) -> tuple[np.ndarray, np.ndarray]:
+        """The worker and PS demands of ``job`` normalised by the pools' mean capacities
+        (:func:`psched.prices.normalise`; kept per job id while its spec and the mean
+        capacities are the same objects; do not write)."""
+        got = self._norm.get(job.job_id)
+        if got is None or got[2] is not job.spec or got[3] is not self.cbar:
+            w, p = self.demands_of(job)
+            got = self._norm[job.job_id] = (normalise(w, self.cbar[0]),
+                                            normalise(p, self.cbar[1]), job.spec, self.cbar)
         return got[0], got[1]
 
     def add(self, job: Job, schedule: Mapping[int, Alloc], sign: int = 1) -> None:
         """Add (``sign=1``) or take out (``sign=-1``) a schedule's usage. O(entries R)."""
         w_dem, p_dem = self.demands_of(job)
+        if self.fast and isinstance(schedule, Schedule):  # the compiled scatter, no copies
+            for pool, dem, role in ((0, w_dem, "workers"), (1, p_dem, "ps")):
+                ts, _, cnt = schedule.groups(role)
+                if ts.size:
+                    scatter_add_ready(self.usage[pool], ts, schedule.positions(role, self._pos),
+                                      cnt, sign, dem, self._stale)
+            return
         for pool, dem, role in ((0, w_dem, "workers"), (1, p_dem, "ps")):
             ts, pos, cnt = self._entries(schedule, role)
             if ts.size and self.fast and isinstance(schedule, Schedule):
@@ -184,7 +227,11 @@ class PlanLedger(Ledger):
         """True if adding ``schedule`` keeps every server within capacity. O(entries R)."""
         w_dem, p_dem = self.demands_of(job)
         for pool, dem, role in ((0, w_dem, "workers"), (1, p_dem, "ps")):
-            ts, pos, cnt = self._entries(schedule, role)
+            if isinstance(schedule, Schedule):
+                ts, _, cnt = schedule.groups(role)
+                pos = schedule.positions(role, self._pos)
+            else:
+                ts, pos, cnt = self._entries(schedule, role)
             if not ts.size:
                 continue
             cap = self.capacity[pool][pos]

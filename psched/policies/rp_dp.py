@@ -33,7 +33,8 @@ from psched.oasis.schedule import ARG_RTOL, TIE_RTOL, Best
 numba = lazy_numba(__name__)
 
 __all__ = ["cost_lower_bound_compiled", "greedy_costs_compiled", "greedy_takes_compiled",
-           "scatter_add_compiled", "solve_compiled", "unit_caps_compiled"]
+           "placement_groups_compiled", "runs_compiled", "scatter_add_compiled",
+           "scatter_add_ready", "solve_compiled", "unit_caps_compiled"]
 
 
 @numba.njit("boolean(float64, float64)", cache=True, nogil=True)
@@ -194,11 +195,14 @@ def cost_lower_bound_compiled(costs: np.ndarray, work: int) -> float:
     return _caps_and_bound(np.ascontiguousarray(costs, dtype=np.float64), work)[1]
 
 
-def solve_compiled(inp: JobInputs, costs: np.ndarray, floor: float = 0.0) -> Best:
+def solve_compiled(inp: JobInputs, costs: np.ndarray, floor: float = 0.0,
+                   row_of: np.ndarray | None = None) -> Best:
     """:func:`psched.oasis.solve_fast` ``(inp, floor, costs)``, compiled. The same result.
 
-    ``costs`` are ``inp``'s slot costs (Tw, N+1); ``inp`` is read for the job's work, the
-    utilities and the runs of identical slots only.
+    ``costs`` are ``inp``'s slot costs (Tw, N+1), or only their first ``W + 1`` columns;
+    ``inp`` is read for the job's work, the utilities and the runs of identical slots only
+    (``row_of``: each slot's run, as :meth:`~psched.oasis.ledger.JobInputs.run_index`
+    gives it, if the caller has it).
     """
     work = inp.job.work
     c_all = np.ascontiguousarray(costs[:, : min(costs.shape[1], work + 1)], dtype=np.float64)
@@ -207,7 +211,10 @@ def solve_compiled(inp: JobInputs, costs: np.ndarray, floor: float = 0.0) -> Bes
         return Best(payoff=floor, counts=None)
     util = np.ascontiguousarray(inp.util, dtype=np.float64)
     util_after = np.maximum.accumulate(util[::-1])[::-1].copy()
-    starts, row_of = inp.run_index()
+    if row_of is None:
+        starts, row_of = inp.run_index()
+    else:
+        starts = np.asarray(inp.runs, dtype=np.intp)
     run_end = np.append(starts[1:], inp.n_slots)[row_of].astype(np.int64)
     best, counts = _solve(c_all, n_cap, util, util_after, run_end, float(lb), float(floor),
                           int(work))
@@ -318,6 +325,88 @@ def greedy_takes_compiled(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray,
     return out
 
 
+@numba.njit(cache=True, nogil=True)
+def _place_row(unit: np.ndarray, caps: np.ndarray, r: int, need: int,
+               take: np.ndarray) -> bool:  # pragma: no cover - compiled
+    """``take[:] =`` containers per server of the greedy placement of ``need`` on row ``r``
+    (as :func:`_takes`); False if they do not fit."""
+    take[:] = 0
+    left = need
+    if left <= 0:
+        return True
+    for s in np.argsort(unit[r], kind="mergesort"):  # stable, as numpy's
+        t = min(caps[r, s], left)
+        take[s] = t
+        left -= t
+        if left <= 0:
+            return True
+    return False
+
+
+@numba.njit(cache=True, nogil=True)
+def _groups(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray, need: np.ndarray,
+            servers: np.ndarray, key: np.ndarray
+            ) -> tuple[np.ndarray | bool, ...]:  # pragma: no cover
+    n = rows.size
+    width = unit.shape[1]
+    uid = np.empty(n, dtype=np.int64)  # each item's placement: a new one where key changes
+    u_off = np.zeros(n + 1, dtype=np.int64)
+    u_srv = np.empty(n * max(width, 1), dtype=np.int64)
+    u_cnt = np.empty(n * max(width, 1), dtype=np.int64)
+    take = np.zeros(width, dtype=np.int64)
+    n_uid = 0
+    k = 0
+    for i in range(n):
+        if i > 0 and key[i] == key[i - 1]:  # the same (row, need): the same placement
+            uid[i] = n_uid - 1
+            continue
+        if not _place_row(unit, caps, rows[i], need[i], take):
+            return u_off[:1], u_srv[:0], u_cnt[:0], uid[:0], u_srv[:0], u_cnt[:0], False
+        for h in range(width):
+            if take[h] > 0:
+                u_srv[k] = servers[h]
+                u_cnt[k] = take[h]
+                k += 1
+        n_uid += 1
+        u_off[n_uid] = k
+        uid[i] = n_uid - 1
+    total = 0
+    for i in range(n):
+        total += u_off[uid[i] + 1] - u_off[uid[i]]
+    s_srv = np.empty(total, dtype=np.int64)  # slot by slot, each slot's pairs
+    s_cnt = np.empty(total, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        for q in range(u_off[uid[i]], u_off[uid[i] + 1]):
+            s_srv[m] = u_srv[q]
+            s_cnt[m] = u_cnt[q]
+            m += 1
+    return (u_off[:n_uid + 1].copy(), u_srv[:k].copy(), u_cnt[:k].copy(), uid, s_srv, s_cnt,
+            True)
+
+
+def placement_groups_compiled(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray,
+                              need: np.ndarray, servers: np.ndarray, key: np.ndarray
+                              ) -> tuple[np.ndarray, ...]:
+    """The greedy placements of :func:`greedy_takes_compiled` (``need[i]`` containers on
+    row ``rows[i]``) as container groups, zero counts dropped, servers (``servers[column]``)
+    ascending: ``(off, srv, cnt, uid, s_srv, s_cnt)`` -- placement ``u``'s ``(server, count)``
+    pairs at ``off[u]:off[u + 1]`` of ``srv, cnt`` (one placement per stretch of equal
+    ``key``, which must change wherever ``(row, need)`` does), ``uid[i]`` the placement of
+    item ``i``, and every item's pairs one after
+    the other in ``s_srv, s_cnt``. Integer counts: the same placements exactly. Raises
+    ``ValueError`` if some ``need`` does not fit. O(M H log H)."""
+    *out, ok = _groups(np.ascontiguousarray(unit, dtype=np.float64),
+                       np.ascontiguousarray(caps, dtype=np.int64),
+                       np.ascontiguousarray(rows, dtype=np.int64),
+                       np.ascontiguousarray(need, dtype=np.int64),
+                       np.ascontiguousarray(servers, dtype=np.int64),
+                       np.ascontiguousarray(key, dtype=np.int64))
+    if not ok:
+        raise ValueError("containers do not fit")
+    return tuple(np.asarray(a) for a in out)
+
+
 _RO_INT = numba.types.Array(numba.int64, 1, "C", readonly=True)  # a schedule's groups
 
 
@@ -344,6 +433,60 @@ def scatter_add_compiled(usage: np.ndarray, ts: np.ndarray, pos: np.ndarray, cnt
     ts, cnt = (_read_only(np.ascontiguousarray(a, dtype=np.int64)) for a in (ts, cnt))
     _scatter(usage, ts, np.ascontiguousarray(pos, dtype=np.int64), cnt, int(sign),
              np.ascontiguousarray(dem, dtype=np.float64), stale)
+
+
+def scatter_add_ready(usage: np.ndarray, ts: np.ndarray, pos: np.ndarray, cnt: np.ndarray,
+                      sign: int, dem: np.ndarray, stale: np.ndarray) -> None:
+    """:func:`scatter_add_compiled` for arrays already in the compiled loop's types (a
+    :class:`~psched.policies.rp_search.Schedule`'s groups: read-only contiguous int64 ``ts``
+    and ``cnt``, contiguous int64 ``pos``, float64 ``dem``): no conversions. O(|ts| R)."""
+    _scatter(usage, ts, pos, cnt, sign, dem, stale)
+
+
+@numba.njit("boolean(float64[:, :, ::1], int64)", cache=True, nogil=True)
+def _row_differs(u: np.ndarray, t: int) -> bool:  # pragma: no cover - compiled
+    """Row ``t`` of ``u`` differs from row ``t - 1`` somewhere (``!=``, as numpy's)."""
+    a = u[t]
+    b = u[t - 1]
+    for h in range(a.shape[0]):
+        for r in range(a.shape[1]):
+            if a[h, r] != b[h, r]:
+                return True
+    return False
+
+
+@numba.njit("int64[::1](float64[:, :, ::1], float64[:, :, ::1], float64[:, :, ::1],"
+            " float64[:, :, ::1], boolean, boolean[::1], boolean[::1], int64, int64)",
+            cache=True, nogil=True)
+def _runs(u0: np.ndarray, u1: np.ndarray, h0: np.ndarray, h1: np.ndarray, high: bool,
+          stale: np.ndarray, change: np.ndarray, t0: int,
+          t1: int) -> np.ndarray:  # pragma: no cover - compiled
+    out = np.empty(t1 - t0, dtype=np.int64)
+    out[0] = 0
+    k = 1
+    for t in range(t0 + 1, t1):
+        if stale[t]:
+            diff = _row_differs(u0, t) or _row_differs(u1, t)
+            if high and not diff:
+                diff = _row_differs(h0, t) or _row_differs(h1, t)
+            change[t] = diff
+            stale[t] = False
+        if change[t]:
+            out[k] = t - t0
+            k += 1
+    return out[:k].copy()
+
+
+def runs_compiled(usage: tuple[np.ndarray, ...], high: tuple[np.ndarray, ...] | None,
+                  stale: np.ndarray, change: np.ndarray, t0: int, t1: int) -> np.ndarray:
+    """First slot (relative to ``t0``) of every run of identical rows over ``t0..t1-1`` from
+    the kept boundaries ``change``, refreshing the ``stale`` ones first (a boundary changes
+    where a row of either pool's usage, or of the high-water mark ``high`` if given, differs
+    from the row before): :meth:`psched.policies.rp_book.PlanLedger.runs` in one compiled
+    loop, the same comparisons. Needs ``t1 > t0``. O(t1 - t0 + stale rows (H + K) R)."""
+    h = usage if high is None else high
+    return np.asarray(_runs(usage[0], usage[1], h[0], h[1], high is not None, stale, change,
+                            int(t0), int(t1)))
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

@@ -46,16 +46,20 @@ from psched.oasis.schedule import unit_prices
 from psched.policies.rp_dp import (
     greedy_costs_compiled,
     greedy_takes_compiled,
+    placement_groups_compiled,
     solve_compiled,
     unit_caps_compiled,
 )
-from psched.prices import log_utility, normalise
+from psched.prices import log_utility
 
 if TYPE_CHECKING:
     from psched.policies.rp_book import Found, PlanLedger
 
 __all__ = ["RunTables", "Schedule", "feasible_work", "priced_pools", "run_tables",
            "search_runs"]
+
+
+_EMPTY = np.zeros(0)  # a run table's pools before pricing: no prices, no residual
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,17 +88,15 @@ def run_tables(ledger: PlanLedger, job: Job, t0: int, t1: int) -> RunTables:
     starts = ledger.runs(t0, t1)
     n = t1 - t0
     row_of = np.repeat(np.arange(starts.size), np.diff(np.append(starts, n)))
-    spec = job.spec
     psn = ledger.ps_needed_of(job)
     pools = []
     caps = []
-    for p, dem, limit in ((0, spec.worker_demand, job.max_workers), (1, spec.ps_demand,
-                                                                      int(psn[-1]))):
-        d = dem.as_array()
-        pools.append(PoolInputs(servers=ledger.servers[p], price=np.zeros(0),
-                                resid=np.zeros(0), demand=d, norm=normalise(d, ledger.cbar[p])))
-        caps.append(unit_caps_compiled(ledger.usage[p], ledger.capacity[p], t0 + starts, d,
-                                       limit))
+    rows = t0 + starts
+    for p, d, norm, limit in zip((0, 1), ledger.demands_of(job), ledger.norms_of(job),
+                                 (job.max_workers, int(psn[-1])), strict=True):
+        pools.append(PoolInputs(servers=ledger.servers[p], price=_EMPTY, resid=_EMPTY,
+                                demand=d, norm=norm))
+        caps.append(unit_caps_compiled(ledger.usage[p], ledger.capacity[p], rows, d, limit))
     return RunTables(start=t0, starts=starts, row_of=row_of, pools=(pools[0], pools[1]),
                      caps=(caps[0], caps[1]), ps_needed=psn)
 
@@ -146,7 +148,8 @@ def search_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline
     psn = tab.ps_needed
     wc = greedy_costs_compiled(unit[0], tab.caps[0], sub.max_workers)
     pc = greedy_costs_compiled(unit[1], tab.caps[1], int(psn[-1]))
-    costs = np.asarray((wc + pc[:, psn])[tab.row_of])
+    # only the first W + 1 columns are read: cut per run, before the rows are expanded
+    costs = (wc + pc[:, psn])[:, : min(wc.shape[1], sub.work + 1)][tab.row_of]
     if flat:
         util = np.ones(tab.n_slots)
     else:
@@ -154,7 +157,7 @@ def search_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline
         util = np.exp(log_f - ledger.log_scale)
     inp = JobInputs(job=sub, start=t0, util=util, workers=w_pool, ps=p_pool, ps_needed=psn,
                     runs=tab.starts)  # the recursion reads job, util and runs only
-    best = solve_compiled(inp, costs, floor)
+    best = solve_compiled(inp, costs, floor, row_of=tab.row_of)
     if best.counts is None:
         return Found(payoff=best.payoff, schedule={})
     return Found(payoff=best.payoff, schedule=_allocs(tab, unit, best.counts))
@@ -169,6 +172,9 @@ class Schedule(dict[int, Alloc]):
         super().__init__(*args, **kwargs)
         self._groups: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._distinct: dict[str, bool] = {}
+        #: per role, the ledger's pool positions of the groups' servers, with the position
+        #: map they were read through (:meth:`positions`)
+        self._pos: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         if len(args) == 1 and not kwargs and isinstance(args[0], Schedule):
             self._groups.update(args[0]._groups)  # a copy: the same items, read-only arrays
             self._distinct.update(args[0]._distinct)
@@ -182,6 +188,7 @@ class Schedule(dict[int, Alloc]):
             a.flags.writeable = False
         self._groups[role] = got  # type: ignore[assignment]
         self._distinct[role] = True
+        self._pos.pop(role, None)
 
     def work(self, since: int = 0) -> int:
         """Worker-slots in slots ``>= since`` (as :func:`psched.policies.rp_book.work_of`)."""
@@ -203,6 +210,17 @@ class Schedule(dict[int, Alloc]):
             self._distinct[role] = np.unique(keys).size == keys.size
         return got
 
+    def positions(self, role: str, pos_map: np.ndarray) -> np.ndarray:
+        """``pos_map`` read at the servers of :meth:`groups` ``(role)`` (the ledger's pool
+        positions), kept until the mapping or ``pos_map`` changes. O(entries) once."""
+        got = self._pos.get(role)
+        if got is not None and got[0] is pos_map:
+            return got[1]
+        srv = self.groups(role)[1]
+        pos = np.ascontiguousarray(pos_map[srv], dtype=np.int64)
+        self._pos[role] = (pos_map, pos)
+        return pos
+
     def distinct(self, role: str) -> bool:
         """Every (slot, server) pair of ``role`` appears once (as ``Alloc.of`` builds them),
         so a scatter-add needs no accumulation of repeats."""
@@ -216,6 +234,7 @@ class Schedule(dict[int, Alloc]):
     def _changed(self) -> None:
         self._groups.clear()
         self._distinct.clear()
+        self._pos.clear()
 
     def __setitem__(self, key: int, value: Alloc) -> None:
         self._changed()
@@ -233,6 +252,7 @@ class Schedule(dict[int, Alloc]):
                     self._preset(role, ts[keep], srv[keep], cnt[keep])
                 else:
                     del self._groups[role], self._distinct[role]
+                    self._pos.pop(role, None)
         return super().pop(*args)
 
     def popitem(self) -> tuple[int, Alloc]:
@@ -260,9 +280,40 @@ def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
             counts: np.ndarray) -> Schedule:
     """The allocation per absolute slot, as :func:`psched.oasis.schedule.schedule_allocs`
     builds it: per slot, the greedy of :func:`~psched.oasis.schedule.place` (cheapest
-    servers first, stable order among equal prices, each up to its capacity), done for all
-    distinct (run, workers) pairs at once. Pool servers are in ascending index order
-    (:meth:`~psched.model.Cluster.indices`), so the pairs come out as ``Alloc.of`` sorts them."""
+    servers first, stable order among equal prices, each up to its capacity), compiled
+    (:func:`~psched.policies.rp_dp.placement_groups_compiled`), one ``Alloc`` per distinct
+    (run, workers) pair. Pool servers are in ascending index order
+    (:meth:`~psched.model.Cluster.indices`), so the pairs come out as ``Alloc.of`` sorts them;
+    the schedule keeps the container groups for the ledger."""
+    slots = np.flatnonzero(counts)
+    out = Schedule()
+    if slots.size == 0:
+        return out
+    rows = tab.row_of[slots]
+    ns = counts[slots]
+    key = rows * (int(ns.max()) + 1) + ns  # both pools: one placement per stretch of it
+    (w_off, w_srv, w_cnt, w_uid, w_s_srv, w_s_cnt), (p_off, p_srv, p_cnt, p_uid, p_s_srv,
+                                                      p_s_cnt) = (
+        placement_groups_compiled(unit[p], tab.caps[p], rows, need, tab.pools[p].servers,
+                                  key)
+        for p, need in ((0, ns), (1, tab.ps_needed[ns])))
+    at = slots + tab.start
+    w_pairs = list(zip(w_srv.tolist(), w_cnt.tolist(), strict=True))
+    p_pairs = list(zip(p_srv.tolist(), p_cnt.tolist(), strict=True))
+    wo, po = w_off.tolist(), p_off.tolist()
+    made = [Alloc(workers=tuple(w_pairs[wo[u]:wo[u + 1]]), ps=tuple(p_pairs[po[u]:po[u + 1]]))
+            for u in range(len(wo) - 1)]
+    out.update(zip(at.tolist(), [made[u] for u in w_uid.tolist()], strict=True))
+    out._preset("workers", np.repeat(at, np.diff(w_off)[w_uid]), w_s_srv, w_s_cnt)
+    out._preset("ps", np.repeat(at, np.diff(p_off)[p_uid]), p_s_srv, p_s_cnt)
+    return out
+
+
+def _allocs_reference(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
+                      counts: np.ndarray) -> Schedule:
+    """:func:`_allocs` by numpy array operations on the placements of the distinct
+    (run, workers) pairs (:func:`~psched.policies.rp_dp.greedy_takes_compiled`): the
+    reference the compiled groups are tested against."""
     slots = np.nonzero(counts)[0]
     out = Schedule()
     if slots.size == 0:
