@@ -147,8 +147,10 @@ from psched.policies.rp_density import REJECT_DENSITY, clearing_density, job_siz
 from psched.policies.rp_effort import (
     BANK_SEARCHES,
     BANK_SLOTS,
+    BANK_WASTE,
     Effort,
     SlotBank,
+    WasteBank,
     clash_rank,
     repack_cost,
 )
@@ -225,6 +227,8 @@ class OasisRpPolicy:
         effort_bank: float = BANK_SEARCHES,
         effort_slots: float | None = None,
         effort_slot_bank: float = BANK_SLOTS,
+        effort_waste: float | None = None,
+        effort_waste_bank: float = BANK_WASTE,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
@@ -312,6 +316,10 @@ class OasisRpPolicy:
         self.effort_slot_bank = float(effort_slot_bank)
         if self.effort_slots is not None:  # checks the two
             SlotBank(per_arrival=self.effort_slots, cap=self.effort_slot_bank)
+        self.effort_waste = None if effort_waste is None else float(effort_waste)
+        self.effort_waste_bank = float(effort_waste_bank)
+        if self.effort_waste is not None:  # checks the two
+            WasteBank(per_arrival=self.effort_waste, cap=self.effort_waste_bank)
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._reset()
@@ -343,6 +351,8 @@ class OasisRpPolicy:
         self._slots = 0  # slots those searches spanned (the slot bank debits levers by them)
         self._slot_bank = None if self.effort_slots is None else SlotBank(
             per_arrival=self.effort_slots, cap=self.effort_slot_bank)
+        self._waste = None if self.effort_waste is None else WasteBank(
+            per_arrival=self.effort_waste, cap=self.effort_waste_bank)
         self._effort = None if self.effort is None else Effort(
             per_arrival=self.effort, moves=self.effort_moves, cap=self.effort_bank)
 
@@ -403,6 +413,8 @@ class OasisRpPolicy:
             self._effort.credit()
         if self._slot_bank is not None:
             self._slot_bank.credit()
+        if self._waste is not None:
+            self._waste.credit()
         found = self._search_new(job, t)
         if self._rho > 0.0 and self._below_floor(job, found):
             self._decided.append((job, 0.0))
@@ -495,7 +507,20 @@ class OasisRpPolicy:
         return [r for r in victims if r.job.job_id in keep]
 
     def _bump_victims(self, job: Job, t: int, victims: list[Reservation]) -> Found:
-        """:meth:`_bump` with its ``victims`` chosen."""
+        """:meth:`_bump` with its ``victims`` chosen (lever ``effort_waste``: only if the
+        waste bank holds its worst case; its searches debited if it is undone)."""
+        if self._waste is not None:
+            if not self._waste.allows(len(victims) + 1):
+                return Found(payoff=0.0, schedule={})
+            s0 = self._searches
+            got = self._bump_slots(job, t, victims)
+            if not got.schedule:
+                self._waste.waste(self._searches - s0)
+            return got
+        return self._bump_slots(job, t, victims)
+
+    def _bump_slots(self, job: Job, t: int, victims: list[Reservation]) -> Found:
+        """:meth:`_bump_victims`, the slot bank's part."""
         if self._slot_bank is not None:
             s0 = self._slots
             try:
@@ -836,7 +861,21 @@ class OasisRpPolicy:
         return latest_same_utility(job, min(t + job.fastest - 1, job.last_slot), self.repack_gap)
 
     def _repack_cands(self, job: Job, t: int, base: float, cands: list[str]) -> Found:
-        """:meth:`_repack` with its candidates chosen (``cands``, in their order)."""
+        """:meth:`_repack` with its candidates chosen (``cands``, in their order); lever
+        ``effort_waste``: only if the waste bank holds its worst case, its searches debited
+        if it is undone."""
+        if self._waste is None:
+            return self._repack_now(job, t, base, cands)
+        if not self._waste.allows(repack_cost(len(cands))):
+            return Found(payoff=0.0, schedule={})
+        s0 = self._searches
+        got = self._repack_now(job, t, base, cands)
+        if not got.schedule:
+            self._waste.waste(self._searches - s0)
+        return got
+
+    def _repack_now(self, job: Job, t: int, base: float, cands: list[str]) -> Found:
+        """:meth:`_repack_cands`, the re-pack itself."""
         book = self._book()
         self._stats["repack_tried"] += 1
         saved = {j: self._plans[j] for j in cands}
@@ -1211,6 +1250,8 @@ class OasisRpPolicy:
             out.update(self._effort.stats())
         if self._slot_bank is not None:
             out.update(self._slot_bank.stats())
+        if self._waste is not None:
+            out.update(self._waste.stats())
         ms = np.array(self._boundary_ms) if self._boundary_ms else np.zeros(1)
         out["boundary_ms_p50"] = float(np.percentile(ms, 50))
         out["boundary_ms_p99"] = float(np.percentile(ms, 99))
@@ -1223,7 +1264,8 @@ class OasisRpPolicy:
                          "batch": self.batch, "soft": self.soft,
                          "price_span": self.price_span, "ahead": self.ahead,
                          "ahead_held": self.ahead_held, "effort": self.effort,
-                         "effort_slots": self.effort_slots}
+                         "effort_slots": self.effort_slots,
+                         "effort_waste": self.effort_waste}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor

@@ -34,11 +34,14 @@ from dataclasses import dataclass, field
 from psched.model import Alloc
 from psched.policies.rp_search import Schedule
 
-__all__ = ["BANK_SEARCHES", "BANK_SLOTS", "Effort", "SlotBank", "by_clash", "clash_rank",
-           "repack_cost"]
+__all__ = ["BANK_SEARCHES", "BANK_SLOTS", "BANK_WASTE", "Effort", "SlotBank", "WasteBank",
+           "by_clash",
+           "clash_rank", "repack_cost"]
 
 #: searches banked at most, and at the start of a run
 BANK_SEARCHES = 5000.0
+#: searches of undone levers banked at most, and at the start of a run (:class:`WasteBank`)
+BANK_WASTE = 20_000.0
 #: slot-searches banked at most, and at the start of a run (:class:`SlotBank`)
 BANK_SLOTS = 2_000_000.0
 
@@ -191,6 +194,55 @@ class SlotBank:
         """Take the slot-searches a lever ran out of the bank (it may go below zero once)."""
         self.bank -= slots
         self.counts["effort_slot_spent"] += slots
+
+    def stats(self) -> dict[str, int]:
+        """The counters for the run's report."""
+        return dict(self.counts)
+
+
+@dataclass(kw_only=True)
+class WasteBank:
+    """A bank of *wasted* searches for one run (``effort_waste``; mutable: it follows the run).
+
+    A re-pack or a bump that is undone (the newcomer still finds no room, or the planned
+    utility would not rise) has spent its searches for nothing; one that is kept has paid
+    for itself. This bank is debited only the searches of levers that were undone, credited
+    ``per_arrival`` searches at every arrival decided, and held at most ``cap`` (where a run
+    starts). A lever runs only while the bank holds its worst case (:func:`repack_cost` for a
+    re-pack of ``c`` jobs, ``v + 1`` for a bump of ``v`` reservations); otherwise it is
+    skipped for that arrival, counted (``effort_waste_skipped``). A trace where most
+    re-packs are kept never reaches the bound, one where most are undone does. Counts only,
+    never the clock: the same seed, the same run.
+    """
+
+    per_arrival: float  #: searches credited per arrival decided
+    cap: float = BANK_WASTE  #: most searches banked
+    bank: float = 0.0  #: searches available now (starts full: :meth:`__post_init__`)
+    counts: dict[str, int] = field(default_factory=lambda: {
+        "effort_waste_skipped": 0, "effort_waste_spent": 0})
+
+    def __post_init__(self) -> None:
+        if not self.per_arrival > 0:
+            raise ValueError(f"effort_waste must be positive, got {self.per_arrival!r}")
+        if not self.cap >= 0:
+            raise ValueError(f"effort_waste_bank must be >= 0, got {self.cap!r}")
+        self.bank = self.cap
+
+    def credit(self) -> None:
+        """One arrival decided: ``per_arrival`` searches more, up to :attr:`cap`."""
+        self.bank = min(self.cap, self.bank + self.per_arrival)
+
+    def allows(self, worst: int) -> bool:
+        """True if the bank holds ``worst`` searches; else the skip is counted."""
+        if self.bank >= worst:
+            return True
+        self.counts["effort_waste_skipped"] += 1
+        return False
+
+    def waste(self, searches: int) -> None:
+        """Take the searches of an undone lever out of the bank (it may go below zero)."""
+        self.bank -= searches
+        self.counts["effort_waste_spent"] += searches
 
     def stats(self) -> dict[str, int]:
         """The counters for the run's report."""
