@@ -104,6 +104,17 @@ effort : bounded effort at trace scale (:mod:`psched.policies.rp_effort`; None =
     worst case (the bank is not journaled: a restarted live service starts it full); counted
     in the report
     (``effort_trimmed``, ``effort_skipped``, ``effort_searches``).
+effort_slots : a bank of slot-searches (:class:`psched.policies.rp_effort.SlotBank`; None
+    = off, the default): a re-pack or a bump runs with the jobs whose worst-case search
+    span (to their promises) the bank holds, taken by clash; credited ``effort_slots`` per
+    arrival, full at ``effort_slot_bank``; counted (``effort_slot_trimmed``,
+    ``effort_slot_skipped``, ``effort_slot_spent``). ``effort_slots=100`` leaves every row of
+    BENCHMARKS section 10 unchanged (ef-cluster04 included) but does not bring the
+    80,000-job run under 3 minutes (section 11, "Session 9").
+effort_waste : a bank of the searches of undone re-packs and bumps
+    (:class:`psched.policies.rp_effort.WasteBank`; None = off, the default): a lever runs only
+    while the bank holds its worst case; counted (``effort_waste_skipped``,
+    ``effort_waste_spent``). Measured not to pay on its own (section 11, "Session 9").
 
 Prices: ``price_source`` ``"hindsight"`` (U, L from the whole trace), ``"history"`` or
 ``"fixed"`` (``u_worker``, ``l_worker``, ``u_ps``, ``l_ps``: the service's ``--prices``).

@@ -109,7 +109,7 @@ def cheapest_units(flat: np.ndarray, limit: int) -> np.ndarray:
     if k == 0:
         return np.zeros((n_rows, 0), dtype=np.intp)
     if k == 1:
-        return np.argmin(flat, axis=1)[:, None]  # the first of the smallest: stable
+        return np.asarray(np.argmin(flat, axis=1)[:, None])  # the first smallest: stable
     if 4 * k >= m:
         return np.argsort(flat, axis=1, kind="stable")[:, :k]
     v = np.partition(flat, k - 1, axis=1)[:, k - 1:k]
