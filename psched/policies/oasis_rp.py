@@ -108,6 +108,17 @@ effort : bounded effort at trace scale (:mod:`psched.policies.rp_effort`; None =
     worst case (a live service journals the bank in :meth:`boundary_state`; a restart takes
     it back); counted in the report
     (``effort_trimmed``, ``effort_skipped``, ``effort_searches``).
+effort_slots : a bank of slot-searches (:class:`psched.policies.rp_effort.SlotBank`; None
+    = off, the default): a re-pack or a bump runs with the jobs whose worst-case search
+    span (to their promises) the bank holds, taken by clash; credited ``effort_slots`` per
+    arrival, full at ``effort_slot_bank``; counted (``effort_slot_trimmed``,
+    ``effort_slot_skipped``, ``effort_slot_spent``). ``effort_slots=100`` leaves every row of
+    BENCHMARKS section 10 unchanged (ef-cluster04 included) but does not bring the
+    80,000-job run under 3 minutes (section 11, "Session 9").
+effort_waste : a bank of the searches of undone re-packs and bumps
+    (:class:`psched.policies.rp_effort.WasteBank`; None = off, the default): a lever runs only
+    while the bank holds its worst case; counted (``effort_waste_skipped``,
+    ``effort_waste_spent``). Measured not to pay on its own (section 11, "Session 9").
 
 Prices: ``price_source`` ``"hindsight"`` (U, L from the whole trace), ``"history"`` or
 ``"fixed"`` (``u_worker``, ``l_worker``, ``u_ps``, ``l_ps``: the service's ``--prices``).
@@ -138,7 +149,7 @@ from psched.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps
 from psched.oasis.dual import dual_objective, unscale
 from psched.policies.base import RunContext, View, register_policy
 from psched.policies.rp_ahead import grow_now
-from psched.policies.rp_batch import density, density_order
+from psched.policies.rp_batch import density
 from psched.policies.rp_book import (
     Found,
     PlanLedger,
@@ -148,7 +159,16 @@ from psched.policies.rp_book import (
     work_of,
 )
 from psched.policies.rp_density import REJECT_DENSITY, clearing_density, job_size, pool_totals
-from psched.policies.rp_effort import BANK_SEARCHES, Effort, repack_cost
+from psched.policies.rp_effort import (
+    BANK_SEARCHES,
+    BANK_SLOTS,
+    BANK_WASTE,
+    Effort,
+    SlotBank,
+    WasteBank,
+    clash_rank,
+    repack_cost,
+)
 from psched.policies.rp_guard import density_quantile
 from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import OWN_PRICES, search_own
@@ -222,6 +242,10 @@ class OasisRpPolicy:
         effort_moves: int = 32,
         effort_bank: float = BANK_SEARCHES,
         repack_quantile: float = 0.0,
+        effort_slots: float | None = None,
+        effort_slot_bank: float = BANK_SLOTS,
+        effort_waste: float | None = None,
+        effort_waste_bank: float = BANK_WASTE,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
@@ -309,6 +333,14 @@ class OasisRpPolicy:
         self.effort_bank = float(effort_bank)
         if self.effort is not None:  # checks the three
             Effort(per_arrival=self.effort, moves=self.effort_moves, cap=self.effort_bank)
+        self.effort_slots = None if effort_slots is None else float(effort_slots)
+        self.effort_slot_bank = float(effort_slot_bank)
+        if self.effort_slots is not None:  # checks the two
+            SlotBank(per_arrival=self.effort_slots, cap=self.effort_slot_bank)
+        self.effort_waste = None if effort_waste is None else float(effort_waste)
+        self.effort_waste_bank = float(effort_waste_bank)
+        if self.effort_waste is not None:  # checks the two
+            WasteBank(per_arrival=self.effort_waste, cap=self.effort_waste_bank)
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._reset()
@@ -326,6 +358,7 @@ class OasisRpPolicy:
         self._soft = Reservations()  # held jobs' plans, admitted when they start (soft)
         self._restored: dict[str, Job] = {}  # held jobs replayed from a journal, until resume
         self._ran: dict[str, Alloc] = {}  # jobs that ran in the last planned slot
+        self._dens: dict[str, float] = {}  # density per job id, on the cluster now
         self._stats = {"repack_tried": 0, "repack_kept": 0, "repack_moved": 0,
                        "repack_admitted_utility": 0.0,
                        "deferred_admitted": 0, "deferred_searches": 0,
@@ -337,6 +370,11 @@ class OasisRpPolicy:
         self._boundary_ms: list[float] = []
         self._report: dict[str, Any] | None = None
         self._searches = 0  # exact searches run (the effort bank debits levers by them)
+        self._slots = 0  # slots those searches spanned (the slot bank debits levers by them)
+        self._slot_bank = None if self.effort_slots is None else SlotBank(
+            per_arrival=self.effort_slots, cap=self.effort_slot_bank)
+        self._waste = None if self.effort_waste is None else WasteBank(
+            per_arrival=self.effort_waste, cap=self.effort_waste_bank)
         self._effort = None if self.effort is None else Effort(
             per_arrival=self.effort, moves=self.effort_moves, cap=self.effort_bank)
 
@@ -378,6 +416,7 @@ class OasisRpPolicy:
         """Servers joined: priced from zero usage from now on."""
         self._book().grow(cluster)
         self._cluster = cluster
+        self._dens = {}
         self._report = None
         self._dirty = True
         self._freed = True
@@ -395,6 +434,10 @@ class OasisRpPolicy:
         """Decide the arrival of ``job`` in slot ``t``: search, re-pack, promise."""
         if self._effort is not None:
             self._effort.credit()
+        if self._slot_bank is not None:
+            self._slot_bank.credit()
+        if self._waste is not None:
+            self._waste.credit()
         found = self._search_new(job, t)
         if self._rho > 0.0 and self._below_floor(job, found):
             self._decided.append((job, 0.0))
@@ -439,7 +482,7 @@ class OasisRpPolicy:
         if self.soft and min(found.schedule) > t:  # a reservation until it starts
             plan = self._plans.pop(job.job_id)
             self._soft[job.job_id] = Reservation(job=job, plan=plan, payoff=found.payoff,
-                                                 density=density(job, self._cluster_now()))
+                                                 density=self._density(job))
             self._stats["soft_reserved"] += 1
             return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0, hold=True)
         if record:
@@ -453,9 +496,13 @@ class OasisRpPolicy:
         its job is rejected at the next boundary). Else nothing changes."""
         if self._effort is not None and self._effort.short(2):
             return Found(payoff=0.0, schedule={})
-        victims = self._soft.below(density(job, self._cluster_now()), job.last_slot)
+        victims = self._soft.below(self._density(job), job.last_slot)
         if not victims:
             return Found(payoff=0.0, schedule={})
+        if self._slot_bank is not None:
+            victims = self._slot_victims(job, t, victims)
+            if not victims:
+                return Found(payoff=0.0, schedule={})
         if self._effort is None:
             return self._bump_victims(job, t, victims)
         keep = set(self._effort.trim([r.job.job_id for r in victims],
@@ -470,8 +517,43 @@ class OasisRpPolicy:
         finally:
             self._effort.spend(self._searches - s0)
 
+    def _slot_victims(self, job: Job, t: int, victims: list[Reservation]) -> list[Reservation]:
+        """Lever ``effort_slots`` for a bump: the ``victims`` the slot bank affords (each is
+        searched once over its window from ``t``; the newcomer once more); the bank is
+        debited what the bump then searches (:meth:`_bump_victims`)."""
+        assert self._slot_bank is not None
+        cost = {r.job.job_id: float(r.job.last_slot - t + 1) for r in victims}
+        ids = [r.job.job_id for r in victims]
+        plans = {r.job.job_id: r.plan for r in victims}
+        keep = set(self._slot_bank.afford(ids, cost, float(job.last_slot - t + 1),
+                                          _Ranked(ids, plans, t, self._good_end(job, t))))
+        return [r for r in victims if r.job.job_id in keep]
+
     def _bump_victims(self, job: Job, t: int, victims: list[Reservation]) -> Found:
-        """:meth:`_bump` with its ``victims`` chosen."""
+        """:meth:`_bump` with its ``victims`` chosen (lever ``effort_waste``: only if the
+        waste bank holds its worst case; its searches debited if it is undone)."""
+        if self._waste is not None:
+            if not self._waste.allows(len(victims) + 1):
+                return Found(payoff=0.0, schedule={})
+            s0 = self._searches
+            got = self._bump_slots(job, t, victims)
+            if not got.schedule:
+                self._waste.waste(self._searches - s0)
+            return got
+        return self._bump_slots(job, t, victims)
+
+    def _bump_slots(self, job: Job, t: int, victims: list[Reservation]) -> Found:
+        """:meth:`_bump_victims`, the slot bank's part."""
+        if self._slot_bank is not None:
+            s0 = self._slots
+            try:
+                return self._bump_victims_now(job, t, victims)
+            finally:
+                self._slot_bank.spend(self._slots - s0)
+        return self._bump_victims_now(job, t, victims)
+
+    def _bump_victims_now(self, job: Job, t: int, victims: list[Reservation]) -> Found:
+        """:meth:`_bump_victims`, the searches and the bookkeeping."""
         book = self._book()
         for r in victims:
             book.add(r.job, r.plan, sign=-1)
@@ -554,6 +636,7 @@ class OasisRpPolicy:
         """The best schedule of a job not yet admitted, from slot ``t``, priced as
         ``own_price`` says."""
         self._searches += 1
+        self._slots += max(0, job.last_slot - max(t, job.arrival) + 1)
         if self.own_price == "off":
             return search(self._book(), job, start=t, work=job.work, deadline=job.last_slot)
         return search_own(self._book(), job, start=t, work=job.work, deadline=job.last_slot,
@@ -564,6 +647,7 @@ class OasisRpPolicy:
         """Re-plan an admitted job (re-pack, pull-forward): its best schedule by ``deadline``
         (no floor), with own-usage prices where ``own_scope="all"``."""
         self._searches += 1
+        self._slots += max(0, min(deadline, job.last_slot) - max(t, job.arrival) + 1)
         if self.own_price != "off" and self.own_scope == "all" and not flat:
             return search_own(self._book(), job, start=t, work=work, deadline=deadline,
                               mode=self.own_price, floor=-math.inf)
@@ -630,7 +714,7 @@ class OasisRpPolicy:
         self._batch = []
         out: dict[str, Decision] = {}
         probe = self.decision_probe
-        for job in density_order([j for j in jobs if j.job_id in mine], self._cluster_now()):
+        for job in self._densest_first([j for j in jobs if j.job_id in mine]):
             if probe is None:
                 got = self._arrive(job, t)
             else:
@@ -640,6 +724,20 @@ class OasisRpPolicy:
             if got.admitted or not self.defer:  # with defer, a rejected job stays held
                 out[job.job_id] = got
         return out
+
+    def _density(self, job: Job) -> float:
+        """:func:`~psched.policies.rp_batch.density` of ``job`` on the cluster now, computed
+        once per job (the cache is cleared when servers join). O(S R) the first time."""
+        got = self._dens.get(job.job_id)
+        if got is None:
+            got = self._dens[job.job_id] = density(job, self._cluster_now())
+        return got
+
+    def _densest_first(self, jobs: Sequence[Job]) -> list[Job]:
+        """:func:`~psched.policies.rp_batch.density_order` of ``jobs`` (the same stable
+        order), each density from :meth:`_density`."""
+        keys = [-self._density(j) for j in jobs]
+        return [jobs[i] for i in sorted(range(len(jobs)), key=keys.__getitem__)]
 
     def _late(self, job: Job, t: int, promise: int) -> None:
         """Plan ``job`` as its cheapest schedule that meets ``promise`` (it was placed)."""
@@ -744,6 +842,8 @@ class OasisRpPolicy:
             return Found(payoff=0.0, schedule={})
         cands.sort(key=lambda j: (-(self._promise[j] - max(self._plans[j])), j))
         cands = cands[: self.repack_limit]
+        if self._slot_bank is not None:
+            return self._repack_slots(job, t, base, cands)
         if self._effort is None:
             return self._repack_cands(job, t, base, cands)
         cands = self._effort.trim(cands, self._plans, t, self._good_end(job, t))
@@ -755,13 +855,53 @@ class OasisRpPolicy:
         finally:
             self._effort.spend(self._searches - s0)
 
+    def _repack_slots(self, job: Job, t: int, base: float, cands: list[str]) -> Found:
+        """Lever ``effort_slots`` for a re-pack: the candidates the slot bank affords (each
+        may be searched three times over its span to its promise, the newcomer twice over
+        its window), then :meth:`_repack` as it goes on (the ``effort`` bank too, if on);
+        the slot-searches it ran are debited."""
+        assert self._slot_bank is not None
+        cost = {j: 3.0 * max(1, self._promise[j] - t + 1) for j in cands}
+        cands = self._slot_bank.afford(cands, cost, 2.0 * (job.last_slot - t + 1),
+                                       _Ranked(cands, self._plans, t, self._good_end(job, t)))
+        if not cands:
+            return Found(payoff=0.0, schedule={})
+        s0 = self._slots
+        try:
+            if self._effort is None:
+                return self._repack_cands(job, t, base, cands)
+            cands = self._effort.trim(cands, self._plans, t, self._good_end(job, t))
+            if not self._effort.allows(repack_cost(len(cands))):
+                return Found(payoff=0.0, schedule={})
+            s1 = self._searches
+            try:
+                return self._repack_cands(job, t, base, cands)
+            finally:
+                self._effort.spend(self._searches - s1)
+        finally:
+            self._slot_bank.spend(self._slots - s0)
+
     def _good_end(self, job: Job, t: int) -> int:
         """Lever ``effort``: the last of ``job``'s good slots from ``t`` (its latest completion
         keeping ``1 - repack_gap`` of its utility at the fastest duration from ``t``)."""
         return latest_same_utility(job, min(t + job.fastest - 1, job.last_slot), self.repack_gap)
 
     def _repack_cands(self, job: Job, t: int, base: float, cands: list[str]) -> Found:
-        """:meth:`_repack` with its candidates chosen (``cands``, in their order)."""
+        """:meth:`_repack` with its candidates chosen (``cands``, in their order); lever
+        ``effort_waste``: only if the waste bank holds its worst case, its searches debited
+        if it is undone."""
+        if self._waste is None:
+            return self._repack_now(job, t, base, cands)
+        if not self._waste.allows(repack_cost(len(cands))):
+            return Found(payoff=0.0, schedule={})
+        s0 = self._searches
+        got = self._repack_now(job, t, base, cands)
+        if not got.schedule:
+            self._waste.waste(self._searches - s0)
+        return got
+
+    def _repack_now(self, job: Job, t: int, base: float, cands: list[str]) -> Found:
+        """:meth:`_repack_cands`, the re-pack itself."""
         book = self._book()
         self._stats["repack_tried"] += 1
         saved = {j: self._plans[j] for j in cands}
@@ -851,6 +991,8 @@ class OasisRpPolicy:
                 self._budget -= 1
             if self.repack_late and not keep_old:
                 self._searches += 1
+                self._slots += max(0, min(self._promise[j], jj.last_slot)
+                                   - max(t, jj.arrival) + 1)
                 got = search_latest(book, jj, start=t, work=work_of(saved[j]),
                                     deadline=self._promise[j])
             else:
@@ -1143,6 +1285,10 @@ class OasisRpPolicy:
         out.update(self._stats)
         if self._effort is not None:
             out.update(self._effort.stats())
+        if self._slot_bank is not None:
+            out.update(self._slot_bank.stats())
+        if self._waste is not None:
+            out.update(self._waste.stats())
         ms = np.array(self._boundary_ms) if self._boundary_ms else np.zeros(1)
         out["boundary_ms_p50"] = float(np.percentile(ms, 50))
         out["boundary_ms_p99"] = float(np.percentile(ms, 99))
@@ -1155,7 +1301,9 @@ class OasisRpPolicy:
                          "batch": self.batch, "soft": self.soft,
                          "price_span": self.price_span, "ahead": self.ahead,
                          "ahead_held": self.ahead_held, "effort": self.effort,
-                         "repack_quantile": self.repack_quantile}
+                         "repack_quantile": self.repack_quantile,
+                         "effort_slots": self.effort_slots,
+                         "effort_waste": self.effort_waste}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor
@@ -1180,6 +1328,30 @@ def _clashing(cands: list[str], saved: dict[str, dict[int, Alloc]],
     used = {(t, h) for t, a in schedule.items() for h, _ in (*a.workers, *a.ps)}
     return [j for j in cands
             if any((t, h) in used for t, a in saved[j].items() for h, _ in (*a.workers, *a.ps))]
+
+
+class _Ranked(Sequence[str]):
+    """:func:`~psched.policies.rp_effort.clash_rank` of ``jobs``, computed only when read
+    (the slot bank reads it only when it must trim)."""
+
+    def __init__(self, jobs: list[str], plans: Mapping[str, Mapping[int, Alloc]], t0: int,
+                 t1: int) -> None:
+        self._args = (jobs, plans, t0, t1)
+        self._got: list[str] | None = None
+
+    def _rank(self) -> list[str]:
+        if self._got is None:
+            self._got = clash_rank(*self._args)
+        return self._got
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._rank()[i]
+
+    def __len__(self) -> int:
+        return len(self._rank())
+
+    def __iter__(self) -> Any:
+        return iter(self._rank())
 
 
 class _Plans(dict[str, dict[int, Alloc]]):

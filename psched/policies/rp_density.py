@@ -20,12 +20,14 @@ rejected (``REJECT_DENSITY``), before any re-pack.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from psched.model import Cluster, Job, Pool
+from psched.model import RESOURCES, Cluster, Job, Pool
 
-__all__ = ["REJECT_DENSITY", "clearing_density", "job_size", "pool_totals"]
+__all__ = ["REJECT_DENSITY", "clearing_density", "clearing_density_reference", "job_size",
+           "pool_totals"]
 
 #: Rejection reason: the best schedule earns less per unit of capacity than the floor.
 REJECT_DENSITY = "density<floor"
@@ -57,7 +59,63 @@ def job_size(job: Job, cluster: Cluster,
 
 def clearing_density(jobs: Sequence[Job], cluster: Cluster, horizon: int) -> float:
     """The density at which the densest ``jobs`` first fill ``horizon`` slots of the whole
-    cluster; 0.0 if they all fit (or there are none). O(n log n) in the jobs."""
+    cluster; 0.0 if they all fit (or there are none).
+
+    Exactly :func:`clearing_density_reference`, vectorised: the dominant share is computed
+    once per distinct demand (the same divisions and maximum as :func:`job_size`), the sizes
+    and densities by the same float operations elementwise, the stable sort by density and a
+    sequential running sum (``np.cumsum`` adds in order, as the loop does). At 80,000 jobs
+    about 1 s instead of 4 s (``tests/test_rp_setup_fast.py``). O(n log n) in the jobs."""
+    totals = pool_totals(cluster)
+    shares: dict[tuple[float, ...], float] = {}
+    utils: dict[tuple[Any, int], float] = {}  # f(fastest) per (utility, fastest)
+    share = np.empty(len(jobs))
+    work = np.empty(len(jobs))
+    best = np.empty(len(jobs))
+    for i, job in enumerate(jobs):
+        spec = job.spec
+        key = (*_amounts(spec.worker_demand), *_amounts(spec.ps_demand), spec.ps_ratio)
+        got = shares.get(key)
+        if got is None:
+            got = shares[key] = _share(spec, totals)
+        share[i] = got
+        work[i] = job.work
+        u_key = (spec.utility, job.fastest)
+        u = utils.get(u_key)
+        if u is None:
+            u = utils[u_key] = job.utility_at(job.fastest)
+        best[i] = u
+    size = work * share
+    keep = (size > 0.0) & (size < float("inf"))
+    size, dens = size[keep], best[keep] / size[keep]
+    order = np.argsort(-dens, kind="stable")
+    filled = np.cumsum(size[order])
+    hit = np.nonzero(filled >= horizon)[0]
+    return float(dens[order[hit[0]]]) if hit.size else 0.0
+
+
+def _amounts(res: Any) -> tuple[float, ...]:
+    """The amounts of a :class:`~psched.model.Resources` in :data:`RESOURCES` order."""
+    return tuple(float(getattr(res, r)) for r in RESOURCES)
+
+
+def _share(spec: Any, totals: tuple[np.ndarray, np.ndarray]) -> float:
+    """The dominant share of one worker (with its PS share) of ``spec``: :func:`job_size`
+    per unit of work (``inf`` if a pool lacks a resource the job needs)."""
+    share = 0.0
+    for total, need in ((totals[0], spec.worker_demand.as_array()),
+                        (totals[1], spec.ps_demand.as_array() * spec.ps_ratio)):
+        ok = total > 0
+        if np.any(need[~ok] > 0):
+            return float("inf")
+        if ok.any():
+            share = max(share, float(np.max(need[ok] / total[ok])))
+    return share
+
+
+def clearing_density_reference(jobs: Sequence[Job], cluster: Cluster, horizon: int) -> float:
+    """:func:`clearing_density` job by job (:func:`job_size`, a sort, a running sum): the
+    reference it is tested against. O(n log n) in the jobs."""
     rows = []
     totals = pool_totals(cluster)
     for job in jobs:

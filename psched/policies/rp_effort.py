@@ -34,10 +34,16 @@ from dataclasses import dataclass, field
 from psched.model import Alloc
 from psched.policies.rp_search import Schedule
 
-__all__ = ["BANK_SEARCHES", "Effort", "by_clash", "repack_cost"]
+__all__ = ["BANK_SEARCHES", "BANK_SLOTS", "BANK_WASTE", "Effort", "SlotBank", "WasteBank",
+           "by_clash",
+           "clash_rank", "repack_cost"]
 
 #: searches banked at most, and at the start of a run
 BANK_SEARCHES = 5000.0
+#: searches of undone levers banked at most, and at the start of a run (:class:`WasteBank`)
+BANK_WASTE = 20_000.0
+#: slot-searches banked at most, and at the start of a run (:class:`SlotBank`)
+BANK_SLOTS = 2_000_000.0
 
 
 def repack_cost(n_jobs: int) -> int:
@@ -105,10 +111,17 @@ def by_clash(jobs: Sequence[str], plans: Mapping[str, Mapping[int, Alloc]], t0: 
              k: int) -> list[str]:
     """The ``k`` jobs of ``jobs`` whose plans hold the most worker-slots in slots ``t0..t1``,
     ties in the order of ``jobs``; returned in the order of ``jobs``. O(plan entries)."""
+    keep = set(clash_rank(jobs, plans, t0, t1)[:k])
+    return [j for j in jobs if j in keep]
+
+
+def clash_rank(jobs: Sequence[str], plans: Mapping[str, Mapping[int, Alloc]], t0: int,
+               t1: int) -> list[str]:
+    """``jobs`` by the worker-slots their plans hold in slots ``t0..t1``, most first, ties in
+    the order of ``jobs``. O(plan entries + jobs log jobs)."""
     rank = {j: i for i, j in enumerate(jobs)}
     load = {j: _worker_slots(plans[j], t0, t1) for j in jobs}
-    keep = set(sorted(jobs, key=lambda j: (-load[j], rank[j]))[:k])
-    return [j for j in jobs if j in keep]
+    return sorted(jobs, key=lambda j: (-load[j], rank[j]))
 
 
 def _worker_slots(plan: Mapping[int, Alloc], t0: int, t1: int) -> int:
@@ -117,3 +130,120 @@ def _worker_slots(plan: Mapping[int, Alloc], t0: int, t1: int) -> int:
         ts, _, cnt = plan.groups("workers")
         return int(cnt[(ts >= t0) & (ts <= t1)].sum())
     return sum(a.n_workers for s, a in plan.items() if t0 <= s <= t1)
+
+
+@dataclass(kw_only=True)
+class SlotBank:
+    """A bank of *slot-searches* for one run (``effort_slots``; mutable: it follows the run).
+
+    An exact search costs about its window's length (the slots from its start to its
+    deadline: the run tables, prices and recursion all grow with it), so this bank counts
+    the slots each lever's searches span, not the searches. It is credited
+    ``per_arrival`` slot-searches at every arrival decided, held at most ``cap`` (where a run
+    starts). A lever's worst case is ``fixed`` (the newcomer's searches) plus, per job it
+    may move, that job's ``cost`` (its span times the searches it may run); when the bank
+    does not hold all of it, the jobs are taken by clash with the newcomer
+    (:func:`by_clash` order) while their worst case fits (``effort_slot_trimmed``), and with
+    none affordable the lever is skipped (``effort_slot_skipped``). The slot-searches a lever
+    ran are then taken out (``effort_slot_spent``). A trace whose levers search short
+    windows (deadline jobs) never reaches the bound; one whose re-packs move jobs promised
+    thousands of slots ahead does. Counts only, never the clock: the same seed, the same run.
+    """
+
+    per_arrival: float  #: slot-searches credited per arrival decided
+    cap: float = BANK_SLOTS  #: most slot-searches banked
+    bank: float = 0.0  #: slot-searches available now (starts full: :meth:`__post_init__`)
+    counts: dict[str, int] = field(default_factory=lambda: {
+        "effort_slot_trimmed": 0, "effort_slot_skipped": 0, "effort_slot_spent": 0})
+
+    def __post_init__(self) -> None:
+        if not self.per_arrival > 0:
+            raise ValueError(f"effort_slots must be positive, got {self.per_arrival!r}")
+        if not self.cap >= 0:
+            raise ValueError(f"effort_slot_bank must be >= 0, got {self.cap!r}")
+        self.bank = self.cap
+
+    def credit(self) -> None:
+        """One arrival decided: ``per_arrival`` slot-searches more, up to :attr:`cap`."""
+        self.bank = min(self.cap, self.bank + self.per_arrival)
+
+    def afford(self, jobs: Sequence[str], cost: Mapping[str, float], fixed: float,
+               ranked: Sequence[str]) -> list[str]:
+        """The jobs of ``jobs`` (in the lever's order) whose worst case, with ``fixed``, the
+        bank holds: all of them if it holds their sum (nothing counted); else those taken in
+        the order of ``ranked`` (most clash first) while the running sum fits (counted as
+        trimmed; an empty answer is counted as skipped: the lever does not run).
+        O(jobs)."""
+        need = fixed + sum(cost[j] for j in jobs)
+        if self.bank >= need:
+            return list(jobs)
+        room = self.bank - fixed
+        keep: set[str] = set()
+        for j in ranked:
+            if cost[j] > room:
+                break
+            room -= cost[j]
+            keep.add(j)
+        if not keep:
+            self.counts["effort_slot_skipped"] += 1
+            return []
+        self.counts["effort_slot_trimmed"] += 1
+        return [j for j in jobs if j in keep]
+
+    def spend(self, slots: int) -> None:
+        """Take the slot-searches a lever ran out of the bank (it may go below zero once)."""
+        self.bank -= slots
+        self.counts["effort_slot_spent"] += slots
+
+    def stats(self) -> dict[str, int]:
+        """The counters for the run's report."""
+        return dict(self.counts)
+
+
+@dataclass(kw_only=True)
+class WasteBank:
+    """A bank of *wasted* searches for one run (``effort_waste``; mutable: it follows the run).
+
+    A re-pack or a bump that is undone (the newcomer still finds no room, or the planned
+    utility would not rise) has spent its searches for nothing; one that is kept has paid
+    for itself. This bank is debited only the searches of levers that were undone, credited
+    ``per_arrival`` searches at every arrival decided, and held at most ``cap`` (where a run
+    starts). A lever runs only while the bank holds its worst case (:func:`repack_cost` for a
+    re-pack of ``c`` jobs, ``v + 1`` for a bump of ``v`` reservations); otherwise it is
+    skipped for that arrival, counted (``effort_waste_skipped``). A trace where most
+    re-packs are kept never reaches the bound, one where most are undone does. Counts only,
+    never the clock: the same seed, the same run.
+    """
+
+    per_arrival: float  #: searches credited per arrival decided
+    cap: float = BANK_WASTE  #: most searches banked
+    bank: float = 0.0  #: searches available now (starts full: :meth:`__post_init__`)
+    counts: dict[str, int] = field(default_factory=lambda: {
+        "effort_waste_skipped": 0, "effort_waste_spent": 0})
+
+    def __post_init__(self) -> None:
+        if not self.per_arrival > 0:
+            raise ValueError(f"effort_waste must be positive, got {self.per_arrival!r}")
+        if not self.cap >= 0:
+            raise ValueError(f"effort_waste_bank must be >= 0, got {self.cap!r}")
+        self.bank = self.cap
+
+    def credit(self) -> None:
+        """One arrival decided: ``per_arrival`` searches more, up to :attr:`cap`."""
+        self.bank = min(self.cap, self.bank + self.per_arrival)
+
+    def allows(self, worst: int) -> bool:
+        """True if the bank holds ``worst`` searches; else the skip is counted."""
+        if self.bank >= worst:
+            return True
+        self.counts["effort_waste_skipped"] += 1
+        return False
+
+    def waste(self, searches: int) -> None:
+        """Take the searches of an undone lever out of the bank (it may go below zero)."""
+        self.bank -= searches
+        self.counts["effort_waste_spent"] += searches
+
+    def stats(self) -> dict[str, int]:
+        """The counters for the run's report."""
+        return dict(self.counts)

@@ -39,8 +39,8 @@ from psched.policies.rp_dp import solve_compiled
 from psched.policies.rp_search import Schedule, feasible_work, priced_pools, run_tables
 from psched.prices import log_utility
 
-__all__ = ["OWN_PRICES", "OwnUnits", "marginal_units", "search_own", "search_own_reference",
-           "search_own_runs"]
+__all__ = ["OWN_PRICES", "OwnUnits", "cheapest_units", "marginal_units", "search_own",
+           "search_own_reference", "search_own_runs"]
 
 #: The options of ``oasis-rp``'s ``own_price``: "off" is OASiS's price before the usage.
 OWN_PRICES = ("off", "integral", "after")
@@ -51,7 +51,8 @@ class OwnUnits:
     """Marginal unit prices of one pool over a job's window, one row per run of slots."""
 
     marg: np.ndarray  #: (U, H, K) price of the k-th container on server h; inf beyond capacity
-    order: np.ndarray  #: (U, H*K) the units of each run, cheapest first (stable)
+    #: (U, min(limit, H*K)) the cheapest units of each run, cheapest first (stable)
+    order: np.ndarray
     costs: np.ndarray  #: (U, K_max + 1) cost of the n cheapest units; inf beyond capacity
 
 
@@ -87,12 +88,38 @@ def marginal_units(pool: PoolInputs, caps: np.ndarray, a: np.ndarray, limit: int
     marg = np.einsum("uhr,khr->uhk", weight, grow)
     marg = np.where(k[None, None, :] < caps[:, :, None], marg, np.inf)
     flat = marg.reshape(n_runs, -1)
-    order = np.argsort(flat, axis=1, kind="stable")
-    ranked = np.take_along_axis(flat, order, axis=1)[:, :limit]
+    order = cheapest_units(flat, limit)
+    ranked = np.take_along_axis(flat, order, axis=1)
     costs = np.full((n_runs, limit + 1), np.inf)
     costs[:, 0] = 0.0
     costs[:, 1:ranked.shape[1] + 1] = np.cumsum(ranked, axis=1)
     return OwnUnits(marg=marg, order=order, costs=costs)
+
+
+def cheapest_units(flat: np.ndarray, limit: int) -> np.ndarray:
+    """Per row of ``flat`` (U, M), the positions of its ``min(limit, M)`` cheapest entries,
+    cheapest first, ties by position: exactly the first ``limit`` columns of
+    ``np.argsort(flat, axis=1, kind="stable")``, without sorting whole rows. The
+    ``limit``-th smallest value ``v`` of each row (``np.partition``) splits it: every entry
+    below ``v`` is taken, then the entries equal to ``v`` by position, and the ``limit``
+    taken (kept in position order) are sorted stably by value. No NaN in ``flat`` (prices
+    and ``inf`` only). O(U M) plus O(U limit log limit)."""
+    n_rows, m = flat.shape
+    k = min(limit, m)
+    if k == 0:
+        return np.zeros((n_rows, 0), dtype=np.intp)
+    if k == 1:
+        return np.asarray(np.argmin(flat, axis=1)[:, None])  # the first smallest: stable
+    if 4 * k >= m:
+        return np.argsort(flat, axis=1, kind="stable")[:, :k]
+    v = np.partition(flat, k - 1, axis=1)[:, k - 1:k]
+    below = flat < v
+    tie = flat == v
+    room = k - below.sum(axis=1, keepdims=True)
+    take = below | (tie & (np.cumsum(tie, axis=1) <= room))
+    pos = np.nonzero(take)[1].reshape(n_rows, k)  # each row's k, in position order
+    vals = np.take_along_axis(flat, pos, axis=1)
+    return np.take_along_axis(pos, np.argsort(vals, axis=1, kind="stable"), axis=1)
 
 
 def _slope(ledger: PlanLedger, pool: int) -> np.ndarray:
@@ -110,9 +137,10 @@ def _rows(pool: PoolInputs, starts: np.ndarray) -> PoolInputs:
 def _place(units: OwnUnits, row: int, n: int) -> dict[int, int]:
     """Containers per server (pool position) of the ``n`` cheapest units of run ``row``."""
     k = units.marg.shape[2]
-    take = units.order[row, :n] // k
-    pos, cnt = np.unique(take, return_counts=True)
-    return {int(h): int(c) for h, c in zip(pos, cnt, strict=True)}
+    got: dict[int, int] = {}
+    for h in (units.order[row, :n] // k).tolist():
+        got[h] = got.get(h, 0) + 1
+    return dict(sorted(got.items()))  # by position, as np.unique gave them
 
 
 def search_own(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline: int,
