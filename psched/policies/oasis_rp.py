@@ -1145,8 +1145,8 @@ class OasisRpPolicy:
     def boundary_state(self) -> dict[str, Any]:
         """What a restarted service needs besides the promises and plans (JSON): whether the
         next boundary pulls, the counters of :meth:`report`, the jobs that ran in the last
-        slot, the held jobs (``batch``, ``soft``, ``patience``) and the search bank
-        (``effort``)."""
+        slot, the held jobs (``batch``, ``soft``, ``patience``) and the effort banks
+        (``effort``, ``effort_slots``, ``effort_waste``)."""
         ran = {j: [list(a.workers), list(a.ps)] for j, a in sorted(self._ran.items())}
         out = {"dirty": self._dirty, "freed": self._freed, "stats": dict(self._stats),
                "ran": ran}
@@ -1156,9 +1156,15 @@ class OasisRpPolicy:
             out.update(self._soft.to_json())
         if self.patience > 0.0:  # held patient jobs and their utility at arrival
             out["patient"] = dict(self._patient)
-        if self._effort is not None:  # the search bank and its counters (lever ``effort``)
-            out["effort"] = {"bank": self._effort.bank, "counts": dict(self._effort.counts)}
+        for key, bank in self._banks():  # each effort bank and its counters
+            out[key] = {"bank": bank.bank, "counts": dict(bank.counts)}
         return out
+
+    def _banks(self) -> list[tuple[str, Effort | SlotBank | WasteBank]]:
+        """The effort banks this run has, by their :meth:`boundary_state` key."""
+        named = (("effort", self._effort), ("effort_slots", self._slot_bank),
+                 ("effort_waste", self._waste))
+        return [(key, bank) for key, bank in named if bank is not None]
 
     def restore(self, job: Job, decision: Decision) -> None:
         """Re-apply an arrival decision made before (a restarted service replaying its
@@ -1235,9 +1241,10 @@ class OasisRpPolicy:
             self._ran = {j: Alloc.of(dict(w), dict(p))
                          for j, (w, p) in state.get("ran", {}).items()}
             self._resume_held(state)
-            if self._effort is not None and "effort" in state:
-                self._effort.bank = float(state["effort"]["bank"])
-                self._effort.counts.update(state["effort"]["counts"])
+            for key, bank in self._banks():
+                if key in state:
+                    bank.bank = float(state[key]["bank"])
+                    bank.counts.update(state[key]["counts"])
         self._restored = {}
 
     def _resume_held(self, state: Mapping[str, Any]) -> None:

@@ -1,0 +1,71 @@
+"""``oasis-rp``'s slot bank (``effort_slots``) and waste bank (``effort_waste``) in the
+scheduler service (no Ray, exact): each bank and its counters are journaled with the policy's
+boundary state (``effort_slots`` / ``effort_waste``), so a restarted service takes it back as
+it was at the crash instead of starting it full and then decides exactly as the uninterrupted
+service -- as ``effort``'s search bank (tests/test_service_effort.py).
+
+The cases (a small slot bank on the busy trace of test_service_held.py) have the bank below
+its cap at the crash and trimming or skipping a lever after it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_journal import _cluster, _drive, _outcome
+from test_service_held import _plan, _rows
+from test_service_oasis_rp import _config
+from test_service_rules import FastExecutor
+
+from ray_cluster.service import SchedulerService
+
+#: (trace seed, effort_slot_bank, crash slot)
+CASES = [(0, 300.0, 4), (6, 300.0, 4)]
+END = 45
+
+
+def _cfg(bank: float):
+    return _config(policy_options={"effort_slots": 1.0, "effort_slot_bank": bank})
+
+
+def _acted(counts: dict) -> int:
+    return counts["effort_slot_trimmed"] + counts["effort_slot_skipped"]
+
+
+@pytest.mark.parametrize(("seed", "bank", "crash_at"), CASES)
+def test_a_restart_takes_back_the_slot_bank_and_decides_as_the_uninterrupted_service(
+        tmp_path_factory, seed, bank, crash_at):
+    plan = _plan(seed)
+    rest = [(s, b) for s, b in plan if s >= crash_at]
+    ref = SchedulerService(tmp_path_factory.mktemp("ref"), config=_cfg(bank),
+                           cluster=_cluster(), executor=FastExecutor(1.0))
+    _drive(ref, plan, crash_at)
+    at_crash = ref.policy.boundary_state()["effort_slots"]  # type: ignore[attr-defined]
+    _drive(ref, rest, END)
+    assert at_crash["bank"] < bank  # a full bank would be wrong
+    final = ref.policy.boundary_state()["effort_slots"]  # type: ignore[attr-defined]
+    assert _acted(final["counts"]) > _acted(at_crash["counts"])  # and it binds later
+    work = tmp_path_factory.mktemp("crash")
+    first = SchedulerService(work, config=_cfg(bank), cluster=_cluster(),
+                             executor=FastExecutor(1.0))
+    _drive(first, plan, crash_at)
+    state = first.policy.boundary_state()  # type: ignore[attr-defined]
+    first.journal.close()  # the process dies: nothing else is saved
+    assert state["effort_slots"] == at_crash
+    again = SchedulerService(work, executor=FastExecutor(1.0))
+    assert again.policy.boundary_state() == state  # type: ignore[attr-defined]
+    _drive(again, rest, END)
+    assert _rows(again) == _rows(ref)
+    assert _outcome(again) == _outcome(ref)
+    assert again.policy.boundary_state() == ref.policy.boundary_state()  # type: ignore[attr-defined]
+
+
+def test_each_bank_is_in_the_boundary_state_only_when_its_lever_is_on(tmp_path):
+    off = SchedulerService(tmp_path / "off", config=_config(), cluster=_cluster(),
+                           executor=FastExecutor(1.0))
+    state = off.policy.boundary_state()  # type: ignore[attr-defined]
+    assert "effort_slots" not in state and "effort_waste" not in state
+    on = SchedulerService(tmp_path / "on", config=_config(policy_options={
+        "effort_slots": 2.0, "effort_slot_bank": 9.0, "effort_waste": 1.0,
+        "effort_waste_bank": 7.0}), cluster=_cluster(), executor=FastExecutor(1.0))
+    state = on.policy.boundary_state()  # type: ignore[attr-defined]
+    assert state["effort_slots"]["bank"] == 9.0 and state["effort_waste"]["bank"] == 7.0
