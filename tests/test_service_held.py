@@ -30,8 +30,9 @@ from ray_cluster.service import SchedulerService
 #: restarts are tested below, with ``defer`` as well)
 #: (``ahead`` and ``repack_late``, on by default since session 8, change which jobs these
 #: scenarios hold and when room frees; the restart tests with the default levers below run
-#: with them on)
-DEFER = {"defer": True, "batch": False, "soft": False, "ahead": False, "repack_late": False}
+#: with them on; likewise ``repack_quantile``, 0.1 by default since session 9)
+DEFER = {"defer": True, "batch": False, "soft": False, "ahead": False, "repack_late": False,
+         "repack_quantile": 0.0}
 
 
 class HoldOnce(SrtfPolicy):
