@@ -114,7 +114,7 @@ def test_the_slot_bank_rejects_a_nonpositive_credit_or_a_negative_cap(
 def test_a_slot_bank_that_never_acts_changes_no_decision(instance: Instance) -> None:
     cluster, specs, horizon = instance
     runs = [simulate(specs, cluster, make_policy("oasis-rp", **opts), horizon, seed=3)
-            for opts in ({}, {"effort_slots": 400.0})]
+            for opts in ({"effort_slots": None}, {"effort_slots": 400.0})]
     rep = runs[1].report
     assert rep["effort_slot_trimmed"] == rep["effort_slot_skipped"] == 0
     assert _decisions(runs[0]) == _decisions(runs[1])

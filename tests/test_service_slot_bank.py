@@ -60,8 +60,12 @@ def test_a_restart_takes_back_the_slot_bank_and_decides_as_the_uninterrupted_ser
 
 
 def test_each_bank_is_in_the_boundary_state_only_when_its_lever_is_on(tmp_path):
-    off = SchedulerService(tmp_path / "off", config=_config(), cluster=_cluster(),
-                           executor=FastExecutor(1.0))
+    default = SchedulerService(tmp_path / "default", config=_config(), cluster=_cluster(),
+                               executor=FastExecutor(1.0))
+    state = default.policy.boundary_state()  # type: ignore[attr-defined]
+    assert "effort_slots" in state and "effort_waste" not in state  # effort_slots 100
+    off = SchedulerService(tmp_path / "off", config=_config(policy_options={
+        "effort_slots": None}), cluster=_cluster(), executor=FastExecutor(1.0))
     state = off.policy.boundary_state()  # type: ignore[attr-defined]
     assert "effort_slots" not in state and "effort_waste" not in state
     on = SchedulerService(tmp_path / "on", config=_config(policy_options={

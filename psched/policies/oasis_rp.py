@@ -108,13 +108,14 @@ effort : bounded effort at trace scale (:mod:`psched.policies.rp_effort`; None =
     worst case (a live service journals the bank in :meth:`boundary_state`; a restart takes
     it back); counted in the report
     (``effort_trimmed``, ``effort_skipped``, ``effort_searches``).
-effort_slots : a bank of slot-searches (:class:`psched.policies.rp_effort.SlotBank`; None
-    = off, the default): a re-pack or a bump runs with the jobs whose worst-case search
+effort_slots : a bank of slot-searches (:class:`psched.policies.rp_effort.SlotBank`;
+    default 100, None = off): a re-pack or a bump runs with the jobs whose worst-case search
     span (to their promises) the bank holds, taken by clash; credited ``effort_slots`` per
     arrival, full at ``effort_slot_bank``; counted (``effort_slot_trimmed``,
-    ``effort_slot_skipped``, ``effort_slot_spent``). ``effort_slots=100`` leaves every row of
-    BENCHMARKS section 10 unchanged (ef-cluster04 included) but does not bring the
-    80,000-job run under 3 minutes (section 11, "Session 9").
+    ``effort_slot_skipped``, ``effort_slot_spent``); journaled in :meth:`boundary_state`.
+    ``effort_slots=100`` leaves every run of BENCHMARKS section 10 bit-equal (the 122 small
+    cells and ef-cluster04, ``benchmarks/rp_same_runs.py``) and bounds the re-packs of the
+    80,000-job run (about 6 CPU minutes there instead of about 25; section 11, "Session 9").
 effort_waste : a bank of the searches of undone re-packs and bumps
     (:class:`psched.policies.rp_effort.WasteBank`; None = off, the default): a lever runs only
     while the bank holds its worst case; counted (``effort_waste_skipped``,
@@ -242,7 +243,7 @@ class OasisRpPolicy:
         effort_moves: int = 32,
         effort_bank: float = BANK_SEARCHES,
         repack_quantile: float = 0.1,
-        effort_slots: float | None = None,
+        effort_slots: float | None = 100.0,
         effort_slot_bank: float = BANK_SLOTS,
         effort_waste: float | None = None,
         effort_waste_bank: float = BANK_WASTE,
