@@ -11,8 +11,8 @@ its cap at the crash and trimming or skipping a lever after it.
 from __future__ import annotations
 
 import pytest
-from test_journal import _cluster, _drive, _outcome
-from test_service_held import _plan, _rows
+from test_journal import _cluster
+from test_service_effort import restart_matches_uninterrupted
 from test_service_oasis_rp import _config
 from test_service_rules import FastExecutor
 
@@ -20,7 +20,6 @@ from ray_cluster.service import SchedulerService
 
 #: (trace seed, effort_slot_bank, crash slot)
 CASES = [(0, 300.0, 4), (6, 300.0, 4)]
-END = 45
 
 
 def _cfg(bank: float):
@@ -34,29 +33,10 @@ def _acted(counts: dict) -> int:
 @pytest.mark.parametrize(("seed", "bank", "crash_at"), CASES)
 def test_a_restart_takes_back_the_slot_bank_and_decides_as_the_uninterrupted_service(
         tmp_path_factory, seed, bank, crash_at):
-    plan = _plan(seed)
-    rest = [(s, b) for s, b in plan if s >= crash_at]
-    ref = SchedulerService(tmp_path_factory.mktemp("ref"), config=_cfg(bank),
-                           cluster=_cluster(), executor=FastExecutor(1.0))
-    _drive(ref, plan, crash_at)
-    at_crash = ref.policy.boundary_state()["effort_slots"]  # type: ignore[attr-defined]
-    _drive(ref, rest, END)
+    at_crash, final, _ = restart_matches_uninterrupted(tmp_path_factory, _cfg(bank), seed,
+                                                       crash_at, "effort_slots")
     assert at_crash["bank"] < bank  # a full bank would be wrong
-    final = ref.policy.boundary_state()["effort_slots"]  # type: ignore[attr-defined]
     assert _acted(final["counts"]) > _acted(at_crash["counts"])  # and it binds later
-    work = tmp_path_factory.mktemp("crash")
-    first = SchedulerService(work, config=_cfg(bank), cluster=_cluster(),
-                             executor=FastExecutor(1.0))
-    _drive(first, plan, crash_at)
-    state = first.policy.boundary_state()  # type: ignore[attr-defined]
-    first.journal.close()  # the process dies: nothing else is saved
-    assert state["effort_slots"] == at_crash
-    again = SchedulerService(work, executor=FastExecutor(1.0))
-    assert again.policy.boundary_state() == state  # type: ignore[attr-defined]
-    _drive(again, rest, END)
-    assert _rows(again) == _rows(ref)
-    assert _outcome(again) == _outcome(ref)
-    assert again.policy.boundary_state() == ref.policy.boundary_state()  # type: ignore[attr-defined]
 
 
 def test_each_bank_is_in_the_boundary_state_only_when_its_lever_is_on(tmp_path):

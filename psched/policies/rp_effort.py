@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from psched.model import Alloc
 from psched.policies.rp_search import Schedule
@@ -53,35 +54,60 @@ def repack_cost(n_jobs: int) -> int:
 
 
 @dataclass(kw_only=True)
-class Effort:
+class _Bank:
+    """What every effort bank shares (mutable: it follows the run): credited ``per_arrival``
+    at every arrival decided, held at most ``cap``, full where a run starts; its counters go
+    to the run's report. A subclass names its options (for errors) and its skip counter."""
+
+    OPTION: ClassVar[str] = ""  #: the option that sets ``per_arrival``
+    CAP_OPTION: ClassVar[str] = ""  #: the option that sets ``cap``
+    SKIPPED: ClassVar[str] = ""  #: the counter of levers skipped for want of the bank
+
+    per_arrival: float  #: credited per arrival decided
+    cap: float  #: most banked
+    bank: float = 0.0  #: available now (starts full: :meth:`__post_init__`)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.per_arrival > 0:
+            raise ValueError(f"{self.OPTION} must be positive, got {self.per_arrival!r}")
+        if not self.cap >= 0:
+            raise ValueError(f"{self.CAP_OPTION} must be >= 0, got {self.cap!r}")
+        self.bank = self.cap
+
+    def credit(self) -> None:
+        """One arrival decided: ``per_arrival`` more, up to :attr:`cap`."""
+        self.bank = min(self.cap, self.bank + self.per_arrival)
+
+    def allows(self, worst: float) -> bool:
+        """True if the bank holds ``worst``; else the skip is counted."""
+        if self.bank >= worst:
+            return True
+        self.counts[self.SKIPPED] += 1
+        return False
+
+    def stats(self) -> dict[str, int]:
+        """The counters for the run's report."""
+        return dict(self.counts)
+
+
+@dataclass(kw_only=True)
+class Effort(_Bank):
     """The search bank of one run (mutable: it follows the run)."""
 
-    per_arrival: float  #: searches credited per arrival decided
+    OPTION: ClassVar[str] = "effort"
+    CAP_OPTION: ClassVar[str] = "effort_bank"
+    SKIPPED: ClassVar[str] = "effort_skipped"
+
     moves: int  #: most jobs one re-pack or bump may move
     cap: float = BANK_SEARCHES  #: most searches banked
-    bank: float = 0.0  #: searches available now (starts full: :meth:`__post_init__`)
     counts: dict[str, int] = field(default_factory=lambda: {
         "effort_trimmed": 0, "effort_skipped": 0, "effort_searches": 0})
 
     def __post_init__(self) -> None:
-        if not self.per_arrival > 0:
-            raise ValueError(f"effort must be positive, got {self.per_arrival!r}")
         if self.moves < 1:
             raise ValueError(f"effort_moves must be >= 1, got {self.moves!r}")
-        if not self.cap >= 0:
-            raise ValueError(f"effort_bank must be >= 0, got {self.cap!r}")
-        self.bank = self.cap
-
-    def credit(self) -> None:
-        """One arrival decided: ``per_arrival`` searches more, up to :attr:`cap`."""
-        self.bank = min(self.cap, self.bank + self.per_arrival)
-
-    def allows(self, worst: int) -> bool:
-        """True if the bank holds ``worst`` searches; else the skip is counted."""
-        if self.bank >= worst:
-            return True
-        self.counts["effort_skipped"] += 1
-        return False
+        super().__post_init__()
 
     def short(self, least: int) -> bool:
         """True (the skip counted) if the bank holds fewer than ``least`` searches, the
@@ -101,10 +127,6 @@ class Effort:
             return list(jobs)
         self.counts["effort_trimmed"] += 1
         return by_clash(jobs, plans, t0, t1, self.moves)
-
-    def stats(self) -> dict[str, int]:
-        """The counters for the run's report."""
-        return dict(self.counts)
 
 
 def by_clash(jobs: Sequence[str], plans: Mapping[str, Mapping[int, Alloc]], t0: int, t1: int,
@@ -133,7 +155,7 @@ def _worker_slots(plan: Mapping[int, Alloc], t0: int, t1: int) -> int:
 
 
 @dataclass(kw_only=True)
-class SlotBank:
+class SlotBank(_Bank):
     """A bank of *slot-searches* for one run (``effort_slots``; mutable: it follows the run).
 
     An exact search costs about its window's length (the slots from its start to its
@@ -150,22 +172,13 @@ class SlotBank:
     thousands of slots ahead does. Counts only, never the clock: the same seed, the same run.
     """
 
-    per_arrival: float  #: slot-searches credited per arrival decided
+    OPTION: ClassVar[str] = "effort_slots"
+    CAP_OPTION: ClassVar[str] = "effort_slot_bank"
+    SKIPPED: ClassVar[str] = "effort_slot_skipped"
+
     cap: float = BANK_SLOTS  #: most slot-searches banked
-    bank: float = 0.0  #: slot-searches available now (starts full: :meth:`__post_init__`)
     counts: dict[str, int] = field(default_factory=lambda: {
         "effort_slot_trimmed": 0, "effort_slot_skipped": 0, "effort_slot_spent": 0})
-
-    def __post_init__(self) -> None:
-        if not self.per_arrival > 0:
-            raise ValueError(f"effort_slots must be positive, got {self.per_arrival!r}")
-        if not self.cap >= 0:
-            raise ValueError(f"effort_slot_bank must be >= 0, got {self.cap!r}")
-        self.bank = self.cap
-
-    def credit(self) -> None:
-        """One arrival decided: ``per_arrival`` slot-searches more, up to :attr:`cap`."""
-        self.bank = min(self.cap, self.bank + self.per_arrival)
 
     def afford(self, jobs: Sequence[str], cost: Mapping[str, float], fixed: float,
                ranked: Sequence[str]) -> list[str]:
@@ -195,13 +208,9 @@ class SlotBank:
         self.bank -= slots
         self.counts["effort_slot_spent"] += slots
 
-    def stats(self) -> dict[str, int]:
-        """The counters for the run's report."""
-        return dict(self.counts)
-
 
 @dataclass(kw_only=True)
-class WasteBank:
+class WasteBank(_Bank):
     """A bank of *wasted* searches for one run (``effort_waste``; mutable: it follows the run).
 
     A re-pack or a bump that is undone (the newcomer still finds no room, or the planned
@@ -215,35 +224,15 @@ class WasteBank:
     never the clock: the same seed, the same run.
     """
 
-    per_arrival: float  #: searches credited per arrival decided
+    OPTION: ClassVar[str] = "effort_waste"
+    CAP_OPTION: ClassVar[str] = "effort_waste_bank"
+    SKIPPED: ClassVar[str] = "effort_waste_skipped"
+
     cap: float = BANK_WASTE  #: most searches banked
-    bank: float = 0.0  #: searches available now (starts full: :meth:`__post_init__`)
     counts: dict[str, int] = field(default_factory=lambda: {
         "effort_waste_skipped": 0, "effort_waste_spent": 0})
-
-    def __post_init__(self) -> None:
-        if not self.per_arrival > 0:
-            raise ValueError(f"effort_waste must be positive, got {self.per_arrival!r}")
-        if not self.cap >= 0:
-            raise ValueError(f"effort_waste_bank must be >= 0, got {self.cap!r}")
-        self.bank = self.cap
-
-    def credit(self) -> None:
-        """One arrival decided: ``per_arrival`` searches more, up to :attr:`cap`."""
-        self.bank = min(self.cap, self.bank + self.per_arrival)
-
-    def allows(self, worst: int) -> bool:
-        """True if the bank holds ``worst`` searches; else the skip is counted."""
-        if self.bank >= worst:
-            return True
-        self.counts["effort_waste_skipped"] += 1
-        return False
 
     def waste(self, searches: int) -> None:
         """Take the searches of an undone lever out of the bank (it may go below zero)."""
         self.bank -= searches
         self.counts["effort_waste_spent"] += searches
-
-    def stats(self) -> dict[str, int]:
-        """The counters for the run's report."""
-        return dict(self.counts)
