@@ -504,24 +504,18 @@ class OasisRpPolicy:
             victims = self._slot_victims(job, t, victims)
             if not victims:
                 return Found(payoff=0.0, schedule={})
-        if self._effort is None:
-            return self._bump_victims(job, t, victims)
-        keep = set(self._effort.trim([r.job.job_id for r in victims],
-                                     {r.job.job_id: r.plan for r in victims}, t,
-                                     self._good_end(job, t)))
-        victims = [r for r in victims if r.job.job_id in keep]
-        if not self._effort.allows(len(victims) + 1):
-            return Found(payoff=0.0, schedule={})
-        s0 = self._searches
-        try:
-            return self._bump_victims(job, t, victims)
-        finally:
-            self._effort.spend(self._searches - s0)
+        if self._effort is not None:
+            keep = set(self._effort.trim([r.job.job_id for r in victims],
+                                         {r.job.job_id: r.plan for r in victims}, t,
+                                         self._good_end(job, t)))
+            victims = [r for r in victims if r.job.job_id in keep]
+        return self._banked(len(victims) + 1,
+                            lambda: self._bump_victims(job, t, victims))
 
     def _slot_victims(self, job: Job, t: int, victims: list[Reservation]) -> list[Reservation]:
         """Lever ``effort_slots`` for a bump: the ``victims`` the slot bank affords (each is
         searched once over its window from ``t``; the newcomer once more); the bank is
-        debited what the bump then searches (:meth:`_bump_victims`)."""
+        debited what the bump then searches (:meth:`_banked`)."""
         assert self._slot_bank is not None
         cost = {r.job.job_id: float(r.job.last_slot - t + 1) for r in victims}
         ids = [r.job.job_id for r in victims]
@@ -530,31 +524,30 @@ class OasisRpPolicy:
                                           _Ranked(ids, plans, t, self._good_end(job, t))))
         return [r for r in victims if r.job.job_id in keep]
 
+    def _banked(self, worst: int, lever: Callable[[], Found]) -> Found:
+        """Run a re-pack or a bump (``lever``, its candidates chosen) under the effort banks
+        that are on: skipped (an empty result, the skip counted) when the ``effort`` or the
+        ``effort_waste`` bank does not hold its ``worst`` searches; afterwards ``effort`` is
+        debited the searches it ran, ``effort_slots`` the slot-searches, and
+        ``effort_waste`` the searches if it was undone (no schedule)."""
+        if self._effort is not None and not self._effort.allows(worst):
+            return Found(payoff=0.0, schedule={})
+        if self._waste is not None and not self._waste.allows(worst):
+            return Found(payoff=0.0, schedule={})
+        searches, slots = self._searches, self._slots
+        try:
+            got = lever()
+        finally:
+            if self._effort is not None:
+                self._effort.spend(self._searches - searches)
+            if self._slot_bank is not None:
+                self._slot_bank.spend(self._slots - slots)
+        if self._waste is not None and not got.schedule:
+            self._waste.waste(self._searches - searches)
+        return got
+
     def _bump_victims(self, job: Job, t: int, victims: list[Reservation]) -> Found:
-        """:meth:`_bump` with its ``victims`` chosen (lever ``effort_waste``: only if the
-        waste bank holds its worst case; its searches debited if it is undone)."""
-        if self._waste is not None:
-            if not self._waste.allows(len(victims) + 1):
-                return Found(payoff=0.0, schedule={})
-            s0 = self._searches
-            got = self._bump_slots(job, t, victims)
-            if not got.schedule:
-                self._waste.waste(self._searches - s0)
-            return got
-        return self._bump_slots(job, t, victims)
-
-    def _bump_slots(self, job: Job, t: int, victims: list[Reservation]) -> Found:
-        """:meth:`_bump_victims`, the slot bank's part."""
-        if self._slot_bank is not None:
-            s0 = self._slots
-            try:
-                return self._bump_victims_now(job, t, victims)
-            finally:
-                self._slot_bank.spend(self._slots - s0)
-        return self._bump_victims_now(job, t, victims)
-
-    def _bump_victims_now(self, job: Job, t: int, victims: list[Reservation]) -> Found:
-        """:meth:`_bump_victims`, the searches and the bookkeeping."""
+        """:meth:`_bump` with its ``victims`` chosen: the searches and the bookkeeping."""
         book = self._book()
         for r in victims:
             book.add(r.job, r.plan, sign=-1)
@@ -832,7 +825,7 @@ class OasisRpPolicy:
     def _repack(self, job: Job, t: int, base: float) -> Found:
         """Lever (a): make room for ``job`` by re-planning admitted jobs within their promises.
         Returns the newcomer's schedule (placed) or an empty result (nothing changed)."""
-        if self._repack_min > 0.0 and density(job, self._cluster_now()) < self._repack_min:
+        if self._repack_min > 0.0 and self._density(job) < self._repack_min:
             self._stats["repack_guarded"] += 1
             return Found(payoff=0.0, schedule={})
         if self._effort is not None and self._effort.short(repack_cost(1)):
@@ -844,43 +837,16 @@ class OasisRpPolicy:
         cands.sort(key=lambda j: (-(self._promise[j] - max(self._plans[j])), j))
         cands = cands[: self.repack_limit]
         if self._slot_bank is not None:
-            return self._repack_slots(job, t, base, cands)
-        if self._effort is None:
-            return self._repack_cands(job, t, base, cands)
-        cands = self._effort.trim(cands, self._plans, t, self._good_end(job, t))
-        if not self._effort.allows(repack_cost(len(cands))):
-            return Found(payoff=0.0, schedule={})
-        s0 = self._searches
-        try:
-            return self._repack_cands(job, t, base, cands)
-        finally:
-            self._effort.spend(self._searches - s0)
-
-    def _repack_slots(self, job: Job, t: int, base: float, cands: list[str]) -> Found:
-        """Lever ``effort_slots`` for a re-pack: the candidates the slot bank affords (each
-        may be searched three times over its span to its promise, the newcomer twice over
-        its window), then :meth:`_repack` as it goes on (the ``effort`` bank too, if on);
-        the slot-searches it ran are debited."""
-        assert self._slot_bank is not None
-        cost = {j: 3.0 * max(1, self._promise[j] - t + 1) for j in cands}
-        cands = self._slot_bank.afford(cands, cost, 2.0 * (job.last_slot - t + 1),
-                                       _Ranked(cands, self._plans, t, self._good_end(job, t)))
-        if not cands:
-            return Found(payoff=0.0, schedule={})
-        s0 = self._slots
-        try:
-            if self._effort is None:
-                return self._repack_cands(job, t, base, cands)
-            cands = self._effort.trim(cands, self._plans, t, self._good_end(job, t))
-            if not self._effort.allows(repack_cost(len(cands))):
+            cost = {j: 3.0 * max(1, self._promise[j] - t + 1) for j in cands}
+            cands = self._slot_bank.afford(
+                cands, cost, 2.0 * (job.last_slot - t + 1),
+                _Ranked(cands, self._plans, t, self._good_end(job, t)))
+            if not cands:
                 return Found(payoff=0.0, schedule={})
-            s1 = self._searches
-            try:
-                return self._repack_cands(job, t, base, cands)
-            finally:
-                self._effort.spend(self._searches - s1)
-        finally:
-            self._slot_bank.spend(self._slots - s0)
+        if self._effort is not None:
+            cands = self._effort.trim(cands, self._plans, t, self._good_end(job, t))
+        return self._banked(repack_cost(len(cands)),
+                            lambda: self._repack_cands(job, t, base, cands))
 
     def _good_end(self, job: Job, t: int) -> int:
         """Lever ``effort``: the last of ``job``'s good slots from ``t`` (its latest completion
@@ -888,21 +854,9 @@ class OasisRpPolicy:
         return latest_same_utility(job, min(t + job.fastest - 1, job.last_slot), self.repack_gap)
 
     def _repack_cands(self, job: Job, t: int, base: float, cands: list[str]) -> Found:
-        """:meth:`_repack` with its candidates chosen (``cands``, in their order); lever
-        ``effort_waste``: only if the waste bank holds its worst case, its searches debited
-        if it is undone."""
-        if self._waste is None:
-            return self._repack_now(job, t, base, cands)
-        if not self._waste.allows(repack_cost(len(cands))):
-            return Found(payoff=0.0, schedule={})
-        s0 = self._searches
-        got = self._repack_now(job, t, base, cands)
-        if not got.schedule:
-            self._waste.waste(self._searches - s0)
-        return got
-
-    def _repack_now(self, job: Job, t: int, base: float, cands: list[str]) -> Found:
-        """:meth:`_repack_cands`, the re-pack itself."""
+        """:meth:`_repack` with its candidates chosen (``cands``, in their order): the
+        re-pack itself (the slot bank affords each candidate three searches over its span
+        to its promise and the newcomer two over its window: :meth:`_repack`)."""
         book = self._book()
         self._stats["repack_tried"] += 1
         saved = {j: self._plans[j] for j in cands}
