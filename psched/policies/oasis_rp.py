@@ -150,7 +150,7 @@ from psched.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps
 from psched.oasis.dual import dual_objective, unscale
 from psched.policies.base import RunContext, View, register_policy
 from psched.policies.rp_ahead import grow_now
-from psched.policies.rp_batch import density
+from psched.policies.rp_batch import density, density_order
 from psched.policies.rp_book import (
     Found,
     PlanLedger,
@@ -708,7 +708,8 @@ class OasisRpPolicy:
         self._batch = []
         out: dict[str, Decision] = {}
         probe = self.decision_probe
-        for job in self._densest_first([j for j in jobs if j.job_id in mine]):
+        for job in density_order([j for j in jobs if j.job_id in mine], self._cluster_now(),
+                                 self._density):
             if probe is None:
                 got = self._arrive(job, t)
             else:
@@ -726,12 +727,6 @@ class OasisRpPolicy:
         if got is None:
             got = self._dens[job.job_id] = density(job, self._cluster_now())
         return got
-
-    def _densest_first(self, jobs: Sequence[Job]) -> list[Job]:
-        """:func:`~psched.policies.rp_batch.density_order` of ``jobs`` (the same stable
-        order), each density from :meth:`_density`."""
-        keys = [-self._density(j) for j in jobs]
-        return [jobs[i] for i in sorted(range(len(jobs)), key=keys.__getitem__)]
 
     def _late(self, job: Job, t: int, promise: int) -> None:
         """Plan ``job`` as its cheapest schedule that meets ``promise`` (it was placed)."""

@@ -23,7 +23,7 @@ containers per server, ``sum_h min_r floor(c_h^r / w^r)``: packing, not only vol
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -55,8 +55,10 @@ def density(job: Job, cluster: Cluster) -> float:
     return job.utility_at(job.fastest) / (job.work * share)
 
 
-def density_order(jobs: Sequence[Job], cluster: Cluster) -> list[Job]:
-    """``jobs`` densest first (:func:`density`); equal densities keep their order (stable).
-    O(J S R + J log J)."""
-    keys = [-density(j, cluster) for j in jobs]
+def density_order(jobs: Sequence[Job], cluster: Cluster,
+                  density_of: Callable[[Job], float] | None = None) -> list[Job]:
+    """``jobs`` densest first (:func:`density` on ``cluster``, or ``density_of`` -- e.g. a
+    cache of it); equal densities keep their order (stable). O(J S R + J log J)."""
+    of = density_of if density_of is not None else (lambda j: density(j, cluster))
+    keys = [-of(j) for j in jobs]
     return [jobs[i] for i in sorted(range(len(jobs)), key=keys.__getitem__)]
