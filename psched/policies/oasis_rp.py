@@ -804,6 +804,7 @@ class OasisRpPolicy:
         self._stats["ahead_jobs"] += 1
         self._stats["ahead_moved"] += new[t].n_workers - (old[t].n_workers if t in old else 0)
         self._freed = True
+        self._report = None  # the counters (and the plans the certificate reads) changed
         return Schedule(new) if self.fast_search else new
 
     def _place(self, job: Job, schedule: dict[int, Alloc]) -> None:
