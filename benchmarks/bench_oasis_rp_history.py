@@ -52,12 +52,12 @@ HISTORY_SEED_OFFSET = 1000
 
 
 def _run(variant: str, specs: list[JobSpec], cluster: Cluster, horizon: int,
-         history: list[JobSpec] | None) -> float:
+         history: list[JobSpec] | None, seed: int = 0) -> float:
     name, kw = parse_variant(variant)
     kw.setdefault("certificate", False)
     if history is not None:
         kw["price_source"] = "history"
-    res = simulate(specs, cluster, make_policy(name, **kw), horizon,
+    res = simulate(specs, cluster, make_policy(name, **kw), horizon, seed=seed,
                    history=history or ())
     if broken_promises(res):
         raise SystemExit(f"broken promise in {variant}")
@@ -80,8 +80,11 @@ def split_trace(specs: list[JobSpec]) -> tuple[list[JobSpec], list[JobSpec], int
     return shifted(head), run, trace_horizon(run, 3600.0)
 
 
-def _rival(name: str, specs: list[JobSpec], cluster: Cluster, horizon: int) -> float:
-    res = simulate(specs, cluster, make_policy(name), horizon)
+def _rival(name: str, specs: list[JobSpec], cluster: Cluster, horizon: int,
+           seed: int) -> float:
+    """A rival's utility, simulated with the cell's seed as ``policy_table.py`` does (RRH
+    and FIFO draw their requests from it)."""
+    res = simulate(specs, cluster, make_policy(name), horizon, seed=seed)
     return float(sum(r.utility for r in res.records.values()))
 
 
@@ -94,10 +97,10 @@ def trace_rows(scenario: str, seeds: list[int], variant: str, how: str,
         else:
             hist, _, _, _ = load(scenario, seed + HISTORY_SEED_OFFSET)
         t0 = time.process_time()
-        a = _run(variant, specs, cluster, horizon, None)
-        b = _run(variant, specs, cluster, horizon, hist)
+        a = _run(variant, specs, cluster, horizon, None, seed)
+        b = _run(variant, specs, cluster, horizon, hist, seed)
         cpu = time.process_time() - t0
-        best = max(((_rival(r, specs, cluster, horizon), r) for r in rivals), default=None)
+        best = max(((_rival(r, specs, cluster, horizon, seed), r) for r in rivals), default=None)
         rival = f"{best[1]} {best[0]:,.0f}" if best else "-"
         print(f"| {scenario} | {how} | {seed} | {len(specs)} | {a:,.0f} | {b:,.0f} | "
               f"{b / a - 1:+.1%} | {rival} | {cpu:.1f} |", flush=True)
