@@ -26,7 +26,12 @@ from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.schedule import Best, PlacementTables, placement_tables, schedule_allocs
 from psched.oasis.schedule import slot_costs as _slot_costs
-from psched.policies.rp_dp import runs_compiled, scatter_add_compiled, scatter_add_ready
+from psched.policies.rp_dp import (
+    runs_compiled,
+    scatter_add_compiled,
+    scatter_add_ready,
+    window_tables_compiled,
+)
 from psched.policies.rp_search import Schedule, search_runs
 from psched.prices import PriceParams, normalise
 
@@ -131,6 +136,28 @@ class PlanLedger(Ledger):
             self._change[stale] = diff
             self._stale[stale] = False
         return np.concatenate(([0], np.flatnonzero(self._change[t0 + 1:t1]) + 1)).astype(np.intp)
+
+    def window_caps(self, job: Job, t0: int, t1: int, per_slot: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int] | None:
+        """:meth:`runs` over ``t0..t1-1``, each slot's run, the containers of ``job`` that fit
+        per run and server in both pools and the worker-slots the window holds (at most
+        ``per_slot`` a slot), in one compiled call
+        (:func:`~psched.policies.rp_dp.window_tables_compiled`); None where the compiled
+        loops do not apply (the reference path, arrays written in other types): the caller
+        composes :func:`~psched.policies.rp_search.run_tables` and
+        :func:`~psched.policies.rp_search.feasible_work`, which give the same numbers."""
+        if not (self.fast and self._compiled_runs) or t1 <= t0:
+            return None
+        arrays = (*self.usage, *self.capacity, *(() if self.high is None else self.high))
+        if not all(a.dtype == np.float64 and a.flags.c_contiguous for a in arrays):
+            return None
+        psn = self.ps_needed_of(job)
+        if psn.dtype != np.int64:
+            return None
+        return window_tables_compiled((self.usage[0], self.usage[1]), self.high, self._stale,
+                                      self._change, t0, t1, self.capacity,
+                                      self.demands_of(job), (job.max_workers, int(psn[-1])),
+                                      psn, per_slot)
 
     def commit(self, job: Job, schedule: Mapping[int, Alloc]) -> None:
         super().commit(job, schedule)

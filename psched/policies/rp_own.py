@@ -36,7 +36,7 @@ from psched.oasis.ledger import JobInputs, PoolInputs
 from psched.oasis.schedule import placement_tables
 from psched.policies.rp_book import Found, PlanLedger, window_inputs
 from psched.policies.rp_dp import solve_compiled
-from psched.policies.rp_search import Schedule, feasible_work, priced_pools, run_tables
+from psched.policies.rp_search import Schedule, priced_pools, window_tables
 from psched.prices import log_utility
 
 __all__ = ["OWN_PRICES", "OwnUnits", "cheapest_units", "marginal_units", "search_own",
@@ -178,8 +178,8 @@ def search_own_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, dead
         return Found(payoff=floor, schedule={})
     sub = replace(job, work=int(work), window=last - job.arrival + 1)
     t1 = last + 1
-    tab = run_tables(ledger, sub, t0, t1)
-    if feasible_work(tab, sub.max_workers, sub.work) < sub.work:
+    tab, fit = window_tables(ledger, sub, t0, t1)
+    if fit < sub.work:
         return Found(payoff=floor, schedule={})
     w_pool, p_pool = priced_pools(ledger, tab)
     psn = tab.ps_needed
