@@ -48,3 +48,22 @@ def test_a_reference_ledger_takes_the_numpy_composition() -> None:
     tab, fit = window_tables(book, job, 0, 5)
     assert fit == window_tables_reference(book, job, 0, 5)[1]
     assert tab.n_slots == 5
+
+
+@settings(SETTINGS, max_examples=30)
+@given(case=_ledgers(), lo=st.integers(0, 13), length=st.integers(1, 14))
+def test_prices_read_by_the_compiled_exponent_are_the_reference_prices_bit_for_bit(
+        case: tuple[list[PlanLedger], Job, dict[str, int]], lo: int, length: int) -> None:
+    from psched.policies.rp_search import priced_pools, priced_pools_reference
+
+    (fast, _), job, _ = case
+    t0 = min(lo, fast.horizon - 1)
+    t1 = min(fast.horizon, t0 + length)
+    tab, _ = window_tables(fast, job, t0, t1)
+    for _ in range(2):  # the second time from the kept terms
+        got = priced_pools(fast, tab)
+        want = priced_pools_reference(fast, tab)
+        for a, b in zip(got, want, strict=True):
+            assert a.price.shape == b.price.shape and np.array_equal(a.price, b.price)
+            assert a.price.dtype == b.price.dtype
+            assert a.servers is b.servers and a.demand is b.demand and a.norm is b.norm

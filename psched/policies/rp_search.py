@@ -55,8 +55,8 @@ from psched.prices import log_utility
 if TYPE_CHECKING:
     from psched.policies.rp_book import Found, PlanLedger
 
-__all__ = ["RunTables", "Schedule", "feasible_work", "priced_pools", "run_tables",
-           "search_runs", "window_tables", "window_tables_reference"]
+__all__ = ["RunTables", "Schedule", "feasible_work", "priced_pools", "priced_pools_reference",
+           "run_tables", "search_runs", "window_tables", "window_tables_reference"]
 
 
 _EMPTY = np.zeros(0)  # a run table's pools before pricing: no prices, no residual
@@ -141,7 +141,22 @@ def window_tables_reference(ledger: PlanLedger, job: Job, t0: int,
 
 
 def priced_pools(ledger: PlanLedger, tab: RunTables) -> tuple[PoolInputs, PoolInputs]:
-    """The pools of ``tab`` with their prices per run, as :meth:`Ledger.inputs` computes them."""
+    """The pools of ``tab`` with their prices per run, as :meth:`Ledger.inputs` computes them:
+    :func:`priced_pools_reference`, the prices read by
+    :meth:`~psched.policies.rp_book.PlanLedger.price_rows` (bit-identical)."""
+    src = ledger.price_usage()
+    rows = tab.start + tab.starts
+    w, p = tab.pools
+    return (PoolInputs(servers=w.servers, price=ledger.price_rows(0, src[0], rows),
+                       resid=w.resid, demand=w.demand, norm=w.norm),
+            PoolInputs(servers=p.servers, price=ledger.price_rows(1, src[1], rows),
+                       resid=p.resid, demand=p.demand, norm=p.norm))
+
+
+def priced_pools_reference(ledger: PlanLedger,
+                           tab: RunTables) -> tuple[PoolInputs, PoolInputs]:
+    """:func:`priced_pools` by :meth:`~psched.policies.rp_book.PlanLedger.price_of` on the
+    gathered rows: the reference."""
     src = ledger.price_usage()
     out = []
     for p, pool in enumerate(tab.pools):
