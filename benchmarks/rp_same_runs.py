@@ -11,6 +11,12 @@ speed-ups of the re-pack path (issue 14, task 9c) must leave every fingerprint u
     PYTHONPATH=$PWD python benchmarks/rp_same_runs.py --out /tmp/new.json
     python benchmarks/rp_same_runs.py --compare /tmp/old.json /tmp/new.json
     python benchmarks/rp_same_runs.py --scenarios ef-cluster04 --out /tmp/c04.json
+    python benchmarks/rp_same_runs.py --scenarios philly-3000,philly-8000 --out /tmp/ph.json
+
+``philly-<n>`` cells are the first ``n`` jobs' synthetic Philly-like trace of
+``bench_oasis_rp_scale.py`` (1-hour slots, the trace's default cluster), one cell per seed of
+``--philly-seeds``; each row also records the slot bank's counters (``effort_slot_*``), so a
+cell shows whether the bank acted.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from pathlib import Path  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_oasis_rp_levers import cell_inputs, instances, run_variant  # noqa: E402
+from bench_oasis_rp_scale import load as scale_load  # noqa: E402
 
 from psched.promises import broken_promises  # noqa: E402
 from psched.simulator import RunResult  # noqa: E402
@@ -48,10 +55,26 @@ def fingerprint(res: RunResult) -> str:
     return h.hexdigest()
 
 
+def _cells(scenario: str, seeds: list[int], philly_seeds: list[int],
+           fig5_per_cell: int) -> list[str]:
+    """The instances of ``scenario``: a ``philly-<n>`` cell per seed of ``philly_seeds``."""
+    if scenario.startswith("philly-"):
+        return [str(s) for s in philly_seeds]
+    return instances(scenario, seeds, fig5_per_cell)
+
+
+def _inputs(scenario: str, instance: str) -> tuple[list, object, int]:
+    """The jobs, cluster and horizon of one cell (``philly-<n>`` as at trace scale)."""
+    if scenario.startswith("philly-"):
+        return scale_load(scenario, int(instance))
+    return cell_inputs(scenario, instance)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenarios", default=DEFAULT_SCENARIOS)
     ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--philly-seeds", default="0")
     ap.add_argument("--fig5-instances", type=int, default=7)
     ap.add_argument("--variant", default="oasis-rp")
     ap.add_argument("--out", type=Path)
@@ -66,14 +89,17 @@ def main() -> None:
         print(f"CPU s old {sum(c[0] for c in cpu):.1f}, new {sum(c[1] for c in cpu):.1f}")
         raise SystemExit(1 if differ else 0)
     seeds = [int(s) for s in args.seeds.split(",")]
+    philly_seeds = [int(s) for s in args.philly_seeds.split(",")]
     out: dict[str, dict[str, object]] = {}
     for sc in args.scenarios.split(","):
-        for inst in instances(sc, seeds, args.fig5_instances):
-            res, cpu = run_variant(args.variant, *cell_inputs(sc, inst))
+        for inst in _cells(sc, seeds, philly_seeds, args.fig5_instances):
+            res, cpu = run_variant(args.variant, *_inputs(sc, inst))
             if broken_promises(res):
                 raise SystemExit(f"{sc} {inst}: broken promise")
             out[f"{sc}/{inst}"] = {"sha": fingerprint(res), "cpu_s": round(cpu, 2),
-                                   "repack_tried": res.report.get("repack_tried", 0)}
+                                   "repack_tried": res.report.get("repack_tried", 0),
+                                   **{k: v for k, v in res.report.items()
+                                      if k.startswith("effort_slot_")}}
             print(sc, inst, out[f"{sc}/{inst}"], flush=True)
     assert args.out is not None, "--out is required to measure"
     tmp = args.out.with_suffix(".tmp")

@@ -26,7 +26,13 @@ from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.schedule import Best, PlacementTables, placement_tables, schedule_allocs
 from psched.oasis.schedule import slot_costs as _slot_costs
-from psched.policies.rp_dp import runs_compiled, scatter_add_compiled, scatter_add_ready
+from psched.policies.rp_dp import (
+    log_prices_compiled,
+    runs_compiled,
+    scatter_add_compiled,
+    scatter_add_ready,
+    window_tables_compiled,
+)
 from psched.policies.rp_search import Schedule, search_runs
 from psched.prices import PriceParams, normalise
 
@@ -63,6 +69,7 @@ class PlanLedger(Ledger):
         self._dem: dict[str, tuple[np.ndarray, np.ndarray, object]] = {}
         self._norm: dict[str, tuple[np.ndarray, np.ndarray, object, object]] = {}
         self._price_terms: list[tuple[Any, ...] | None] = [None, None]
+        self._row_terms: list[tuple[Any, ...] | None] = [None, None]
         self._change = np.ones(horizon, dtype=bool)
         #: run boundaries read in one compiled loop (off: the numpy reference of the same
         #: comparisons; both give the same runs)
@@ -132,6 +139,28 @@ class PlanLedger(Ledger):
             self._stale[stale] = False
         return np.concatenate(([0], np.flatnonzero(self._change[t0 + 1:t1]) + 1)).astype(np.intp)
 
+    def window_caps(self, job: Job, t0: int, t1: int, per_slot: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int] | None:
+        """:meth:`runs` over ``t0..t1-1``, each slot's run, the containers of ``job`` that fit
+        per run and server in both pools and the worker-slots the window holds (at most
+        ``per_slot`` a slot), in one compiled call
+        (:func:`~psched.policies.rp_dp.window_tables_compiled`); None where the compiled
+        loops do not apply (the reference path, arrays written in other types): the caller
+        composes :func:`~psched.policies.rp_search.run_tables` and
+        :func:`~psched.policies.rp_search.feasible_work`, which give the same numbers."""
+        if not (self.fast and self._compiled_runs) or t1 <= t0:
+            return None
+        arrays = (*self.usage, *self.capacity, *(() if self.high is None else self.high))
+        if not all(a.dtype == np.float64 and a.flags.c_contiguous for a in arrays):
+            return None
+        psn = self.ps_needed_of(job)
+        if psn.dtype != np.int64:
+            return None
+        return window_tables_compiled((self.usage[0], self.usage[1]), self.high, self._stale,
+                                      self._change, t0, t1, self.capacity,
+                                      self.demands_of(job), (job.max_workers, int(psn[-1])),
+                                      psn, per_slot)
+
     def commit(self, job: Job, schedule: Mapping[int, Alloc]) -> None:
         super().commit(job, schedule)
         self._mark(np.fromiter(schedule, dtype=np.int64))
@@ -155,6 +184,29 @@ class PlanLedger(Ledger):
         _, _, pos, safe, span, log_l = got
         util = np.clip(np.where(pos, usage / safe, 0.0), 0.0, 1.0)
         return np.asarray(np.exp(log_l + util * span - self.log_scale))
+
+    def price_rows(self, pool: int, usage: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """:meth:`price_of` ``(pool, usage[rows])`` with the exponent in one compiled loop
+        (:func:`~psched.policies.rp_dp.log_prices_compiled`: the same operations in the same
+        order, no gathered copy) and numpy's ``exp``: bit-identical. ``usage`` is one of
+        :meth:`price_usage`'s arrays (float64, C order); else :meth:`price_of`. O(|rows| H R)."""
+        got = self._row_terms[pool]
+        cap, params = self.capacity[pool], self.params
+        if got is None or got[0] is not cap or got[1] is not params:
+            pos = np.ascontiguousarray(cap > 0)
+            got = (cap, params, pos,
+                   np.ascontiguousarray(np.where(pos, cap, 1.0), dtype=np.float64),
+                   np.ascontiguousarray(params.log_u[pool] - params.log_l[pool],
+                                        dtype=np.float64),
+                   np.ascontiguousarray(params.log_l[pool], dtype=np.float64),
+                   float(self.log_scale))
+            self._row_terms[pool] = got
+        _, _, pos, safe, span, log_l, log_scale = got
+        if (usage.dtype != np.float64 or not usage.flags.c_contiguous or pos.shape != safe.shape
+                or span.shape != (safe.shape[1],) or log_l.shape != span.shape):
+            return self.price_of(pool, usage[rows])
+        return np.asarray(np.exp(log_prices_compiled(usage, rows, pos, safe, span, log_l,
+                                                     log_scale)))
 
     def ps_needed_of(self, job: Job) -> np.ndarray:
         """``(N+1,)`` fewest PS for ``n = 0..N`` workers of ``job`` (kept per job id)."""

@@ -33,8 +33,9 @@ from psched.oasis.schedule import ARG_RTOL, TIE_RTOL, Best
 numba = lazy_numba(__name__)
 
 __all__ = ["cost_lower_bound_compiled", "greedy_costs_compiled", "greedy_takes_compiled",
-           "placement_groups_compiled", "runs_compiled", "scatter_add_compiled",
-           "scatter_add_ready", "solve_compiled", "unit_caps_compiled"]
+           "log_prices_compiled", "placement_groups_compiled", "runs_compiled",
+           "scatter_add_compiled", "scatter_add_ready", "solve_compiled", "unit_caps_compiled",
+           "window_tables_compiled"]
 
 
 @numba.njit("boolean(float64, float64)", cache=True, nogil=True)
@@ -494,3 +495,88 @@ def _read_only(a: np.ndarray) -> np.ndarray:
         a = a.view()
         a.flags.writeable = False
     return a
+
+
+@numba.njit(cache=True, nogil=True)
+def _window(u0: np.ndarray, u1: np.ndarray, h0: np.ndarray, h1: np.ndarray, high: bool,
+            stale: np.ndarray, change: np.ndarray, t0: int, t1: int, cap0: np.ndarray,
+            cap1: np.ndarray, dem0: np.ndarray, dem1: np.ndarray, lim0: int, lim1: int,
+            psn: np.ndarray, per_slot: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover
+    starts = _runs(u0, u1, h0, h1, high, stale, change, t0, t1)
+    n = t1 - t0
+    n_runs = starts.size
+    row_of = np.empty(n, dtype=np.int64)
+    rows = np.empty(n_runs, dtype=np.int64)
+    for u in range(n_runs):
+        end = starts[u + 1] if u + 1 < n_runs else n
+        row_of[starts[u]:end] = u
+        rows[u] = t0 + starts[u]
+    caps0 = _caps(u0, cap0, rows, dem0, lim0)
+    caps1 = _caps(u1, cap1, rows, dem1, lim1)
+    total = 0
+    for u in range(n_runs):
+        w_fit = 0
+        for h in range(caps0.shape[1]):
+            w_fit += caps0[u, h]
+        p_fit = 0
+        for h in range(caps1.shape[1]):
+            p_fit += caps1[u, h]
+        # the largest n with psn[n] <= p_fit (psn sorted): searchsorted(side="right") - 1
+        lo = 0
+        hi = psn.size
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if psn[mid] <= p_fit:
+                lo = mid + 1
+            else:
+                hi = mid
+        per = min(min(w_fit, lo - 1), per_slot)
+        end = starts[u + 1] if u + 1 < n_runs else n
+        total += per * (end - starts[u])
+    return starts, row_of, caps0, caps1, total
+
+
+def window_tables_compiled(usage: tuple[np.ndarray, ...], high: tuple[np.ndarray, ...] | None,
+                           stale: np.ndarray, change: np.ndarray, t0: int, t1: int,
+                           capacity: tuple[np.ndarray, ...], demand: tuple[np.ndarray, ...],
+                           limit: tuple[int, int], ps_needed: np.ndarray, per_slot: int
+                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """:func:`runs_compiled`, the run index of every slot, :func:`unit_caps_compiled` of both
+    pools at the first slot of each run, and the worker-slots the window can hold
+    (:func:`psched.policies.rp_search.feasible_work`, ``per_slot = min(N, work)``) in one
+    compiled call: ``(starts, row_of, caps_workers, caps_ps, feasible)``. Integer counts from
+    the same comparisons and the same floor divisions: equal to the numpy composition
+    exactly. Needs ``t1 > t0`` and arrays in the compiled loops' types (float64, C order;
+    ``ps_needed`` int64, sorted). O(t1 - t0 + U (H + K) R + stale rows (H + K) R)."""
+    h = usage if high is None else high
+    return _window(usage[0], usage[1], h[0], h[1], high is not None, stale, change, int(t0),
+                   int(t1), capacity[0], capacity[1], demand[0], demand[1], int(limit[0]),
+                   int(limit[1]), ps_needed, int(per_slot))
+
+
+@numba.njit(cache=True, nogil=True)
+def _log_prices(usage: np.ndarray, rows: np.ndarray, pos: np.ndarray, safe: np.ndarray,
+                span: np.ndarray, log_l: np.ndarray,
+                log_scale: float) -> np.ndarray:  # pragma: no cover - compiled
+    n_srv, n_res = safe.shape
+    out = np.empty((rows.size, n_srv, n_res))
+    for u in range(rows.size):
+        t = rows[u]
+        for h in range(n_srv):
+            for r in range(n_res):
+                v = usage[t, h, r] / safe[h, r] if pos[h, r] else 0.0
+                v = min(max(v, 0.0), 1.0)
+                out[u, h, r] = (log_l[r] + v * span[r]) - log_scale
+    return out
+
+
+def log_prices_compiled(usage: np.ndarray, rows: np.ndarray, pos: np.ndarray,
+                        safe: np.ndarray, span: np.ndarray, log_l: np.ndarray,
+                        log_scale: float) -> np.ndarray:
+    """The exponent of :meth:`psched.policies.rp_book.PlanLedger.price_of` for the rows
+    ``rows`` of ``usage`` (T, H, R), (|rows|, H, R): ``log_l + clip(g / c, 0, 1) * span -
+    log_scale`` (``g / c`` read as 0 where ``pos`` is False), the same operations in the same
+    order, without the gathered copy of the rows. Bit-identical. O(|rows| H R)."""
+    return np.asarray(_log_prices(usage, np.ascontiguousarray(rows, dtype=np.int64), pos, safe,
+                                  span, log_l, float(log_scale)))

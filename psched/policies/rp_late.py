@@ -29,7 +29,7 @@ import numpy as np
 from psched.model import Job
 from psched.oasis.schedule import placement_tables, schedule_allocs, slot_costs, unit_prices
 from psched.policies.rp_book import Found, PlanLedger, window_inputs
-from psched.policies.rp_search import _allocs, feasible_work, priced_pools, run_tables
+from psched.policies.rp_search import _allocs, priced_pools, window_tables
 
 __all__ = ["search_latest", "search_latest_reference", "search_latest_runs"]
 
@@ -90,8 +90,8 @@ def search_latest_runs(ledger: PlanLedger, job: Job, *, start: int, work: int,
     if work <= 0 or last < t0:
         return none
     sub = replace(job, work=int(work), window=last - job.arrival + 1)
-    tab = run_tables(ledger, sub, t0, last + 1)
-    if feasible_work(tab, sub.max_workers, sub.work) < sub.work:
+    tab, fit = window_tables(ledger, sub, t0, last + 1)
+    if fit < sub.work:
         return none
     # the reference's count of finite slot costs, per run: n workers cost a finite amount
     # iff they fit (n <= min(N, containers that fit)) and so do their PS (ps_needed[n] <=

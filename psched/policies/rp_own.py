@@ -36,7 +36,8 @@ from psched.oasis.ledger import JobInputs, PoolInputs
 from psched.oasis.schedule import placement_tables
 from psched.policies.rp_book import Found, PlanLedger, window_inputs
 from psched.policies.rp_dp import solve_compiled
-from psched.policies.rp_search import Schedule, feasible_work, priced_pools, run_tables
+from psched.policies.rp_search import Schedule, priced_pools, window_tables
+from psched.policies.rp_units import marginal_units_kept
 from psched.prices import log_utility
 
 __all__ = ["OWN_PRICES", "OwnUnits", "cheapest_units", "marginal_units", "search_own",
@@ -168,7 +169,9 @@ def search_own_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, dead
                     mode: str, floor: float = 0.0) -> Found:
     """Exactly :func:`search_own_reference`, run-compressed: container caps and prices per
     run of identical slots (:func:`~psched.policies.rp_search.run_tables`), the feasibility
-    count first (nothing priced when the window cannot hold the work), the compiled
+    count first (nothing priced when the window cannot hold the work), the marginal units
+    with their per-job terms kept and the selection compiled
+    (:func:`~psched.policies.rp_units.marginal_units_kept`), the compiled
     recursion (:func:`~psched.policies.rp_dp.solve_compiled`). Each number is computed by the
     same operations on the same rows as there, so the result is bit-identical
     (``tests/test_rp_search.py``). O(U (H + K) R + U H K log(H K) + Tw N) plus the recursion."""
@@ -178,13 +181,13 @@ def search_own_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, dead
         return Found(payoff=floor, schedule={})
     sub = replace(job, work=int(work), window=last - job.arrival + 1)
     t1 = last + 1
-    tab = run_tables(ledger, sub, t0, t1)
-    if feasible_work(tab, sub.max_workers, sub.work) < sub.work:
+    tab, fit = window_tables(ledger, sub, t0, t1)
+    if fit < sub.work:
         return Found(payoff=floor, schedule={})
     w_pool, p_pool = priced_pools(ledger, tab)
     psn = tab.ps_needed
-    wu = marginal_units(w_pool, tab.caps[0], _slope(ledger, 0), sub.max_workers, mode)
-    pu = marginal_units(p_pool, tab.caps[1], _slope(ledger, 1), int(psn[-1]), mode)
+    wu = marginal_units_kept(ledger, 0, w_pool, tab.caps[0], sub.max_workers, mode)
+    pu = marginal_units_kept(ledger, 1, p_pool, tab.caps[1], int(psn[-1]), mode)
     costs = (wu.costs + pu.costs[:, psn])[tab.row_of]
     log_f = log_utility(sub, np.arange(t0 - sub.arrival + 1, t1 - sub.arrival + 1))
     inp = JobInputs(job=sub, start=t0, util=np.exp(log_f - ledger.log_scale), workers=w_pool,

@@ -55,8 +55,8 @@ from psched.prices import log_utility
 if TYPE_CHECKING:
     from psched.policies.rp_book import Found, PlanLedger
 
-__all__ = ["RunTables", "Schedule", "feasible_work", "priced_pools", "run_tables",
-           "search_runs"]
+__all__ = ["RunTables", "Schedule", "feasible_work", "priced_pools", "priced_pools_reference",
+           "run_tables", "search_runs", "window_tables", "window_tables_reference"]
 
 
 _EMPTY = np.zeros(0)  # a run table's pools before pricing: no prices, no residual
@@ -112,8 +112,51 @@ def feasible_work(tab: RunTables, max_workers: int, work: int) -> int:
     return int(np.sum(per_run * lengths))
 
 
+def window_tables(ledger: PlanLedger, job: Job, t0: int, t1: int) -> tuple[RunTables, int]:
+    """:func:`window_tables_reference` in one compiled call
+    (:meth:`~psched.policies.rp_book.PlanLedger.window_caps`) where the ledger allows it:
+    the same tables and count (integers from the same comparisons). O(U (H + K) R + Tw)."""
+    got = ledger.window_caps(job, t0, t1, min(job.max_workers, job.work))
+    if got is None:
+        return window_tables_reference(ledger, job, t0, t1)
+    starts, row_of, caps_w, caps_p, fit = got
+    psn = ledger.ps_needed_of(job)
+    w_dem, p_dem = ledger.demands_of(job)
+    w_norm, p_norm = ledger.norms_of(job)
+    pools = (PoolInputs(servers=ledger.servers[0], price=_EMPTY, resid=_EMPTY, demand=w_dem,
+                        norm=w_norm),
+             PoolInputs(servers=ledger.servers[1], price=_EMPTY, resid=_EMPTY, demand=p_dem,
+                        norm=p_norm))
+    tab = RunTables(start=t0, starts=starts, row_of=row_of, pools=pools, caps=(caps_w, caps_p),
+                    ps_needed=psn)
+    return tab, int(fit)
+
+
+def window_tables_reference(ledger: PlanLedger, job: Job, t0: int,
+                            t1: int) -> tuple[RunTables, int]:
+    """:func:`run_tables` of ``job`` over ``t0..t1-1`` and the worker-slots its window holds
+    (:func:`feasible_work`): the composition :func:`window_tables` is tested against."""
+    tab = run_tables(ledger, job, t0, t1)
+    return tab, feasible_work(tab, job.max_workers, job.work)
+
+
 def priced_pools(ledger: PlanLedger, tab: RunTables) -> tuple[PoolInputs, PoolInputs]:
-    """The pools of ``tab`` with their prices per run, as :meth:`Ledger.inputs` computes them."""
+    """The pools of ``tab`` with their prices per run, as :meth:`Ledger.inputs` computes them:
+    :func:`priced_pools_reference`, the prices read by
+    :meth:`~psched.policies.rp_book.PlanLedger.price_rows` (bit-identical)."""
+    src = ledger.price_usage()
+    rows = tab.start + tab.starts
+    w, p = tab.pools
+    return (PoolInputs(servers=w.servers, price=ledger.price_rows(0, src[0], rows),
+                       resid=w.resid, demand=w.demand, norm=w.norm),
+            PoolInputs(servers=p.servers, price=ledger.price_rows(1, src[1], rows),
+                       resid=p.resid, demand=p.demand, norm=p.norm))
+
+
+def priced_pools_reference(ledger: PlanLedger,
+                           tab: RunTables) -> tuple[PoolInputs, PoolInputs]:
+    """:func:`priced_pools` by :meth:`~psched.policies.rp_book.PlanLedger.price_of` on the
+    gathered rows: the reference."""
     src = ledger.price_usage()
     out = []
     for p, pool in enumerate(tab.pools):
@@ -140,8 +183,8 @@ def search_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline
     t1 = max(t0, sub.last_slot + 1)
     if t1 <= t0:
         return Found(payoff=floor, schedule={})
-    tab = run_tables(ledger, sub, t0, t1)
-    if feasible_work(tab, sub.max_workers, sub.work) < sub.work:
+    tab, fit = window_tables(ledger, sub, t0, t1)
+    if fit < sub.work:
         return Found(payoff=floor, schedule={})
     w_pool, p_pool = priced_pools(ledger, tab)
     unit = (unit_prices(w_pool), unit_prices(p_pool))

@@ -1,0 +1,61 @@
+"""The own-usage unit prices with their per-job terms kept and the selection compiled
+(:func:`psched.policies.rp_units.marginal_units_kept`) are
+:func:`psched.policies.rp_own.marginal_units` bit for bit, and the compiled selection is the
+first ``limit`` columns of a stable sort."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_rp_search import SETTINGS, _ledgers
+
+from psched.model import Job
+from psched.policies.rp_book import PlanLedger
+from psched.policies.rp_own import _slope, marginal_units
+from psched.policies.rp_search import priced_pools, window_tables
+from psched.policies.rp_units import marginal_units_kept, select_units_compiled
+
+
+@settings(SETTINGS, max_examples=20)
+@given(case=_ledgers(), mode=st.sampled_from(["integral", "after"]),
+       extra=st.integers(0, 3))
+def test_kept_marginal_units_are_marginal_units_bit_for_bit(
+        case: tuple[list[PlanLedger], Job, dict[str, int]], mode: str, extra: int) -> None:
+    (fast, _), job, _ = case
+    tab, _ = window_tables(fast, job, 0, fast.horizon)
+    pools = priced_pools(fast, tab)
+    limits = (job.max_workers + extra, int(tab.ps_needed[-1]) + extra)
+    for _ in range(2):  # the second time from the kept terms
+        for p in (0, 1):
+            got = marginal_units_kept(fast, p, pools[p], tab.caps[p], limits[p], mode)
+            want = marginal_units(pools[p], tab.caps[p], _slope(fast, p), limits[p], mode)
+            for a, b in ((got.marg, want.marg), (got.order, want.order),
+                         (got.costs, want.costs)):
+                assert a.shape == b.shape and np.array_equal(a, b)
+
+
+@settings(SETTINGS, max_examples=60)
+@given(rows=st.integers(1, 3), servers=st.integers(1, 5), k_max=st.integers(1, 4),
+       limit=st.integers(0, 12), data=st.data())
+def test_compiled_selection_is_the_head_of_a_stable_sort(rows: int, servers: int, k_max: int,
+                                                         limit: int,
+                                                         data: st.DataObject) -> None:
+    """Few distinct prices (many ties) and caps that cut units off (``inf``)."""
+    raw = np.array(data.draw(st.lists(st.sampled_from([0.5, 1.0, 2.0, 3.0]),
+                                      min_size=rows * servers * k_max,
+                                      max_size=rows * servers * k_max))).reshape(
+        rows, servers, k_max)
+    caps = np.array(data.draw(st.lists(st.integers(0, k_max + 1), min_size=rows * servers,
+                                       max_size=rows * servers))).reshape(rows, servers)
+    marg, order, costs = select_units_compiled(raw, caps, limit)
+    want = np.where(np.arange(k_max)[None, None, :] < caps[:, :, None], raw, np.inf)
+    assert np.array_equal(marg, want)
+    flat = want.reshape(rows, -1)
+    head = np.argsort(flat, axis=1, kind="stable")[:, :limit]
+    assert np.array_equal(order, head)
+    ranked = np.take_along_axis(flat, head, axis=1)
+    total = np.full((rows, limit + 1), np.inf)
+    total[:, 0] = 0.0
+    total[:, 1:ranked.shape[1] + 1] = np.cumsum(ranked, axis=1)
+    assert np.array_equal(costs, total)
