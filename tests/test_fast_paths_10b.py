@@ -9,6 +9,7 @@ the loop's reuse of a known job's resolution against :func:`~psched.model.resolv
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -16,14 +17,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import clusters, job_specs, utilities
 
-from psched.model import Alloc, Cluster, JobSpec, resolve_job
+from psched.model import Alloc, Cluster, Job, JobSpec, Resources, resolve_job
 from psched.policies import make_policy
 from psched.policies.rp_batch import FitCounts, density
 from psched.policies.rp_effort import clash_loads, clash_rank, clash_rank_reference
 from psched.policies.rp_guard import density_quantile
 from psched.policies.rp_search import Schedule
+from psched.prices import _demands, log_utility, log_utility_one
 from psched.simulator import SchedulerLoop, TraceArrivals
-from psched.utility import make_utility
+from psched.utility import Utility, make_utility
 
 FAST = settings(max_examples=60, deadline=None)
 FEW = settings(max_examples=12, deadline=None)
@@ -99,3 +101,22 @@ def test_the_loop_hands_an_arrival_its_known_resolution_equal_to_a_fresh_one(
         assert loop.resolve(s) == resolve_job(s, cluster.slot_seconds, 30)  # taken once
     other = replace(specs[0], job_id="x")
     assert loop.resolve(other) == resolve_job(other, cluster.slot_seconds, 30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(u=utilities(max_target=3000), d=st.integers(0, 6000))
+def test_log_utility_of_one_duration_is_the_array_path_bit_for_bit(u: Utility, d: int) -> None:
+    spec = JobSpec(job_id="j", arrival=0, epochs=1, max_workers=1, minibatches=1, tau_s=1.0,
+                   grad_mb=1.0, worker_demand=Resources(gpu=1.0, bandwidth_gbps=1.0),
+                   ps_demand=Resources(cpu=1.0, bandwidth_gbps=1.0), utility=u)
+    job = Job(spec=spec, work=1, window=max(d, 1))
+    one, ref = log_utility_one(job, d), float(log_utility(job, d))
+    assert one == ref or (math.isnan(one) and math.isnan(ref))
+
+
+@FEW
+@given(cluster=clusters(), specs=st.lists(job_specs(), min_size=1, max_size=6))
+def test_hindsight_prices_read_each_demand_once_and_equal_the_rowwise_arrays(
+        cluster: Cluster, specs: list[JobSpec]) -> None:
+    amounts = [s.worker_demand for s in specs] + [s.ps_demand for s in specs]
+    assert np.array_equal(_demands(amounts), np.array([a.as_array() for a in amounts]))
