@@ -17,7 +17,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import clusters, job_specs, utilities
 
-from psched.model import Alloc, Cluster, Job, JobSpec, Resources, resolve_job
+from psched.model import (
+    Alloc,
+    Cluster,
+    Job,
+    JobSpec,
+    Resources,
+    resolve_job,
+    window_length,
+    window_length_reference,
+)
 from psched.policies import make_policy
 from psched.policies.rp_batch import FitCounts, density
 from psched.policies.rp_effort import clash_loads, clash_rank, clash_rank_reference
@@ -120,3 +129,16 @@ def test_hindsight_prices_read_each_demand_once_and_equal_the_rowwise_arrays(
         cluster: Cluster, specs: list[JobSpec]) -> None:
     amounts = [s.worker_demand for s in specs] + [s.ps_demand for s in specs]
     assert np.array_equal(_demands(amounts), np.array([a.as_array() for a in amounts]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(u=utilities(max_target=300), cap=st.integers(-1, 3000),
+       decay=st.sampled_from([None, 0.0, 1e-9, 1e-3, 0.5, 40.0]))
+def test_the_window_is_the_reference_window_for_any_utility_and_cap(
+        u: Utility, cap: int, decay: float | None) -> None:
+    if decay is not None:
+        u = replace(u, decay=decay)
+    spec = JobSpec(job_id="j", arrival=0, epochs=1, max_workers=1, minibatches=1, tau_s=1.0,
+                   grad_mb=1.0, worker_demand=Resources(gpu=1.0, bandwidth_gbps=1.0),
+                   ps_demand=Resources(cpu=1.0, bandwidth_gbps=1.0), utility=u)
+    assert window_length(spec, 1, cap) == window_length_reference(spec, 1, cap)
