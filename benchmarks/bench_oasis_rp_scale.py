@@ -16,6 +16,8 @@ bounded-effort counters (``oasis-rp:effort=1``: :mod:`psched.policies.rp_effort`
     python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 --policies oasis-rp:effort=1
     python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 --policies oasis-rp \
         --max-cpu-s 120      # how far a run gets in 120 CPU s
+    python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 --policies oasis-rp,oasis \
+        --setup-only         # CPU s of loading the trace and of the loop's set-up only
 
 A policy may carry options, ``name:opt=value:...`` (as in ``bench_oasis_rp.py``).
 """
@@ -75,6 +77,31 @@ def _capped(pol: Any, max_cpu_s: float | None, seen: list[int]) -> Any:
     return pol
 
 
+def _policy_kw(policy: str) -> tuple[str, dict[str, Any]]:
+    """``name:opt=value:...`` as a name and options (certificate off for the OASiS family)."""
+    name, *opts = policy.split(":")
+    kw: dict[str, Any] = {"certificate": False} if name.startswith("oasis") else {}
+    for o in opts:
+        k, v = o.split("=", 1)
+        kw[k] = _number(v)
+    return name, kw
+
+
+def _setup_child(trace: str, policy: str, seed: int, out: Any) -> None:
+    """``--setup-only``: CPU s of loading the trace, and of the loop's set-up (each job
+    resolved, the policy's ``start``: hindsight prices, density floor and guard), nothing run."""
+    from psched.policies import make_policy
+    from psched.simulator import SchedulerLoop, TraceArrivals
+
+    c0 = time.process_time()
+    specs, cluster, horizon = load(trace, seed)
+    c1 = time.process_time()
+    name, kw = _policy_kw(policy)
+    SchedulerLoop(cluster=cluster, policy=make_policy(name, **kw), horizon=horizon,
+                  arrivals=TraceArrivals(specs), known_jobs=specs, seed=seed)
+    out.send({"policy": policy, "load_cpu_s": c1 - c0, "setup_cpu_s": time.process_time() - c1})
+
+
 def _child(trace: str, policy: str, seed: int, out: Any, max_cpu_s: float | None = None) -> None:
     from psched.metrics import summarize
     from psched.policies import make_policy
@@ -83,11 +110,7 @@ def _child(trace: str, policy: str, seed: int, out: Any, max_cpu_s: float | None
     w0, c0 = time.perf_counter(), time.process_time()
     specs, cluster, horizon = load(trace, seed)
     load_s = time.perf_counter() - w0
-    name, *opts = policy.split(":")
-    kw: dict[str, Any] = {"certificate": False} if name.startswith("oasis") else {}
-    for o in opts:
-        k, v = o.split("=", 1)
-        kw[k] = _number(v)
+    name, kw = _policy_kw(policy)
     seen = [0]
     try:
         res = simulate(specs, cluster, _capped(make_policy(name, **kw), max_cpu_s, seen),
@@ -139,9 +162,23 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-cpu-s", type=float, default=None,
                     help="stop a policy's run past this much CPU (the row says how far it got)")
+    ap.add_argument("--setup-only", action="store_true",
+                    help="CPU s of the trace's loading and of the loop's set-up only")
     args = ap.parse_args()
     ctx = mp.get_context("fork")
     print(f"load {os.getloadavg()[0]:.2f}")
+    if args.setup_only:
+        print("| trace | policy | load CPU s | set-up CPU s |\n|---|---|---|---|")
+        for policy in args.policies.split(","):
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_setup_child, args=(args.trace, policy, args.seed, send))
+            proc.start()
+            m = recv.recv()
+            proc.join()
+            print(f"| {args.trace} | {policy} | {m['load_cpu_s']:.2f} | {m['setup_cpu_s']:.2f} |",
+                  flush=True)
+        print(f"load {os.getloadavg()[0]:.2f}")
+        return
     print("| trace | policy | jobs | T | utility | completed | rejected share | GPU util |"
           " decision p50 / p99 ms (wall) | run wall s | CPU s | peak RSS MB | counters |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")

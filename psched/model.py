@@ -37,6 +37,8 @@ __all__ = [
     "ceil_eps",
     "comm_seconds",
     "resolve_job",
+    "window_length",
+    "window_length_reference",
 ]
 
 #: Tolerance of every ceiling in the project (section 7: ``ceil(x - 1e-9)``).
@@ -246,7 +248,44 @@ def window_length(spec: JobSpec, fastest: int, cap: int) -> int:
     The first duration at which utility falls below ``1e-6`` of its maximum ``f(1)``, or
     ``cap`` if the utility stays above that floor through ``cap``. ``fastest`` is unused by
     the rule itself and kept for callers that size ``cap`` from it.
+
+    Exactly :func:`window_length_reference`: the durations are scanned in the same order, in
+    blocks, and a utility is evaluated elementwise (each duration's float does not depend on
+    the block it is in), but the first block ends just past where a sigmoid's closed form
+    puts the crossing (:func:`_crossing_guess`), so a job whose utility decays is read over
+    tens of durations, not the whole horizon; if the crossing is not in it, the scan goes on.
     """
+    del fastest
+    if cap < 1:
+        return 0
+    floor = 0.0
+    lo, hi = 1, min(cap, _crossing_guess(spec.utility, cap), _WINDOW_BLOCK)
+    while lo <= cap:
+        d = np.arange(lo, hi + 1)
+        f = np.asarray(spec.utility(d), dtype=float)
+        if lo == 1:
+            floor = WINDOW_UTILITY_FLOOR * f[0]
+        below = np.nonzero(f < floor)[0]
+        if below.size:
+            return int(d[below[0]])
+        lo, hi = hi + 1, min(cap, hi + _WINDOW_BLOCK)
+    return cap
+
+
+def _crossing_guess(u: Utility, cap: int) -> int:
+    """A duration a little past where a sigmoid falls below ``1e-6 f(1)`` (closed form:
+    ``target + (ln(1 + e^(decay (1 - target))) + ln 1e6) / decay``, plus 2); ``cap`` for
+    any other utility or a flat one. Only the scan's first block depends on it. O(1)."""
+    if u.kind != "sigmoid" or u.decay <= 0.0:
+        return cap
+    lead = float(np.logaddexp(0.0, u.decay * (1.0 - u.target))) - math.log(WINDOW_UTILITY_FLOOR)
+    guess = u.target + lead / u.decay + 2.0
+    return cap if not guess < cap else max(1, math.ceil(guess))
+
+
+def window_length_reference(spec: JobSpec, fastest: int, cap: int) -> int:
+    """:func:`window_length` in fixed blocks from duration 1: the reference it is tested
+    against. O(cap)."""
     del fastest
     if cap < 1:
         return 0

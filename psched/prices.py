@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from psched.model import RESOURCES, WINDOW_UTILITY_FLOOR, Cluster, Job, Pool
+from psched.model import RESOURCES, WINDOW_UTILITY_FLOOR, Cluster, Job, Pool, Resources
 
 __all__ = [
     "POOLS",
@@ -47,6 +47,7 @@ __all__ = [
     "fixed_params",
     "log_prices",
     "log_utility",
+    "log_utility_one",
     "mean_capacity",
     "normalise",
     "params_from_jobs",
@@ -125,11 +126,24 @@ def log_utility(job: Job, duration: int | np.ndarray) -> np.ndarray:
         return np.asarray(np.log(np.asarray(u(d), dtype=float)))
 
 
-def _log_end_utility(job: Job) -> float:
-    """log of the utility at the end of the job's window, floored at ``1e-6 f(1)``."""
-    end = float(log_utility(job, job.window))
-    floor = float(log_utility(job, 1)) + math.log(WINDOW_UTILITY_FLOOR)
-    return max(end, floor)
+def log_utility_one(job: Job, duration: int) -> float:
+    """``float(log_utility(job, duration))`` for one duration: for a sigmoid the same float
+    operations on Python floats (IEEE ``- *`` round alike) with ``logaddexp`` taken by the
+    same numpy ufunc on one element; any other kind through :func:`log_utility`. O(1)."""
+    u = job.spec.utility
+    if u.kind != "sigmoid":
+        return float(log_utility(job, duration))
+    if u.value <= 0:
+        return -math.inf
+    return math.log(u.value) - float(np.logaddexp(0.0, u.decay * (float(duration) - u.target)))
+
+
+def _log_end_utility(job: Job, log_first: float | None = None) -> float:
+    """log of the utility at the end of the job's window, floored at ``1e-6 f(1)``
+    (``log_first``: ``log f(1)`` if known)."""
+    end = log_utility_one(job, job.window)
+    first = log_utility_one(job, 1) if log_first is None else log_first
+    return max(end, first + math.log(WINDOW_UTILITY_FLOOR))
 
 
 def params_from_jobs(jobs: Sequence[Job], cluster: Cluster, horizon: int,
@@ -138,20 +152,21 @@ def params_from_jobs(jobs: Sequence[Job], cluster: Cluster, horizon: int,
 
     Complexity O(n_jobs R). Raises ``ValueError`` if no job qualifies as a reference job.
     """
-    ref = [j for j in jobs if j.window > 0 and math.isfinite(float(log_utility(j, 1)))]
+    first = [(j, log_utility_one(j, 1)) for j in jobs if j.window > 0]
+    ref = [j for j, lf in first if math.isfinite(lf)]
     if not ref:
         raise ValueError(f"no reference jobs for {source} prices (need a non-empty window "
                          "and positive utility)")
-    log_fast = np.array([float(log_utility(j, j.fastest)) for j in ref])
-    log_end = np.array([_log_end_utility(j) for j in ref])
+    log_fast = np.array([log_utility_one(j, j.fastest) for j in ref])
+    log_end = np.array([_log_end_utility(j, lf) for j, lf in first if math.isfinite(lf)])
     work = np.array([float(j.work) for j in ref])
     log_u: list[np.ndarray] = []
     log_l: list[float] = []
     etas: list[float] = []
     for pool in POOLS:
         cbar = mean_capacity(cluster, pool)
-        dem = np.array([(j.spec.worker_demand if pool == Pool.WORKER else j.spec.ps_demand)
-                        .as_array() for j in ref])
+        dem = _demands([j.spec.worker_demand if pool == Pool.WORKER else j.spec.ps_demand
+                        for j in ref])
         dn = normalise(dem, cbar)  # (J, R)
         with np.errstate(divide="ignore"):
             per = np.where(dn > 0, log_fast[:, None] - np.log(np.where(dn > 0, dn, 1.0)),
@@ -174,6 +189,18 @@ def params_from_jobs(jobs: Sequence[Job], cluster: Cluster, horizon: int,
     lu1 = np.maximum(log_u[1], log_l[1])
     return PriceParams(log_u=(lu0, lu1), log_l=(log_l[0], log_l[1]),
                        eta=(etas[0], etas[1]), source=source)
+
+
+def _demands(amounts: Sequence[Resources]) -> np.ndarray:
+    """``np.array([a.as_array() for a in amounts])``, each distinct amount read once (a
+    trace's jobs share a few container shapes), shape (J, R). O(J R)."""
+    rows: dict[Resources, np.ndarray] = {}
+    out = [rows.get(a) for a in amounts]
+    for i, got in enumerate(out):
+        if got is None:
+            a = amounts[i]
+            out[i] = rows[a] = a.as_array()
+    return np.array(out).reshape(len(amounts), len(RESOURCES))
 
 
 def fixed_params(u_worker: float | Mapping[str, float], l_worker: float,

@@ -383,10 +383,15 @@ class SchedulerLoop:
         self._checker = PlanChecker()  # check and usage, recomputed only where plans changed
         self._statuses = _ActiveStatuses()  # the View's JobStatus objects, kept between slots
         self._clusters: list[tuple[int, Cluster]] = [(0, cluster)]  # (from slot, cluster)
+        #: the known jobs as resolved for the policy, by the identity of their spec, each
+        #: taken (once) by :meth:`resolve` when it arrives instead of resolved again
+        self._known: dict[int, tuple[JobSpec, Job, tuple[float, int, int | None]]] = {}
+        known = tuple(self.resolve(s) for s in known_jobs)
+        self._known = {id(job.spec): (job.spec, job, self._resolve_key()) for job in known}
         ctx = RunContext(
             cluster=cluster,
             horizon=horizon,
-            known_jobs=tuple(self.resolve(s) for s in known_jobs),
+            known_jobs=known,
             history_jobs=tuple(self.resolve(s) for s in history_jobs),
             seed=seed,
         )
@@ -410,7 +415,18 @@ class SchedulerLoop:
         self._clusters.append((self.state.t if at is None else at, cluster))
 
     def resolve(self, spec: JobSpec) -> Job:
+        """``spec`` resolved on the loop's slot length, horizon and window cap
+        (:func:`~psched.model.resolve_job`); a known job (``known_jobs``) is taken from the
+        resolution made when the loop started, if it is the same spec object on the same
+        three (the same job: :func:`~psched.model.resolve_job` is a function of them)."""
+        got = self._known.pop(id(spec), None)
+        if got is not None and got[0] is spec and got[2] == self._resolve_key():
+            return got[1]
         return resolve_job(spec, self.cluster.slot_seconds, self.horizon, self.max_window)
+
+    def _resolve_key(self) -> tuple[float, int, int | None]:
+        """What :func:`~psched.model.resolve_job` reads besides the spec."""
+        return (self.cluster.slot_seconds, self.horizon, self.max_window)
 
     # -- the loop ---------------------------------------------------------------------------
     def step(self) -> SlotReport:

@@ -45,7 +45,32 @@ class Utility:
                 raise ValueError(f"utility {name} must be finite and >= 0, got {v!r}")
 
     def __call__(self, d: Any) -> Any:
-        """f(d) for a duration or an array of durations (slots)."""
+        """f(d) for a duration or an array of durations (slots). A Python or numpy integer
+        takes :meth:`scalar` (the same float, a fraction of the cost)."""
+        if isinstance(d, (int, np.integer)):
+            return self.scalar(d)
+        return self.reference(d)
+
+    def scalar(self, d: int | float) -> float:
+        """f(d) for one duration: the same float operations as :meth:`reference` on a 0-d
+        array, on Python floats (IEEE double ``+ - * /`` round alike), with the exponential
+        taken by the same numpy ufunc on one element (so the same ``exp`` loop: numpy's and
+        the C library's ``exp`` may differ in the last bit). O(1)."""
+        x = float(d)
+        kind = self.kind
+        if kind == "sigmoid":
+            a = -self.decay * (x - self.target)
+            z = float(np.exp(-abs(a)))
+            return self.value * (1.0 / (1.0 + z) if a >= 0 else z / (1.0 + z))
+        if kind == "constant":
+            return self.value
+        if kind == "linear":
+            return max(self.value - self.decay * max(x - self.target, 0.0), 0.0)
+        return self.value if x <= self.target else 0.0  # deadline
+
+    def reference(self, d: Any) -> Any:
+        """f(d) for a duration or an array of durations, on numpy arrays (the reference
+        :meth:`scalar` is tested against)."""
         x = np.asarray(d, dtype=float)
         if self.kind == "sigmoid":
             out = self.value * _expit(-self.decay * (x - self.target))

@@ -150,7 +150,7 @@ from psched.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps
 from psched.oasis.dual import dual_objective, unscale
 from psched.policies.base import RunContext, View, register_policy
 from psched.policies.rp_ahead import grow_now
-from psched.policies.rp_batch import density, density_order
+from psched.policies.rp_batch import FitCounts, density, density_order
 from psched.policies.rp_book import (
     Found,
     PlanLedger,
@@ -360,6 +360,7 @@ class OasisRpPolicy:
         self._restored: dict[str, Job] = {}  # held jobs replayed from a journal, until resume
         self._ran: dict[str, Alloc] = {}  # jobs that ran in the last planned slot
         self._dens: dict[str, float] = {}  # density per job id, on the cluster now
+        self._fits: FitCounts | None = None  # container counts per demand, on that cluster
         self._stats = {"repack_tried": 0, "repack_kept": 0, "repack_moved": 0,
                        "repack_admitted_utility": 0.0,
                        "deferred_admitted": 0, "deferred_searches": 0,
@@ -725,7 +726,10 @@ class OasisRpPolicy:
         once per job (the cache is cleared when servers join). O(S R) the first time."""
         got = self._dens.get(job.job_id)
         if got is None:
-            got = self._dens[job.job_id] = density(job, self._cluster_now())
+            cluster = self._cluster_now()
+            if self._fits is None or self._fits.cluster is not cluster:
+                self._fits = FitCounts(cluster)  # container counts per demand, kept
+            got = self._dens[job.job_id] = density(job, cluster, self._fits)
         return got
 
     def _late(self, job: Job, t: int, promise: int) -> None:

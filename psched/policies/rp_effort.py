@@ -32,12 +32,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import numpy as np
+
 from psched.model import Alloc
 from psched.policies.rp_search import Schedule
 
 __all__ = ["BANK_SEARCHES", "BANK_SLOTS", "BANK_WASTE", "Effort", "SlotBank", "WasteBank",
            "by_clash",
-           "clash_rank", "repack_cost"]
+           "clash_loads", "clash_rank", "clash_rank_reference", "repack_cost"]
 
 #: searches banked at most, and at the start of a run
 BANK_SEARCHES = 5000.0
@@ -139,8 +141,51 @@ def by_clash(jobs: Sequence[str], plans: Mapping[str, Mapping[int, Alloc]], t0: 
 
 def clash_rank(jobs: Sequence[str], plans: Mapping[str, Mapping[int, Alloc]], t0: int,
                t1: int) -> list[str]:
-    """``jobs`` by the worker-slots their plans hold in slots ``t0..t1``, most first, ties in
-    the order of ``jobs``. O(plan entries + jobs log jobs)."""
+    """``jobs`` (distinct) by the worker-slots their plans hold in slots ``t0..t1``, most
+    first, ties in the order of ``jobs``. Exactly :func:`clash_rank_reference`: the loads are
+    the same integers (:func:`clash_loads`), and a stable sort on ``-load`` keeps equal loads
+    in the order of ``jobs``. O(plan entries + jobs log jobs)."""
+    if len(jobs) < 2:
+        return list(jobs)
+    order = np.argsort(-clash_loads(jobs, plans, t0, t1), kind="stable")
+    return [jobs[i] for i in order.tolist()]
+
+
+def clash_loads(jobs: Sequence[str], plans: Mapping[str, Mapping[int, Alloc]], t0: int,
+                t1: int) -> np.ndarray:
+    """The worker-slots of each job's plan in slots ``t0..t1`` (int64, in the order of
+    ``jobs``): one masked, weighted count over the container groups of every plan that keeps
+    them as arrays (a :class:`~psched.policies.rp_search.Schedule`; integer counts, summed
+    exactly), :func:`_worker_slots` for any other plan. O(plan entries)."""
+    loads = np.zeros(len(jobs), dtype=np.int64)
+    slots: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    owner: list[int] = []
+    sizes: list[int] = []
+    for i, j in enumerate(jobs):
+        plan = plans[j]
+        if isinstance(plan, Schedule):
+            ts, _, cnt = plan.groups("workers")
+            if ts.size:
+                slots.append(ts)
+                counts.append(cnt)
+                owner.append(i)
+                sizes.append(ts.size)
+        else:
+            loads[i] = _worker_slots(plan, t0, t1)
+    if slots:
+        ts = np.concatenate(slots)
+        keep = (ts >= t0) & (ts <= t1)
+        who = np.repeat(np.array(owner, dtype=np.int64), sizes)[keep]
+        got = np.bincount(who, weights=np.concatenate(counts)[keep], minlength=len(jobs))
+        loads += got.astype(np.int64)
+    return loads
+
+
+def clash_rank_reference(jobs: Sequence[str], plans: Mapping[str, Mapping[int, Alloc]],
+                         t0: int, t1: int) -> list[str]:
+    """:func:`clash_rank` job by job (a sort on ``(-load, position)``): the reference it is
+    tested against. O(plan entries + jobs log jobs)."""
     rank = {j: i for i, j in enumerate(jobs)}
     load = {j: _worker_slots(plans[j], t0, t1) for j in jobs}
     return sorted(jobs, key=lambda j: (-load[j], rank[j]))

@@ -25,14 +25,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from psched.model import Cluster, Job
-from psched.policies.rp_batch import density
+from psched.policies.rp_batch import FitCounts, density
 
 __all__ = ["density_quantile"]
 
 
 def density_quantile(jobs: Sequence[Job], cluster: Cluster, q: float) -> float:
     """The ``q``-quantile (numpy's linear rule) of ``jobs``' densities on ``cluster``; 0 for
-    no jobs or ``q <= 0``. O(J S R + J log J)."""
+    no jobs or ``q <= 0``. The container counts are computed once per distinct demand
+    (:class:`~psched.policies.rp_batch.FitCounts`). O(D S R + J log J) for D demands."""
     if q <= 0.0 or not jobs:
         return 0.0
-    return float(np.quantile(np.array([density(j, cluster) for j in jobs]), q))
+    fits = FitCounts(cluster)
+    return float(np.quantile(np.array([density(j, cluster, fits) for j in jobs]), q))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from psched.model import Alloc, Job
@@ -53,9 +54,12 @@ class Reservation:
     payoff: float  #: payoff of the search that found it (cost units)
     density: float  #: :func:`psched.policies.rp_batch.density` of the job
 
-    @property
+    @cached_property
     def start(self) -> int:
-        """First slot of the plan: the job is admitted at that slot's boundary."""
+        """First slot of the plan: the job is admitted at that slot's boundary (computed
+        once: a reservation's plan is never changed in place, a moved one is a new
+        reservation; :meth:`Reservations.due` and :meth:`Reservations.below` read it for
+        every reservation at every boundary and bump)."""
         return min(self.plan)
 
     @property

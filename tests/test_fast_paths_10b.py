@@ -1,0 +1,144 @@
+"""Exact fast paths of the 80k-job path (task 10b): each gives the reference's answer.
+
+``clash_rank`` (one masked count over every plan's groups) against
+:func:`~psched.policies.rp_effort.clash_rank_reference`; the scalar path of
+:class:`~psched.utility.Utility` against its numpy path, bit for bit; the container counts kept
+per demand (:class:`~psched.policies.rp_batch.FitCounts`) against the counts computed afresh;
+the loop's reuse of a known job's resolution against :func:`~psched.model.resolve_job`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import clusters, job_specs, utilities
+
+from psched.model import (
+    Alloc,
+    Cluster,
+    Job,
+    JobSpec,
+    Resources,
+    resolve_job,
+    window_length,
+    window_length_reference,
+)
+from psched.policies import make_policy
+from psched.policies.rp_batch import FitCounts, density
+from psched.policies.rp_effort import clash_loads, clash_rank, clash_rank_reference
+from psched.policies.rp_guard import density_quantile
+from psched.policies.rp_search import Schedule
+from psched.prices import _demands, log_utility, log_utility_one
+from psched.simulator import SchedulerLoop, TraceArrivals
+from psched.utility import Utility, make_utility
+
+FAST = settings(max_examples=60, deadline=None)
+FEW = settings(max_examples=12, deadline=None)
+
+
+@st.composite
+def _plans(draw: st.DrawFn) -> tuple[list[str], dict[str, dict[int, Alloc]]]:
+    """Distinct job ids (in a drawn order) and their plans: Schedules, plain dicts, empty."""
+    n = draw(st.integers(0, 7))
+    plans: dict[str, dict[int, Alloc]] = {}
+    for i in range(n):
+        slots = draw(st.lists(st.integers(0, 30), max_size=8, unique=True))
+        plan = {s: Alloc.of({h: draw(st.integers(1, 4)) for h in
+                             draw(st.lists(st.integers(0, 3), min_size=1, max_size=3,
+                                           unique=True))}, {9: 1}) for s in slots}
+        plans[f"j{i}"] = Schedule(plan) if draw(st.booleans()) else plan
+    jobs = draw(st.permutations(list(plans)))
+    return jobs, plans
+
+
+@FAST
+@given(got=_plans(), t0=st.integers(0, 30), width=st.integers(-2, 30))
+def test_clash_rank_is_the_reference_order_for_any_plans_and_window(
+        got: tuple[list[str], dict[str, dict[int, Alloc]]], t0: int, width: int) -> None:
+    jobs, plans = got
+    assert clash_rank(jobs, plans, t0, t0 + width) == clash_rank_reference(
+        jobs, plans, t0, t0 + width)
+    want = [sum(a.n_workers for s, a in plans[j].items() if t0 <= s <= t0 + width)
+            for j in jobs]
+    assert clash_loads(jobs, plans, t0, t0 + width).tolist() == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(u=utilities(max_target=3000), d=st.integers(-5, 6000))
+def test_the_scalar_utility_is_the_numpy_utility_bit_for_bit(u: object, d: int) -> None:
+    for x in (d, np.int64(d)):
+        fast, ref = u(x), u.reference(x)  # type: ignore[attr-defined,operator]
+        assert type(fast) is float and fast == ref  # same float, not only close
+    assert u(np.array([d]))[0] == u.reference(d)  # type: ignore[operator,attr-defined]
+
+
+def test_the_scalar_sigmoid_matches_where_the_c_library_exp_differs() -> None:
+    """``math.exp`` and numpy's ``exp`` differ in the last bit on some arguments; the scalar
+    path uses numpy's, so it stays equal on a sweep that holds such arguments."""
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        u = make_utility("sigmoid", rng.uniform(0, 1000), rng.uniform(0, 5), rng.uniform(0, 3000))
+        for d in rng.integers(0, 5000, 20).tolist():
+            assert u(d) == u.reference(d)
+
+
+@FEW
+@given(cluster=clusters(), specs=st.lists(job_specs(), min_size=1, max_size=6))
+def test_density_with_kept_container_counts_is_density_afresh(
+        cluster: Cluster, specs: list[JobSpec]) -> None:
+    fits = FitCounts(cluster)
+    jobs = [resolve_job(s, cluster.slot_seconds, 40) for s in specs]
+    for job in jobs + jobs:  # the second pass reads the kept counts
+        assert density(job, cluster, fits) == density(job, cluster)
+    want = float(np.quantile([density(j, cluster) for j in jobs], 0.3))
+    assert density_quantile(jobs, cluster, 0.3) == want
+
+
+@FEW
+@given(cluster=clusters(), specs=st.lists(job_specs(), min_size=1, max_size=5))
+def test_the_loop_hands_an_arrival_its_known_resolution_equal_to_a_fresh_one(
+        cluster: Cluster, specs: list[JobSpec]) -> None:
+    specs = [replace(s, job_id=f"j{i}") for i, s in enumerate(specs)]
+    loop = SchedulerLoop(cluster=cluster, policy=make_policy("fifo"), horizon=30,
+                         arrivals=TraceArrivals(specs), known_jobs=specs)
+    for s in specs:
+        assert loop.resolve(s) == resolve_job(s, cluster.slot_seconds, 30)
+        assert loop.resolve(s) == resolve_job(s, cluster.slot_seconds, 30)  # taken once
+    other = replace(specs[0], job_id="x")
+    assert loop.resolve(other) == resolve_job(other, cluster.slot_seconds, 30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(u=utilities(max_target=3000), d=st.integers(0, 6000))
+def test_log_utility_of_one_duration_is_the_array_path_bit_for_bit(u: Utility, d: int) -> None:
+    spec = JobSpec(job_id="j", arrival=0, epochs=1, max_workers=1, minibatches=1, tau_s=1.0,
+                   grad_mb=1.0, worker_demand=Resources(gpu=1.0, bandwidth_gbps=1.0),
+                   ps_demand=Resources(cpu=1.0, bandwidth_gbps=1.0), utility=u)
+    job = Job(spec=spec, work=1, window=max(d, 1))
+    one, ref = log_utility_one(job, d), float(log_utility(job, d))
+    assert one == ref or (math.isnan(one) and math.isnan(ref))
+
+
+@FEW
+@given(cluster=clusters(), specs=st.lists(job_specs(), min_size=1, max_size=6))
+def test_hindsight_prices_read_each_demand_once_and_equal_the_rowwise_arrays(
+        cluster: Cluster, specs: list[JobSpec]) -> None:
+    amounts = [s.worker_demand for s in specs] + [s.ps_demand for s in specs]
+    assert np.array_equal(_demands(amounts), np.array([a.as_array() for a in amounts]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(u=utilities(max_target=300), cap=st.integers(-1, 3000),
+       decay=st.sampled_from([None, 0.0, 1e-9, 1e-3, 0.5, 40.0]))
+def test_the_window_is_the_reference_window_for_any_utility_and_cap(
+        u: Utility, cap: int, decay: float | None) -> None:
+    if decay is not None:
+        u = replace(u, decay=decay)
+    spec = JobSpec(job_id="j", arrival=0, epochs=1, max_workers=1, minibatches=1, tau_s=1.0,
+                   grad_mb=1.0, worker_demand=Resources(gpu=1.0, bandwidth_gbps=1.0),
+                   ps_demand=Resources(cpu=1.0, bandwidth_gbps=1.0), utility=u)
+    assert window_length(spec, 1, cap) == window_length_reference(spec, 1, cap)
