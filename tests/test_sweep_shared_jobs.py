@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from psched import sweep
+from psched.errors import InputError
 from psched.sweep import SweepCell, SweepSpec, cells_of, jobs_key, run_cell, run_sweep
 from psched.traces.detect import load_any
 from psched.traces.native import write_trace
@@ -97,7 +98,7 @@ def test_a_forked_cell_that_fails_to_map_closes_the_pipe_and_raises(tmp_path: Pa
     with contextlib.ExitStack() as stack:
         row, handed = sweep._start_driver_cell(stack, spec, cell, None, hand_jobs=True)
         assert handed.result(timeout=120) == b""  # EOF, no jobs: the driver is not left waiting
-        with pytest.raises(Exception, match="missing.csv"):
+        with pytest.raises(InputError, match=r"missing\.csv"):
             row.result(timeout=120)
 
 
