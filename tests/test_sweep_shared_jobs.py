@@ -114,10 +114,10 @@ def test_on_ray_seeds_sharing_their_jobs_ship_them_once_pickled_or_not(
 
     spec = SweepSpec(trace=(native,), policies=("fifo", "drf"), seeds=(0, 1, 2))
     cells = cells_of(spec)
-    put: list[object] = []
+    put: list[type] = []
     real_put = ray.put
 
-    def counting_put(obj: object, **kw: object) -> object:
+    def counting_put(obj: object, **kw: Any) -> Any:
         put.append(type(obj))
         return real_put(obj, **kw)
 
