@@ -10,6 +10,12 @@ stop separately beside the total, and the load average before and after each run
     python benchmarks/sweep.py --philly 80000 --jobs 20000 --policies fifo,srtf,drf,optimus \
         --seeds 0,1 --loads 1 --scales 1 --num-cpus 2      # 8 cells of a Philly-scale trace
     python benchmarks/sweep.py ... --two-node               # Ray = a local two-node cluster
+    nice -n -10 python benchmarks/sweep.py --philly 80000 --jobs 30000 \
+        --policies fifo,srtf,drf,optimus --seeds 0,1,2 --loads 1,2 --scales 1 --num-cpus 2
+                                   # 24 cells: the quiet figure (BENCHMARKS.md section 12)
+
+The synthetic philly trace is ``native``: every seed runs the same jobs, so both runs map them
+once (``psched.sweep.jobs_key``); the seeds still differ in the policies' draws.
 
 ``--two-node`` starts a Ray cluster with the ``ray`` command line, as on several machines:
 ``ray start --head --block`` (``--num-cpus`` / 2 CPUs) and ``ray start --address HEAD --block``

@@ -1,6 +1,7 @@
 """Sweeps: policies x seeds x load factors x cluster sizes, one cell per Ray task.
 
-A cell loads the trace (mapping seed = the cell's seed), scales arrival times by ``1 / load``
+A cell loads the trace (mapping seed = the cell's seed; every seed of a ``native`` trace runs
+the same jobs, mapped once per sweep: :func:`jobs_key`), scales arrival times by ``1 / load``
 (load 2 = jobs arrive twice as densely), sizes the cluster as ``scale`` times the default
 cluster of the unscaled trace (so every load runs on the same servers), and simulates one
 policy. Each finished cell is written at once to ``OUT/cells/<key>.json`` (atomically); a rerun
@@ -10,8 +11,9 @@ with the same sweep skips the cells already there (resumable), and ``OUT/results
 Ray: an embedded local Ray by default (started here, stopped at the end), an existing cluster
 with ``address``, or the Ray this process is already connected to. The embedded Ray is always
 a new one (``address="local"``), never a Ray some other process left running on the machine;
-while it starts, the driver maps the jobs and runs the cell estimated longest
-(:mod:`psched.sweep_order`) in a child it forks; the other cells go to Ray longest first.
+while it starts, the cell estimated longest (:mod:`psched.sweep_order`) runs in a child the
+driver forks, which hands the jobs it mapped back to the driver to ship, and the driver maps
+the other jobs; the other cells go to Ray longest first.
 ``parallel=False`` runs the cells one after another in this process (the baseline of the
 speed-up figure).
 """
@@ -27,6 +29,7 @@ import json
 import logging
 import math
 import os
+import pickle
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -39,8 +42,8 @@ from psched.model import JobSpec
 from psched.sweep_order import CellCosts, next_cell, seed_order
 from psched.traces.native import atomic_write_text
 
-__all__ = ["RESULT_COLUMNS", "SweepCell", "SweepSpec", "cells_of", "load_cell_jobs", "run_cell",
-           "run_sweep", "start_local_ray"]
+__all__ = ["RESULT_COLUMNS", "SweepCell", "SweepSpec", "cells_of", "jobs_key", "load_cell_jobs",
+           "run_cell", "run_sweep", "seeds_share_jobs", "start_local_ray"]
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +129,30 @@ def load_cell_jobs(spec: SweepSpec, seed: int) -> list[JobSpec]:
     if not base:
         raise InputError("the trace has no jobs", path=", ".join(spec.trace))
     return base
+
+
+def seeds_share_jobs(spec: SweepSpec) -> bool:
+    """Whether every seed's cells run the same jobs: the trace is ``native`` (given, or
+    detected from its header), whose rows carry every job parameter, so the mapping seed is
+    ignored (:func:`psched.traces.detect.load_with_report`); a public trace's mapping draws
+    with the seed. O(reading the header).
+
+    Raises
+    ------
+    InputError
+        A trace whose format cannot be told.
+    """
+    from psched.traces.detect import detect_format
+
+    paths = spec.trace[0] if len(spec.trace) == 1 else list(spec.trace)
+    return (detect_format(paths) if spec.fmt == "auto" else spec.fmt) == "native"
+
+
+def jobs_key(spec: SweepSpec, seed: int, shared: bool | None = None) -> int | None:
+    """Which jobs a cell of ``seed`` runs: ``seed``, or None when every seed runs the same
+    jobs (:func:`seeds_share_jobs`, or ``shared`` when the caller knows it). A sweep maps
+    the jobs of each key once, serially and on Ray alike. O(1) given ``shared``."""
+    return None if (seeds_share_jobs(spec) if shared is None else shared) else seed
 
 
 @contextlib.contextmanager
@@ -218,12 +245,13 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
         On the embedded Ray this call starts, run each cell pinned to its own core
         (:func:`_pinned`); ignored on an existing cluster.
     ship_jobs : bool, optional
-        True: the driver maps each seed's jobs and ships them to the workers through the
-        object store (no node but the driver reads the trace); False: each Ray worker maps
-        the seeds it meets from the trace file itself, once per worker (no pickling, no
-        fetch; every node must read the trace at the same path). Default: True on an
-        existing cluster; on the embedded Ray this call starts (one machine), the seeds the
-        driver began mapping while Ray started are shipped, the workers map the others.
+        True: the driver maps each seed's jobs (each :func:`jobs_key` once) and ships them
+        to the workers through the object store (no node but the driver reads the trace);
+        False: each Ray worker maps the seeds it meets from the trace file itself, once per
+        worker and key (no pickling, no fetch; every node must read the trace at the same
+        path). Default: True on an existing cluster; on the embedded Ray this call starts
+        (one machine), the jobs the forked cell mapped and those the driver began mapping
+        while Ray started are shipped, the workers map the others.
 
     Returns
     -------
@@ -269,11 +297,13 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
         return _run_on_ray(spec, todo, save, address, num_cpus, cpus_per_cell, timings,
                            pin_cores, finish, ship_jobs)
     t0 = time.perf_counter()
-    loaded: dict[int, list[JobSpec]] = {}
+    loaded: dict[int | None, list[JobSpec]] = {}
+    shared = seeds_share_jobs(spec)
     for cell in todo:
-        if cell.seed not in loaded:  # each seed's jobs are loaded once
-            loaded[cell.seed] = load_cell_jobs(spec, cell.seed)
-        save(run_cell(spec, cell, loaded[cell.seed]))
+        key = jobs_key(spec, cell.seed, shared)
+        if key not in loaded:  # each key's jobs are loaded once
+            loaded[key] = load_cell_jobs(spec, cell.seed)
+        save(run_cell(spec, cell, loaded[key]))
     if timings is not None:
         timings["cells_s"] = time.perf_counter() - t0
     return finish()
@@ -307,16 +337,18 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
     """Run ``todo`` as Ray tasks, saving each row as it comes back; return ``finish()``
     (the table and the plot), run in a thread while Ray stops when this call started Ray.
 
-    Shipped (``ship_jobs``, default on an existing cluster), each seed's jobs are mapped once,
-    in a thread of this process (in the order their first cell starts,
-    :func:`psched.sweep_order.seed_order`), and go through the object store: no node but this
-    one reads the trace. Not shipped, each worker maps the seeds it meets itself, and this
-    process maps none. When this call starts the embedded Ray, ``ray.init`` mostly waits on
-    Ray's own processes, so meanwhile the cell estimated longest runs in a child forked from
-    this process (:func:`_start_driver_cell`; its row's ``ray_node`` is ``"driver"``) and, by
-    default, a thread of this process maps seeds in that order: those it has begun when Ray
-    is up are shipped, the workers map the rest (mapping a seed costs ~8x unpickling it, so
-    a seed mapped on a core Ray's start-up leaves idle is cheaper shipped).
+    Shipped (``ship_jobs``, default on an existing cluster), each seed's jobs are mapped once
+    (once for all seeds sharing a :func:`jobs_key`), in a thread of this process (in the
+    order their first cell starts, :func:`psched.sweep_order.seed_order`), and go through the
+    object store: no node but this one reads the trace. Not shipped, each worker maps the
+    seeds it meets itself, and this process maps none. When this call starts the embedded
+    Ray, ``ray.init`` mostly waits on Ray's own processes, so meanwhile the cell estimated
+    longest runs in a child forked from this process (:func:`_start_driver_cell`; its row's
+    ``ray_node`` is ``"driver"``), which hands back the jobs it maps for itself, pickled
+    (shipped as they are: this process does not map that key), and, by default, a thread of
+    this process maps the other keys in that order: those it has begun when Ray is up are
+    shipped, the workers map the rest (mapping a seed costs ~8x unpickling it, so a seed
+    mapped on a core Ray's start-up leaves idle is cheaper shipped).
     """
     from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -327,16 +359,26 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
     ship = ship_jobs is not False  # None: ship what is mapped when Ray is up (embedded)
     costs = CellCosts(spec.jobs or 1)
     todo = list(todo)
+    shared = seeds_share_jobs(spec)
     with contextlib.ExitStack() as stack:
         local = None
+        by_key: dict[int | None, Future[Any]] = {}  # jobs key -> its future jobs
         if embedded and len(todo) > 1:
-            # before any thread of ours starts: the driver's cell may run in a forked child
+            # before any thread of ours starts: the driver's cell may run in a forked child,
+            # which hands over the jobs it maps for itself
             first = next_cell(todo, costs, {})
-            local = _start_driver_cell(stack, spec, first, 0 if pin_cores else None)
+            local, handed = _start_driver_cell(stack, spec, first, 0 if pin_cores else None,
+                                               hand_jobs=ship)
+            if handed is not None:
+                by_key[jobs_key(spec, first.seed, shared)] = handed
         loader = stack.enter_context(ThreadPoolExecutor(max_workers=1))
-        # seeds mapped in the order their first Ray cell would start
-        loading = {seed: loader.submit(load_cell_jobs, spec, seed)
-                   for seed in (seed_order(todo, costs) if ship else ())}
+        # each key's jobs mapped once, in the order their first Ray cell would start
+        loading: dict[int, Future[Any]] = {}
+        for seed in seed_order(todo, costs) if ship else ():
+            key = jobs_key(spec, seed, shared)
+            if key not in by_key:
+                by_key[key] = loader.submit(load_cell_jobs, spec, seed)
+            loading[seed] = by_key[key]
         started = not ray.is_initialized()
         finishing: Future[list[dict[str, Any]]] | None = None
         try:
@@ -364,32 +406,59 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
 
 
 def _start_driver_cell(stack: contextlib.ExitStack, spec: SweepSpec, cell: SweepCell,
-                       core: int | None) -> Any:
-    """Start the driver's own cell (while Ray starts); return its future row.
+                       core: int | None, *, hand_jobs: bool = False) -> tuple[Any, Any]:
+    """Start the driver's own cell (while Ray starts); return its future row and, with
+    ``hand_jobs``, a future of the jobs the child mapped for it, pickled (else None).
 
     It runs in a child process forked now, before this process starts any thread (the jobs
     loader, Ray's): a thread of this process would share the interpreter lock with mapping
     and shipping every seed's jobs and with ``ray.init``, which made the driver's cell the
     slowest of a sweep (BENCHMARKS.md section 12, session 8). The child maps its seed's jobs
-    itself. Where ``fork`` is not available, a thread of this process.
+    itself and, with ``hand_jobs``, writes them pickled into a pipe before its simulation
+    starts; a thread of this process reads them (to the end, always, so the child never
+    blocks on a full pipe), so this process ships them to Ray without mapping them again
+    (mapping 30,000 of 80,000 jobs: ~3.2 CPU s; pickling them ~0.4). Where ``fork`` is not
+    available, a thread of this process, and no jobs handed.
     """
     import multiprocessing
-    from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
-    pool: Executor
-    if "fork" in multiprocessing.get_all_start_methods():
-        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
-    else:  # pragma: no cover - Windows
-        pool = ThreadPoolExecutor(max_workers=1)
-    stack.enter_context(pool)
-    return pool.submit(_driver_cell, spec, cell, None, core)
+    if "fork" not in multiprocessing.get_all_start_methods():  # pragma: no cover - Windows
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=1))
+        return pool.submit(_driver_cell, spec, cell, None, core), None
+    procs = stack.enter_context(
+        ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork")))
+    if not hand_jobs:
+        return procs.submit(_driver_cell, spec, cell, None, core), None
+    read_fd, write_fd = os.pipe()
+    try:
+        row = procs.submit(_driver_cell, spec, cell, None, core, write_fd)  # forks now
+    finally:
+        os.close(write_fd)  # the child holds its own copy; EOF comes when it closes that
+    reader = stack.enter_context(ThreadPoolExecutor(max_workers=1))
+    return row, reader.submit(_read_all, read_fd)
+
+
+def _read_all(fd: int) -> bytes:
+    """Everything written into pipe ``fd`` until its writer closes it; closes ``fd``."""
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
 
 
 def _driver_cell(spec: SweepSpec, cell: SweepCell, jobs: Any = None,
-                 core: int | None = None) -> dict[str, Any]:
+                 core: int | None = None, jobs_fd: int | None = None) -> dict[str, Any]:
     """The driver's own cell: its row, ``ray_node`` ``"driver"``. ``jobs``: a future of the
-    seed's jobs, or None to map them here."""
-    base = jobs.result() if jobs is not None else load_cell_jobs(spec, cell.seed)
+    seed's jobs, or None to map them here; ``jobs_fd``: a pipe to write the jobs mapped here
+    into, pickled, before the simulation (closed either way)."""
+    try:
+        base = jobs.result() if jobs is not None else load_cell_jobs(spec, cell.seed)
+        if jobs_fd is not None:
+            with os.fdopen(jobs_fd, "wb") as fh:
+                jobs_fd = None
+                fh.write(pickle.dumps(base, protocol=pickle.HIGHEST_PROTOCOL))
+    finally:
+        if jobs_fd is not None:
+            os.close(jobs_fd)
     start = time.time()
     with _pinned(core):
         row = run_cell(spec, cell, base)
@@ -434,8 +503,9 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
     :class:`~psched.sweep_order.CellCosts`), refined as cells finish
     (:func:`psched.sweep_order.next_cell`). ``pin`` (an embedded Ray: one machine): each
     running cell gets its own core index, the driver's cell index 0 (:func:`_pinned`).
-    A seed in ``loading`` (its jobs mapped here) goes through the object store; a worker maps
-    a seed not in it itself.
+    A seed in ``loading`` (a future of its jobs, mapped here, or pickled: ``bytes``) goes
+    through the object store, once per future (seeds sharing their jobs share the future);
+    a worker maps a seed not in it itself.
     """
     import ray
 
@@ -443,7 +513,7 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
                       scheduling_strategy="SPREAD")(_cell_task)
     cpus = float(ray.cluster_resources().get("CPU", 1.0))  # type: ignore[no-untyped-call]
     places = max(1, int(cpus // cpus_per_cell)) if cpus_per_cell > 0 else len(todo)
-    refs: dict[int, Any] = {}
+    refs: dict[Any, Any] = {}  # a future in loading -> the ref of its jobs
     # a worker that maps a seed itself reads the trace by absolute path (its cwd may differ)
     mapping_spec = replace(spec, trace=tuple(str(Path(p).resolve()) for p in spec.trace))
     queue = list(todo)
@@ -462,15 +532,15 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
             cell = next_cell(queue, costs, loading, freed)
             freed = None
             ship = cell.seed in loading
-            if ship and cell.seed not in refs:
+            if ship and loading[cell.seed] not in refs:
                 # the ref travels inside a list, so a worker that already holds those jobs
                 # does not fetch and unpickle them again
-                refs[cell.seed] = ray.put(loading[cell.seed].result())
+                refs[loading[cell.seed]] = ray.put(loading[cell.seed].result())
             core = None
             if pin:
                 busy = set(cores.values()) | ({0} if local is not None else set())
                 core = min(set(range(places + 1)) - busy)
-            ref = (task.remote(spec, cell, [refs[cell.seed]], core) if ship
+            ref = (task.remote(spec, cell, [refs[loading[cell.seed]]], core) if ship
                    else task.remote(mapping_spec, cell, None, core))
             pending[ref] = cell
             if core is not None:
@@ -498,18 +568,20 @@ def _cell_task(spec: SweepSpec, cell: SweepCell, jobs_ref: list[Any] | None,
                core: int | None = None) -> dict[str, Any]:
     """A cell as a Ray task: its row plus ``ray_node``, the node that ran it, and when the
     simulation started and ended (``start_unix_s``, ``end_unix_s``). ``jobs_ref``:
-    a one-element list holding the ObjectRef of the cell's jobs (fetched once per worker), or
-    None: the worker maps the seed's jobs from the trace itself, once per worker;
+    a one-element list holding the ObjectRef of the cell's jobs (a list, or pickled:
+    ``bytes``; fetched once per worker), or None: the worker maps the seed's jobs from the
+    trace itself, once per worker (once for every seed of a native trace, :func:`jobs_key`);
     ``core``: the cell runs pinned to that core index (:func:`_pinned`), None: unpinned."""
     import ray
 
-    key = jobs_ref[0].hex() if jobs_ref else f"{spec.digest()}/{cell.seed}"
+    key = jobs_ref[0].hex() if jobs_ref else f"{spec.digest()}/{jobs_key(spec, cell.seed)}"
     if key not in _WORKER_JOBS:
         while len(_WORKER_JOBS) >= 4:
             _WORKER_JOBS.pop(next(iter(_WORKER_JOBS)))
         if jobs_ref:
             with _gc_paused():  # unpickling 80,000 jobs: 1.5-1.8 CPU s with the GC, 0.4 without
-                _WORKER_JOBS[key] = ray.get(jobs_ref[0])
+                got = ray.get(jobs_ref[0])
+                _WORKER_JOBS[key] = pickle.loads(got) if isinstance(got, bytes) else got
         else:
             _WORKER_JOBS[key] = load_cell_jobs(spec, cell.seed)
     start = time.time()

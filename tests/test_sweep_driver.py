@@ -35,7 +35,7 @@ def test_the_drivers_cell_runs_in_another_process_and_gives_the_serial_row(
 
     monkeypatch.setattr(sweep, "run_cell", run_and_say_where)  # the fork inherits it
     with contextlib.ExitStack() as stack:
-        row = sweep._start_driver_cell(stack, spec, cell, None).result(timeout=120)
+        row = sweep._start_driver_cell(stack, spec, cell, None)[0].result(timeout=120)
     assert row["pid"] != os.getpid()
     assert row["ray_node"] == "driver"
     assert row["cpu_s"] >= 0.0 and row["end_unix_s"] >= row["start_unix_s"]
