@@ -194,11 +194,13 @@ class PlanLedger(Ledger):
         cap, params = self.capacity[pool], self.params
         if got is None or got[0] is not cap or got[1] is not params:
             pos = np.ascontiguousarray(cap > 0)
+            n_res = (cap.shape[1],)  # the span and the floor as they broadcast over R
             got = (cap, params, pos,
                    np.ascontiguousarray(np.where(pos, cap, 1.0), dtype=np.float64),
-                   np.ascontiguousarray(params.log_u[pool] - params.log_l[pool],
+                   np.ascontiguousarray(np.broadcast_to(
+                       params.log_u[pool] - params.log_l[pool], n_res), dtype=np.float64),
+                   np.ascontiguousarray(np.broadcast_to(params.log_l[pool], n_res),
                                         dtype=np.float64),
-                   np.ascontiguousarray(params.log_l[pool], dtype=np.float64),
                    float(self.log_scale))
             self._row_terms[pool] = got
         _, _, pos, safe, span, log_l, log_scale = got
