@@ -76,6 +76,15 @@ class PlanLedger(Ledger):
         self._compiled_runs = True
         self._mark_all()
 
+    @property
+    def log_scale(self) -> float:
+        """:attr:`Ledger.log_scale` (the largest log U), kept while :attr:`params` is the
+        same object (each search reads it; the parameters are frozen). O(1)."""
+        got = self.__dict__.get("_scale")
+        if got is None or got[0] is not self.params:
+            got = self.__dict__["_scale"] = (self.params, self.params.log_scale)
+        return float(got[1])
+
     def grow(self, cluster: Cluster) -> None:
         old = self.high
         super().grow(cluster)
