@@ -6,6 +6,7 @@ random plans added and taken out."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_rp_search import SETTINGS, _ledgers
@@ -61,9 +62,15 @@ def test_prices_read_by_the_compiled_exponent_are_the_reference_prices_bit_for_b
     t1 = min(fast.horizon, t0 + length)
     tab, _ = window_tables(fast, job, t0, t1)
     for _ in range(2):  # the second time from the kept terms
-        got = priced_pools(fast, tab)
+        with pytest.MonkeyPatch.context() as mp:  # the compiled path, not price_of
+            mp.setattr(PlanLedger, "price_of", _no_price_of)
+            got = priced_pools(fast, tab)
         want = priced_pools_reference(fast, tab)
         for a, b in zip(got, want, strict=True):
             assert a.price.shape == b.price.shape and np.array_equal(a.price, b.price)
             assert a.price.dtype == b.price.dtype
             assert a.servers is b.servers and a.demand is b.demand and a.norm is b.norm
+
+
+def _no_price_of(*args: object) -> None:
+    raise AssertionError("price_rows fell back to price_of")

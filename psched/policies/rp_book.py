@@ -76,6 +76,15 @@ class PlanLedger(Ledger):
         self._compiled_runs = True
         self._mark_all()
 
+    @property
+    def log_scale(self) -> float:
+        """:attr:`Ledger.log_scale` (the largest log U), kept while :attr:`params` is the
+        same object (each search reads it; the parameters are frozen). O(1)."""
+        got = self.__dict__.get("_scale")
+        if got is None or got[0] is not self.params:
+            got = self.__dict__["_scale"] = (self.params, self.params.log_scale)
+        return float(got[1])
+
     def grow(self, cluster: Cluster) -> None:
         old = self.high
         super().grow(cluster)
@@ -194,11 +203,13 @@ class PlanLedger(Ledger):
         cap, params = self.capacity[pool], self.params
         if got is None or got[0] is not cap or got[1] is not params:
             pos = np.ascontiguousarray(cap > 0)
+            n_res = (cap.shape[1],)  # the span and the floor as they broadcast over R
             got = (cap, params, pos,
                    np.ascontiguousarray(np.where(pos, cap, 1.0), dtype=np.float64),
-                   np.ascontiguousarray(params.log_u[pool] - params.log_l[pool],
+                   np.ascontiguousarray(np.broadcast_to(
+                       params.log_u[pool] - params.log_l[pool], n_res), dtype=np.float64),
+                   np.ascontiguousarray(np.broadcast_to(params.log_l[pool], n_res),
                                         dtype=np.float64),
-                   np.ascontiguousarray(params.log_l[pool], dtype=np.float64),
                    float(self.log_scale))
             self._row_terms[pool] = got
         _, _, pos, safe, span, log_l, log_scale = got

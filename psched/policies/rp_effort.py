@@ -154,32 +154,39 @@ def clash_rank(jobs: Sequence[str], plans: Mapping[str, Mapping[int, Alloc]], t0
 def clash_loads(jobs: Sequence[str], plans: Mapping[str, Mapping[int, Alloc]], t0: int,
                 t1: int) -> np.ndarray:
     """The worker-slots of each job's plan in slots ``t0..t1`` (int64, in the order of
-    ``jobs``): one masked, weighted count over the container groups of every plan that keeps
-    them as arrays (a :class:`~psched.policies.rp_search.Schedule`; integer counts, summed
-    exactly), :func:`_worker_slots` for any other plan. O(plan entries)."""
+    ``jobs``): one masked sum per plan (integer counts, summed exactly) over the container
+    groups of a plan that keeps them as arrays (a
+    :class:`~psched.policies.rp_search.Schedule`): the short ones (at most
+    :data:`_BATCH_GROUPS` groups: most plans) together in a single ``np.add.reduceat``, a
+    long one on its own (no large temporary copies); :func:`_worker_slots` for any other
+    plan. O(plan entries)."""
     loads = np.zeros(len(jobs), dtype=np.int64)
     slots: list[np.ndarray] = []
     counts: list[np.ndarray] = []
     owner: list[int] = []
-    sizes: list[int] = []
     for i, j in enumerate(jobs):
         plan = plans[j]
         if isinstance(plan, Schedule):
             ts, _, cnt = plan.groups("workers")
-            if ts.size:
+            if ts.size > _BATCH_GROUPS:
+                loads[i] = int(cnt[(ts >= t0) & (ts <= t1)].sum())
+            elif ts.size:
                 slots.append(ts)
                 counts.append(cnt)
                 owner.append(i)
-                sizes.append(ts.size)
         else:
             loads[i] = _worker_slots(plan, t0, t1)
     if slots:
         ts = np.concatenate(slots)
-        keep = (ts >= t0) & (ts <= t1)
-        who = np.repeat(np.array(owner, dtype=np.int64), sizes)[keep]
-        got = np.bincount(who, weights=np.concatenate(counts)[keep], minlength=len(jobs))
-        loads += got.astype(np.int64)
+        inside = np.where((ts >= t0) & (ts <= t1), np.concatenate(counts), 0)
+        starts = np.zeros(len(slots), dtype=np.int64)
+        np.cumsum([a.size for a in slots[:-1]], out=starts[1:])
+        loads[owner] = np.add.reduceat(inside, starts)
     return loads
+
+
+#: plans with at most this many container groups are summed together (:func:`clash_loads`)
+_BATCH_GROUPS = 64
 
 
 def clash_rank_reference(jobs: Sequence[str], plans: Mapping[str, Mapping[int, Alloc]],

@@ -192,7 +192,7 @@ def search_own_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, dead
     log_f = log_utility(sub, np.arange(t0 - sub.arrival + 1, t1 - sub.arrival + 1))
     inp = JobInputs(job=sub, start=t0, util=np.exp(log_f - ledger.log_scale), workers=w_pool,
                     ps=p_pool, ps_needed=psn, runs=tab.starts)  # the recursion reads these
-    best = solve_compiled(inp, costs, floor)
+    best = solve_compiled(inp, costs, floor, row_of=tab.row_of)
     if best.counts is None:
         return Found(payoff=best.payoff, schedule={})
     out = Schedule()
