@@ -51,7 +51,7 @@ class Utility:
             return self.scalar(d)
         return self.reference(d)
 
-    def scalar(self, d: int | float) -> float:
+    def scalar(self, d: int | float | np.integer[Any]) -> float:
         """f(d) for one duration: the same float operations as :meth:`reference` on a 0-d
         array, on Python floats (IEEE double ``+ - * /`` round alike), with the exponential
         taken by the same numpy ufunc on one element (so the same ``exp`` loop: numpy's and
