@@ -101,6 +101,9 @@ def select_units_compiled(raw: np.ndarray, caps: np.ndarray, limit: int
                    np.ascontiguousarray(caps, dtype=np.int64), int(limit))
 
 
+#: the most kept terms per ledger (each a few (K, H, R) arrays)
+_MEMO_MAX = 1024
+
 #: per ledger: (capacity arrays, params) the terms were computed for, and the terms
 _TERMS: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], dict[Any, Any]]] = (
     weakref.WeakKeyDictionary())
@@ -119,6 +122,8 @@ def _terms(ledger: PlanLedger, pool: int, pinp: PoolInputs, mode: str,
         got = (valid, {})
         _TERMS[ledger] = got
     memo = got[1]
+    if len(memo) > _MEMO_MAX:  # many distinct demands (a trace of continuous sizes): start over
+        memo.clear()
     key = (pool, mode, k_max, pinp.demand.tobytes(), pinp.norm.tobytes())
     terms = memo.get(key)
     if terms is None:
