@@ -120,6 +120,12 @@ effort_waste : a bank of the searches of undone re-packs and bumps
     (:class:`psched.policies.rp_effort.WasteBank`; None = off, the default): a lever runs only
     while the bank holds its worst case; counted (``effort_waste_skipped``,
     ``effort_waste_spent``). Measured not to pay on its own (section 11, "Session 9").
+repack_second_bank : a bank of second-order attempts (:mod:`psched.policies.rp_second`;
+    None = off, the default): the second order of a re-pack runs only while the bank,
+    credited ``repack_second_bank`` per arrival, held at most ``repack_second_cap``, holds
+    one attempt; each second order whose re-pack is undone takes one out. Counted
+    (``second_tried``, ``second_kept``, ``second_skipped``); journaled in
+    :meth:`boundary_state`. Decision-changing where it binds (trace scale).
 
 Prices: ``price_source`` ``"hindsight"`` (U, L from the whole trace), ``"history"`` or
 ``"fixed"`` (``u_worker``, ``l_worker``, ``u_ps``, ``l_ps``: the service's ``--prices``).
@@ -175,6 +181,7 @@ from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import OWN_PRICES, search_own
 from psched.policies.rp_patience import worth_waiting
 from psched.policies.rp_search import Schedule
+from psched.policies.rp_second import SECOND_CAP, SecondBank
 from psched.policies.rp_soft import Reservation, Reservations
 from psched.policies.rp_span import cap_span
 from psched.policies.rp_steady import continue_now, keep_now, keeps_running, tightest_first
@@ -247,6 +254,8 @@ class OasisRpPolicy:
         effort_slot_bank: float = BANK_SLOTS,
         effort_waste: float | None = None,
         effort_waste_bank: float = BANK_WASTE,
+        repack_second_bank: float | None = None,
+        repack_second_cap: float = SECOND_CAP,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
@@ -342,6 +351,11 @@ class OasisRpPolicy:
         self.effort_waste_bank = float(effort_waste_bank)
         if self.effort_waste is not None:  # checks the two
             WasteBank(per_arrival=self.effort_waste, cap=self.effort_waste_bank)
+        self.repack_second_bank = (None if repack_second_bank is None
+                                   else float(repack_second_bank))
+        self.repack_second_cap = float(repack_second_cap)
+        if self.repack_second_bank is not None:  # checks the two
+            SecondBank(per_arrival=self.repack_second_bank, cap=self.repack_second_cap)
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._reset()
@@ -378,6 +392,8 @@ class OasisRpPolicy:
             per_arrival=self.effort_waste, cap=self.effort_waste_bank)
         self._effort = None if self.effort is None else Effort(
             per_arrival=self.effort, moves=self.effort_moves, cap=self.effort_bank)
+        self._second = None if self.repack_second_bank is None else SecondBank(
+            per_arrival=self.repack_second_bank, cap=self.repack_second_cap)
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self, ctx: RunContext) -> None:
@@ -439,6 +455,8 @@ class OasisRpPolicy:
             self._slot_bank.credit()
         if self._waste is not None:
             self._waste.credit()
+        if self._second is not None:
+            self._second.credit()
         found = self._search_new(job, t)
         if self._rho > 0.0 and self._below_floor(job, found):
             self._decided.append((job, 0.0))
@@ -862,6 +880,7 @@ class OasisRpPolicy:
         first = self._search_new(job, t)
         found = Found(payoff=0.0, schedule={})
         moved: list[str] | None = []
+        second: SecondBank | None = None  # the bank, once a second order ran under it
         if first.schedule:  # else: no room even with every candidate gone
             # the newcomer's best first, then the candidates around it (old plan if it still
             # fits, else their best within the promise); failing that, the candidates first
@@ -870,10 +889,12 @@ class OasisRpPolicy:
             moved = self._refit(cands, saved, t, keep_old=True)
             if moved is not None:
                 found = first
-            elif self.repack_second == "off":
+            elif self.repack_second == "off" or (self._second is not None
+                                                 and not self._second.runs()):
                 book.add(job, first.schedule, sign=-1)
                 self._unfit(cands)
             else:
+                second = self._second
                 book.add(job, first.schedule, sign=-1)
                 self._unfit(cands)
                 clash = cands
@@ -903,6 +924,8 @@ class OasisRpPolicy:
                 - self._jobs[j].utility_at(max(saved[j]) - self._jobs[j].arrival + 1)
                 for j in moved)
             if gain > 0:
+                if second is not None:
+                    second.done(kept=True)
                 self._stats["repack_kept"] += 1
                 self._freed = True
                 self._stats["repack_moved"] += len(moved)
@@ -914,6 +937,8 @@ class OasisRpPolicy:
                 return Found(payoff=found.payoff, schedule=self._plans[job.job_id])
             book.add(job, self._plans.pop(job.job_id), sign=-1)
         # undo: every job back on its old plan (which fits: it did before)
+        if second is not None:
+            second.done(kept=False)
         self._unfit(cands)
         for j in cands:
             book.add(self._jobs[j], saved[j])
@@ -1110,10 +1135,10 @@ class OasisRpPolicy:
             out[key] = {"bank": bank.bank, "counts": dict(bank.counts)}
         return out
 
-    def _banks(self) -> list[tuple[str, Effort | SlotBank | WasteBank]]:
+    def _banks(self) -> list[tuple[str, Effort | SlotBank | WasteBank | SecondBank]]:
         """The effort banks this run has, by their :meth:`boundary_state` key."""
         named = (("effort", self._effort), ("effort_slots", self._slot_bank),
-                 ("effort_waste", self._waste))
+                 ("effort_waste", self._waste), ("repack_second_bank", self._second))
         return [(key, bank) for key, bank in named if bank is not None]
 
     def restore(self, job: Job, decision: Decision) -> None:
@@ -1246,6 +1271,8 @@ class OasisRpPolicy:
             out.update(self._slot_bank.stats())
         if self._waste is not None:
             out.update(self._waste.stats())
+        if self._second is not None:
+            out.update(self._second.stats())
         ms = np.array(self._boundary_ms) if self._boundary_ms else np.zeros(1)
         out["boundary_ms_p50"] = float(np.percentile(ms, 50))
         out["boundary_ms_p99"] = float(np.percentile(ms, 99))
@@ -1260,7 +1287,8 @@ class OasisRpPolicy:
                          "ahead_held": self.ahead_held, "effort": self.effort,
                          "repack_quantile": self.repack_quantile,
                          "effort_slots": self.effort_slots,
-                         "effort_waste": self.effort_waste}
+                         "effort_waste": self.effort_waste,
+                         "repack_second_bank": self.repack_second_bank}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor
