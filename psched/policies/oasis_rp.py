@@ -180,6 +180,7 @@ from psched.policies.rp_guard import density_quantile
 from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import OWN_PRICES, search_own
 from psched.policies.rp_patience import worth_waiting
+from psched.policies.rp_precheck import gain_bound, pull_spans
 from psched.policies.rp_search import Schedule
 from psched.policies.rp_second import SECOND_CAP, SecondBank
 from psched.policies.rp_soft import Reservation, Reservations
@@ -381,7 +382,7 @@ class OasisRpPolicy:
                        "kept_running": 0, "patient_admitted": 0, "patient_searches": 0,
                        "soft_reserved": 0, "soft_bumps": 0,
                        "soft_dropped": 0, "ahead_jobs": 0, "ahead_moved": 0,
-                       "repack_guarded": 0}
+                       "repack_guarded": 0, "repack_prechecked": 0}
         self._boundary_ms: list[float] = []
         self._report: dict[str, Any] | None = None
         self._searches = 0  # exact searches run (the effort bank debits levers by them)
@@ -914,7 +915,7 @@ class OasisRpPolicy:
         if found.schedule:
             assert moved is not None
             self._plans[job.job_id] = found.schedule
-            if self.pull:
+            if self.pull and not self._pulls_vain(job, t, base, found, moved, saved):
                 for j in moved:
                     self._pull_one(j, t)
             done = found.completion
@@ -944,6 +945,23 @@ class OasisRpPolicy:
             book.add(self._jobs[j], saved[j])
             self._plans[j] = saved[j]
         return Found(payoff=0.0, schedule={})
+
+    def _pulls_vain(self, job: Job, t: int, base: float, found: Found, moved: list[str],
+                    saved: dict[str, dict[int, Alloc]]) -> bool:
+        """The exact test before a re-pack's pulls (:mod:`psched.policies.rp_precheck`):
+        True if no pull can make the gain positive; their searches are then counted as run
+        (the banks see the same debits) and the skip in ``repack_prechecked``. Off with
+        ``defer`` (a pull's ``freed`` flag is read there)."""
+        if self.defer:
+            return False
+        newcomer = self._utility(job, found.completion)
+        if gain_bound(newcomer, base, moved, self._jobs, saved, t) > 0:
+            return False
+        searches, slots = pull_spans(moved, self._jobs, self._plans, t)
+        self._searches += searches
+        self._slots += slots
+        self._stats["repack_prechecked"] += 1
+        return True
 
     def _refit(self, cands: list[str], saved: dict[str, dict[int, Alloc]], t: int,
                keep_old: bool) -> list[str] | None:
