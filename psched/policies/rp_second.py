@@ -7,7 +7,7 @@ newcomer again (``repack_second="all"``). Where capacity is scarce for long, the
 order rarely ends in a re-pack that is kept, and every search it ran is undone.
 
 Measured on the 80,000-job Philly-like trace (first 32,190 arrivals, 120 CPU s, main
-a4d43ce; BENCHMARKS section 11, "Session 10 (task 10c)"): of 14,708 re-packs tried, 12,251
+a4d43ce; BENCHMARKS section 11, "Session 10 (task 10c)"): of 14,708 re-packs tried, 12,269
 failed, and 12,182 of those failed in the second order (it ran 12,851 times and was kept
 669 times: 5 %), costing 34 of the run's 120 CPU s. Only 10 failed before it (the newcomer
 found no room even with every candidate out). So an exact "fails before it runs" test
