@@ -26,6 +26,8 @@ repack : (a) when an arriving job finds no schedule, or only one whose utility i
     second order). ``repack_searches`` caps the searches of one re-pack (default: none).
     Kept only if the newcomer is admitted and the planned utility of all jobs involved rises
     (with ``pull`` on, after pulling the moved jobs forward again); otherwise undone.
+    The pulls are skipped, their searches counted as run, when no pull can make the gain
+    positive (:mod:`psched.policies.rp_precheck`, ``repack_prechecked``: the same decisions).
 latest_promise : (b) promise the latest slot of the window whose utility is at least
     ``1 - promise_rtol`` of the planned completion's (``promise_rtol=0.3``; 0 = the same
     utility: a job whose utility is flat is promised the end of its window), while the plan
