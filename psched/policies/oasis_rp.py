@@ -26,6 +26,8 @@ repack : (a) when an arriving job finds no schedule, or only one whose utility i
     second order). ``repack_searches`` caps the searches of one re-pack (default: none).
     Kept only if the newcomer is admitted and the planned utility of all jobs involved rises
     (with ``pull`` on, after pulling the moved jobs forward again); otherwise undone.
+    The pulls are skipped, their searches counted as run, when no pull can make the gain
+    positive (:mod:`psched.policies.rp_precheck`, ``repack_prechecked``: the same decisions).
 latest_promise : (b) promise the latest slot of the window whose utility is at least
     ``1 - promise_rtol`` of the planned completion's (``promise_rtol=0.3``; 0 = the same
     utility: a job whose utility is flat is promised the end of its window), while the plan
@@ -120,6 +122,12 @@ effort_waste : a bank of the searches of undone re-packs and bumps
     (:class:`psched.policies.rp_effort.WasteBank`; None = off, the default): a lever runs only
     while the bank holds its worst case; counted (``effort_waste_skipped``,
     ``effort_waste_spent``). Measured not to pay on its own (section 11, "Session 9").
+repack_second_bank : a bank of second-order attempts (:mod:`psched.policies.rp_second`;
+    None = off, the default): the second order of a re-pack runs only while the bank,
+    credited ``repack_second_bank`` per arrival, held at most ``repack_second_cap``, holds
+    one attempt; each second order whose re-pack is undone takes one out. Counted
+    (``second_tried``, ``second_kept``, ``second_skipped``); journaled in
+    :meth:`boundary_state`. Decision-changing where it binds (trace scale).
 
 Prices: ``price_source`` ``"hindsight"`` (U, L from the whole trace), ``"history"`` or
 ``"fixed"`` (``u_worker``, ``l_worker``, ``u_ps``, ``l_ps``: the service's ``--prices``).
@@ -174,7 +182,9 @@ from psched.policies.rp_guard import density_quantile
 from psched.policies.rp_late import search_latest
 from psched.policies.rp_own import OWN_PRICES, search_own
 from psched.policies.rp_patience import worth_waiting
+from psched.policies.rp_precheck import gain_bound, pull_spans
 from psched.policies.rp_search import Schedule
+from psched.policies.rp_second import SECOND_CAP, SecondBank
 from psched.policies.rp_soft import Reservation, Reservations
 from psched.policies.rp_span import cap_span
 from psched.policies.rp_steady import continue_now, keep_now, keeps_running, tightest_first
@@ -247,6 +257,8 @@ class OasisRpPolicy:
         effort_slot_bank: float = BANK_SLOTS,
         effort_waste: float | None = None,
         effort_waste_bank: float = BANK_WASTE,
+        repack_second_bank: float | None = None,
+        repack_second_cap: float = SECOND_CAP,
     ) -> None:
         if price_source not in ("hindsight", "history", "fixed"):
             raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
@@ -342,6 +354,11 @@ class OasisRpPolicy:
         self.effort_waste_bank = float(effort_waste_bank)
         if self.effort_waste is not None:  # checks the two
             WasteBank(per_arrival=self.effort_waste, cap=self.effort_waste_bank)
+        self.repack_second_bank = (None if repack_second_bank is None
+                                   else float(repack_second_bank))
+        self.repack_second_cap = float(repack_second_cap)
+        if self.repack_second_bank is not None:  # checks the two
+            SecondBank(per_arrival=self.repack_second_bank, cap=self.repack_second_cap)
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._reset()
@@ -368,7 +385,7 @@ class OasisRpPolicy:
                        "kept_running": 0, "patient_admitted": 0, "patient_searches": 0,
                        "soft_reserved": 0, "soft_bumps": 0,
                        "soft_dropped": 0, "ahead_jobs": 0, "ahead_moved": 0,
-                       "repack_guarded": 0}
+                       "repack_guarded": 0, "repack_prechecked": 0}
         self._boundary_ms: list[float] = []
         self._report: dict[str, Any] | None = None
         self._searches = 0  # exact searches run (the effort bank debits levers by them)
@@ -379,6 +396,8 @@ class OasisRpPolicy:
             per_arrival=self.effort_waste, cap=self.effort_waste_bank)
         self._effort = None if self.effort is None else Effort(
             per_arrival=self.effort, moves=self.effort_moves, cap=self.effort_bank)
+        self._second = None if self.repack_second_bank is None else SecondBank(
+            per_arrival=self.repack_second_bank, cap=self.repack_second_cap)
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self, ctx: RunContext) -> None:
@@ -440,6 +459,8 @@ class OasisRpPolicy:
             self._slot_bank.credit()
         if self._waste is not None:
             self._waste.credit()
+        if self._second is not None:
+            self._second.credit()
         found = self._search_new(job, t)
         if self._rho > 0.0 and self._below_floor(job, found):
             self._decided.append((job, 0.0))
@@ -867,6 +888,7 @@ class OasisRpPolicy:
         first = self._search_new(job, t)
         found = Found(payoff=0.0, schedule={})
         moved: list[str] | None = []
+        second: SecondBank | None = None  # the bank, once a second order ran under it
         if first.schedule:  # else: no room even with every candidate gone
             # the newcomer's best first, then the candidates around it (old plan if it still
             # fits, else their best within the promise); failing that, the candidates first
@@ -875,10 +897,12 @@ class OasisRpPolicy:
             moved = self._refit(cands, saved, t, keep_old=True)
             if moved is not None:
                 found = first
-            elif self.repack_second == "off":
+            elif self.repack_second == "off" or (self._second is not None
+                                                 and not self._second.runs()):
                 book.add(job, first.schedule, sign=-1)
                 self._unfit(cands)
             else:
+                second = self._second
                 book.add(job, first.schedule, sign=-1)
                 self._unfit(cands)
                 clash = cands
@@ -898,7 +922,7 @@ class OasisRpPolicy:
         if found.schedule:
             assert moved is not None
             self._plans[job.job_id] = found.schedule
-            if self.pull:
+            if self.pull and not self._pulls_vain(job, t, base, found, moved, saved):
                 for j in moved:
                     self._pull_one(j, t)
             done = found.completion
@@ -908,6 +932,8 @@ class OasisRpPolicy:
                 - self._jobs[j].utility_at(max(saved[j]) - self._jobs[j].arrival + 1)
                 for j in moved)
             if gain > 0:
+                if second is not None:
+                    second.done(kept=True)
                 self._stats["repack_kept"] += 1
                 self._freed = True
                 self._stats["repack_moved"] += len(moved)
@@ -919,11 +945,30 @@ class OasisRpPolicy:
                 return Found(payoff=found.payoff, schedule=self._plans[job.job_id])
             book.add(job, self._plans.pop(job.job_id), sign=-1)
         # undo: every job back on its old plan (which fits: it did before)
+        if second is not None:
+            second.done(kept=False)
         self._unfit(cands)
         for j in cands:
             book.add(self._jobs[j], saved[j])
             self._plans[j] = saved[j]
         return Found(payoff=0.0, schedule={})
+
+    def _pulls_vain(self, job: Job, t: int, base: float, found: Found, moved: list[str],
+                    saved: dict[str, dict[int, Alloc]]) -> bool:
+        """The exact test before a re-pack's pulls (:mod:`psched.policies.rp_precheck`):
+        True if no pull can make the gain positive; their searches are then counted as run
+        (the banks see the same debits) and the skip in ``repack_prechecked``. Off with
+        ``defer`` (a pull's ``freed`` flag is read there)."""
+        if self.defer:
+            return False
+        newcomer = self._utility(job, found.completion)
+        if gain_bound(newcomer, base, moved, self._jobs, saved, t) > 0:
+            return False
+        searches, slots = pull_spans(moved, self._jobs, self._plans, t)
+        self._searches += searches
+        self._slots += slots
+        self._stats["repack_prechecked"] += 1
+        return True
 
     def _refit(self, cands: list[str], saved: dict[str, dict[int, Alloc]], t: int,
                keep_old: bool) -> list[str] | None:
@@ -1115,10 +1160,10 @@ class OasisRpPolicy:
             out[key] = {"bank": bank.bank, "counts": dict(bank.counts)}
         return out
 
-    def _banks(self) -> list[tuple[str, Effort | SlotBank | WasteBank]]:
+    def _banks(self) -> list[tuple[str, Effort | SlotBank | WasteBank | SecondBank]]:
         """The effort banks this run has, by their :meth:`boundary_state` key."""
         named = (("effort", self._effort), ("effort_slots", self._slot_bank),
-                 ("effort_waste", self._waste))
+                 ("effort_waste", self._waste), ("repack_second_bank", self._second))
         return [(key, bank) for key, bank in named if bank is not None]
 
     def restore(self, job: Job, decision: Decision) -> None:
@@ -1251,6 +1296,8 @@ class OasisRpPolicy:
             out.update(self._slot_bank.stats())
         if self._waste is not None:
             out.update(self._waste.stats())
+        if self._second is not None:
+            out.update(self._second.stats())
         ms = np.array(self._boundary_ms) if self._boundary_ms else np.zeros(1)
         out["boundary_ms_p50"] = float(np.percentile(ms, 50))
         out["boundary_ms_p99"] = float(np.percentile(ms, 99))
@@ -1265,7 +1312,8 @@ class OasisRpPolicy:
                          "ahead_held": self.ahead_held, "effort": self.effort,
                          "repack_quantile": self.repack_quantile,
                          "effort_slots": self.effort_slots,
-                         "effort_waste": self.effort_waste}
+                         "effort_waste": self.effort_waste,
+                         "repack_second_bank": self.repack_second_bank}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor

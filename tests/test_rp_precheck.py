@@ -1,0 +1,103 @@
+"""The exact test before a re-pack's pulls (:mod:`psched.policies.rp_precheck`): whenever it
+says the pulls cannot make the re-pack pay, the full re-pack (pulls run) is undone, the
+searches it counts are those the pulls run, and whole runs with it equal runs without it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from strategies import Instance, instances
+
+from psched.policies import make_policy
+from psched.policies.rp_precheck import gain_bound, pull_spans
+from psched.simulator import RunResult, simulate
+from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
+
+RUNS = settings(max_examples=10, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _decisions(res: RunResult) -> tuple[object, ...]:
+    return (res.allocations, [(j, r.admitted, r.promised, r.completion, r.reason)
+                              for j, r in res.records.items()])
+
+
+def _checked(pol: Any) -> list[int]:
+    """``pol`` with the test's verdict taken before every re-pack's pulls but the pulls run
+    anyway; each re-pack it calls vain is checked (undone, the pulls' searches as counted).
+    Returns the list the number of vain verdicts goes into."""
+    seen = [0]
+    state: dict[str, Any] = {}
+    repack = pol._repack_cands
+
+    def vain(job: Any, t: int, base: float, found: Any, moved: list[str],
+             saved: dict[str, Any]) -> bool:
+        bound = gain_bound(pol._utility(job, found.completion), base, moved, pol._jobs,
+                           saved, t)
+        state.update(vain=bound <= 0, spans=pull_spans(moved, pol._jobs, pol._plans, t),
+                     before=(pol._searches, pol._slots))
+        return False  # the pulls run
+
+    def cands(job: Any, t: int, base: float, cands: list[str]) -> Any:
+        state.clear()
+        got = repack(job, t, base, cands)
+        if state.get("vain"):
+            seen[0] += 1
+            assert not got.schedule  # the full re-pack was undone
+            s0, l0 = state["before"]
+            assert (pol._searches - s0, pol._slots - l0) == state["spans"]
+        return got
+
+    pol._pulls_vain, pol._repack_cands = vain, cands
+    return seen
+
+
+def _paper(n_jobs: int, seed: int) -> tuple[list[Any], Any]:
+    specs, _ = oasis_paper_jobs(n_jobs, seed=seed, slots=120)
+    return specs, oasis_paper_cluster(seed=seed)
+
+
+@pytest.mark.parametrize(("n_jobs", "seed"), [(60, 0), (100, 2), (150, 3)])
+def test_every_re_pack_the_test_calls_vain_is_undone_with_its_pulls_run(
+        n_jobs: int, seed: int) -> None:
+    specs, cluster = _paper(n_jobs, seed)
+    pol = make_policy("oasis-rp", certificate=False)
+    seen = _checked(pol)
+    simulate(specs, cluster, pol, 120, seed=0)
+    assert seen[0] > 0  # the test acted on this instance
+
+
+@pytest.mark.parametrize(("n_jobs", "seed"), [(60, 0), (100, 0)])
+def test_whole_runs_with_the_test_equal_runs_without_it(n_jobs: int, seed: int) -> None:
+    specs, cluster = _paper(n_jobs, seed)
+    runs = []
+    for skip in (True, False):
+        pol = make_policy("oasis-rp", certificate=False)
+        if not skip:
+            pol._pulls_vain = lambda *args: False
+        runs.append(simulate(specs, cluster, pol, 120, seed=0))
+    assert runs[0].report["repack_prechecked"] > 0
+    assert runs[1].report["repack_prechecked"] == 0
+    assert _decisions(runs[0]) == _decisions(runs[1])
+    for key in ("effort_slot_spent", "repack_tried", "repack_kept", "soft_bumps"):
+        assert runs[0].report[key] == runs[1].report[key]
+
+
+@RUNS
+@given(instance=instances(max_jobs=10, max_horizon=16))
+def test_the_test_never_calls_a_re_pack_vain_that_its_pulls_would_keep(
+        instance: Instance) -> None:
+    cluster, specs, horizon = instance
+    pol = make_policy("oasis-rp", certificate=False)
+    _checked(pol)
+    simulate(specs, cluster, pol, horizon, seed=3)
+
+
+def test_the_test_is_off_with_deferred_admission() -> None:
+    specs, cluster = _paper(60, 0)
+    res = simulate(specs, cluster, make_policy("oasis-rp", certificate=False, defer=True),
+                   120, seed=0)
+    assert res.report["repack_prechecked"] == 0
