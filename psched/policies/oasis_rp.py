@@ -111,13 +111,14 @@ effort : bounded effort at trace scale (:mod:`psched.policies.rp_effort`; None =
     it back); counted in the report
     (``effort_trimmed``, ``effort_skipped``, ``effort_searches``).
 effort_slots : a bank of slot-searches (:class:`psched.policies.rp_effort.SlotBank`;
-    default 100, None = off): a re-pack or a bump runs with the jobs whose worst-case search
+    default 50, None = off): a re-pack or a bump runs with the jobs whose worst-case search
     span (to their promises) the bank holds, taken by clash; credited ``effort_slots`` per
     arrival, full at ``effort_slot_bank``; counted (``effort_slot_trimmed``,
     ``effort_slot_skipped``, ``effort_slot_spent``); journaled in :meth:`boundary_state`.
-    ``effort_slots=100`` leaves every run of BENCHMARKS section 10 bit-equal (the 122 small
-    cells and ef-cluster04, ``benchmarks/rp_same_runs.py``) and bounds the re-packs of the
-    80,000-job run (about 6 CPU minutes there instead of about 25; section 11, "Session 9").
+    ``effort_slots=50`` leaves every run of BENCHMARKS section 10 bit-equal (the 122 small
+    cells, oasis-100..400 seeds 2-4 and ef-cluster04, ``benchmarks/rp_same_runs.py``) and
+    bounds the re-packs of the 80,000-job run (128 s quiet, -3.1% utility against 100's 272 s;
+    section 11, "Session 10: the slot bank's credit").
 effort_waste : a bank of the searches of undone re-packs and bumps
     (:class:`psched.policies.rp_effort.WasteBank`; None = off, the default): a lever runs only
     while the bank holds its worst case; counted (``effort_waste_skipped``,
@@ -253,7 +254,7 @@ class OasisRpPolicy:
         effort_moves: int = 32,
         effort_bank: float = BANK_SEARCHES,
         repack_quantile: float = 0.1,
-        effort_slots: float | None = 100.0,
+        effort_slots: float | None = 50.0,
         effort_slot_bank: float = BANK_SLOTS,
         effort_waste: float | None = None,
         effort_waste_bank: float = BANK_WASTE,
