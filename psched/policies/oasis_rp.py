@@ -173,11 +173,13 @@ from psched.policies.rp_effort import (
     BANK_SEARCHES,
     BANK_SLOTS,
     BANK_WASTE,
+    Bank,
     Effort,
     SlotBank,
     WasteBank,
     clash_rank,
     repack_cost,
+    search_span,
 )
 from psched.policies.rp_guard import density_quantile
 from psched.policies.rp_late import search_latest
@@ -454,14 +456,8 @@ class OasisRpPolicy:
 
     def _arrive(self, job: Job, t: int) -> Decision:
         """Decide the arrival of ``job`` in slot ``t``: search, re-pack, promise."""
-        if self._effort is not None:
-            self._effort.credit()
-        if self._slot_bank is not None:
-            self._slot_bank.credit()
-        if self._waste is not None:
-            self._waste.credit()
-        if self._second is not None:
-            self._second.credit()
+        for _, bank in self._banks():
+            bank.credit()
         found = self._search_new(job, t)
         if self._rho > 0.0 and self._below_floor(job, found):
             self._decided.append((job, 0.0))
@@ -653,7 +649,7 @@ class OasisRpPolicy:
         """The best schedule of a job not yet admitted, from slot ``t``, priced as
         ``own_price`` says."""
         self._searches += 1
-        self._slots += max(0, job.last_slot - max(t, job.arrival) + 1)
+        self._slots += search_span(job, t, job.last_slot)
         if self.own_price == "off":
             return search(self._book(), job, start=t, work=job.work, deadline=job.last_slot)
         return search_own(self._book(), job, start=t, work=job.work, deadline=job.last_slot,
@@ -664,7 +660,7 @@ class OasisRpPolicy:
         """Re-plan an admitted job (re-pack, pull-forward): its best schedule by ``deadline``
         (no floor), with own-usage prices where ``own_scope="all"``."""
         self._searches += 1
-        self._slots += max(0, min(deadline, job.last_slot) - max(t, job.arrival) + 1)
+        self._slots += search_span(job, t, deadline)
         if self.own_price != "off" and self.own_scope == "all" and not flat:
             return search_own(self._book(), job, start=t, work=work, deadline=deadline,
                               mode=self.own_price, floor=-math.inf)
@@ -992,8 +988,7 @@ class OasisRpPolicy:
                 self._budget -= 1
             if self.repack_late and not keep_old:
                 self._searches += 1
-                self._slots += max(0, min(self._promise[j], jj.last_slot)
-                                   - max(t, jj.arrival) + 1)
+                self._slots += search_span(jj, t, self._promise[j])
                 got = search_latest(book, jj, start=t, work=work_of(saved[j]),
                                     deadline=self._promise[j])
             else:
@@ -1161,7 +1156,7 @@ class OasisRpPolicy:
             out[key] = {"bank": bank.bank, "counts": dict(bank.counts)}
         return out
 
-    def _banks(self) -> list[tuple[str, Effort | SlotBank | WasteBank | SecondBank]]:
+    def _banks(self) -> list[tuple[str, Bank]]:
         """The effort banks this run has, by their :meth:`boundary_state` key."""
         named = (("effort", self._effort), ("effort_slots", self._slot_bank),
                  ("effort_waste", self._waste), ("repack_second_bank", self._second))
@@ -1291,14 +1286,8 @@ class OasisRpPolicy:
             achieved = self._promised_utility
             out["certified_ratio"] = out["dual_bound"] / achieved if achieved > 0 else None
         out.update(self._stats)
-        if self._effort is not None:
-            out.update(self._effort.stats())
-        if self._slot_bank is not None:
-            out.update(self._slot_bank.stats())
-        if self._waste is not None:
-            out.update(self._waste.stats())
-        if self._second is not None:
-            out.update(self._second.stats())
+        for _, bank in self._banks():
+            out.update(bank.stats())
         ms = np.array(self._boundary_ms) if self._boundary_ms else np.zeros(1)
         out["boundary_ms_p50"] = float(np.percentile(ms, 50))
         out["boundary_ms_p99"] = float(np.percentile(ms, 99))

@@ -34,12 +34,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from psched.model import Alloc
+from psched.model import Alloc, Job
 from psched.policies.rp_search import Schedule
 
-__all__ = ["BANK_SEARCHES", "BANK_SLOTS", "BANK_WASTE", "Effort", "SlotBank", "WasteBank",
-           "by_clash",
-           "clash_loads", "clash_rank", "clash_rank_reference", "repack_cost"]
+__all__ = ["BANK_SEARCHES", "BANK_SLOTS", "BANK_WASTE", "Bank", "Effort", "SlotBank", "WasteBank",
+           "by_clash", "clash_loads", "clash_rank", "clash_rank_reference", "repack_cost",
+           "search_span"]
 
 #: searches banked at most, and at the start of a run
 BANK_SEARCHES = 5000.0
@@ -55,8 +55,15 @@ def repack_cost(n_jobs: int) -> int:
     return 3 * n_jobs + 2
 
 
+def search_span(job: Job, start: int, deadline: int) -> int:
+    """The slots an exact search of ``job`` from ``start`` by ``deadline`` spans (its window
+    clipped to the job's arrival and last slot; 0 if empty): what :class:`SlotBank` counts.
+    O(1)."""
+    return max(0, min(deadline, job.last_slot) - max(start, job.arrival) + 1)
+
+
 @dataclass(kw_only=True)
-class _Bank:
+class Bank:
     """What every effort bank shares (mutable: it follows the run): credited ``per_arrival``
     at every arrival decided, held at most ``cap``, full where a run starts; its counters go
     to the run's report. A subclass names its options (for errors) and its skip counter."""
@@ -94,7 +101,7 @@ class _Bank:
 
 
 @dataclass(kw_only=True)
-class Effort(_Bank):
+class Effort(Bank):
     """The search bank of one run (mutable: it follows the run)."""
 
     OPTION: ClassVar[str] = "effort"
@@ -207,7 +214,7 @@ def _worker_slots(plan: Mapping[int, Alloc], t0: int, t1: int) -> int:
 
 
 @dataclass(kw_only=True)
-class SlotBank(_Bank):
+class SlotBank(Bank):
     """A bank of *slot-searches* for one run (``effort_slots``; mutable: it follows the run).
 
     An exact search costs about its window's length (the slots from its start to its
@@ -262,7 +269,7 @@ class SlotBank(_Bank):
 
 
 @dataclass(kw_only=True)
-class WasteBank(_Bank):
+class WasteBank(Bank):
     """A bank of *wasted* searches for one run (``effort_waste``; mutable: it follows the run).
 
     A re-pack or a bump that is undone (the newcomer still finds no room, or the planned

@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 
 from psched.model import Alloc, Job
 from psched.policies.rp_book import work_of
+from psched.policies.rp_effort import search_span
 
 __all__ = ["gain_bound", "pull_spans"]
 
@@ -69,7 +70,6 @@ def pull_spans(moved: Sequence[str], jobs: Mapping[str, Job],
         done = max(plans[j])
         if done <= t:
             continue
-        job = jobs[j]
         searches += 1
-        slots += max(0, min(done - 1, job.last_slot) - max(t, job.arrival) + 1)
+        slots += search_span(jobs[j], t, done - 1)
     return searches, slots

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from psched.policies.rp_effort import _Bank
+from psched.policies.rp_effort import Bank
 
 __all__ = ["SECOND_CAP", "SecondBank"]
 
@@ -39,7 +39,7 @@ SECOND_CAP = 200.0
 
 
 @dataclass(kw_only=True)
-class SecondBank(_Bank):
+class SecondBank(Bank):
     """The bank of second-order attempts of one run (mutable: it follows the run)."""
 
     OPTION: ClassVar[str] = "repack_second_bank"
