@@ -30,7 +30,7 @@ POLICY_CPU_S_PER_1K_JOBS: Mapping[str, float] = {
 #: A cell's cost grows with its load factor as ``load ** LOAD_EXPONENT`` (arrivals ``load``
 #: times denser): measured once, 30,000 jobs of the 80,000-job Philly-like trace, FIFO / SRTF /
 #: DRF / Optimus, load 2 against load 1: 1.45 / 1.29 / 1.63 / 1.24x the CPU (serial, seeds
-#: 0-1), mean 1.40 ~ 2 ** 0.5 (BENCHMARKS.md section 12, "Sweep, session 9"). The cluster
+#: 0-1), mean 1.40 ~ 2 ** 0.5 (measured on 2026-12-02 with ``benchmarks/sweep.py``). The cluster
 #: scale is not modelled.
 LOAD_EXPONENT = 0.5
 
