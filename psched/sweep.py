@@ -39,6 +39,7 @@ from typing import Any
 
 from psched.errors import InputError
 from psched.model import JobSpec
+from psched.sweep_cell import SweepCell
 from psched.sweep_order import CellCosts, next_cell, seed_order
 from psched.traces.native import atomic_write_text
 
@@ -72,21 +73,6 @@ class SweepSpec:
     def digest(self) -> str:
         """A short hash of the spec (a results folder holds one sweep)."""
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True, kw_only=True)
-class SweepCell:
-    """One simulation of a sweep."""
-
-    policy: str  #: policy name
-    seed: int  #: seed
-    load: float  #: load factor
-    scale: float  #: cluster scale
-
-    @property
-    def key(self) -> str:
-        """File-name-safe identity of the cell."""
-        return f"{self.policy}_s{self.seed}_l{self.load:g}_c{self.scale:g}"
 
 
 def cells_of(spec: SweepSpec) -> list[SweepCell]:

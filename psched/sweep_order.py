@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from psched.sweep import SweepCell
+from psched.sweep_cell import SweepCell
 
 __all__ = ["LOAD_EXPONENT", "POLICY_CPU_S_PER_1K_JOBS", "CellCosts", "next_cell", "seed_order"]
 
