@@ -230,7 +230,7 @@ def main() -> None:
                     help="run the Ray part before the serial one")
     ap.add_argument("--ship", action="store_true",
                     help="embedded Ray: the driver maps every seed and ships the jobs through "
-                         "the object store (before session 9) instead of each worker mapping "
+                         "the object store instead of each worker mapping "
                          "the seeds it meets")
     args = ap.parse_args()
     if args.philly:

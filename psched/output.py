@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from psched.errors import InputError
-from psched.model import RESOURCES, Cluster
+from psched.job_rows import JOBS_COLUMNS, job_rows
+from psched.model import Cluster
 from psched.simulator import RunResult
 
 __all__ = ["JOBS_COLUMNS", "MANIFEST", "atomic_dir", "check_out", "is_psched_output",
@@ -46,14 +47,6 @@ MANIFEST = ".psched-output.json"
 #: Entries an output of an older psched (before the manifest) may hold at its top level.
 _LEGACY_FILES = frozenset({"summary.json", "cluster.json", "ratio.csv", "report.html", "plots"})
 _LEGACY_POLICY_FILES = frozenset({"jobs.csv", "allocations.csv"})
-
-JOBS_COLUMNS: tuple[str, ...] = (
-    "job_id", "arrival", "work", "max_workers", "ps_ratio",
-    *(f"worker_{r}" for r in RESOURCES), *(f"ps_{r}" for r in RESOURCES),
-    "utility_kind", "value", "decay", "target",
-    "admitted", "reason", "completion", "duration", "utility", "promised", "decided",
-)
-
 
 def _jsonable(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
@@ -167,27 +160,6 @@ def atomic_dir(dest: str | os.PathLike[str], *,  # type: ignore[no-untyped-def]
     tmp.rename(dest)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-
-
-def job_rows(result: RunResult) -> list[list[Any]]:
-    """The rows of ``jobs.csv`` (:data:`JOBS_COLUMNS`)."""
-    rows = []
-    for rec in result.records.values():
-        spec = rec.job.spec
-        u = spec.utility
-        rows.append([
-            spec.job_id, spec.arrival, rec.job.work, spec.max_workers, repr(spec.ps_ratio),
-            *(spec.worker_demand.to_dict()[r] for r in RESOURCES),
-            *(spec.ps_demand.to_dict()[r] for r in RESOURCES),
-            u.kind, u.value, u.decay, u.target,
-            int(rec.admitted), rec.reason,
-            "" if rec.completion is None else rec.completion,
-            "" if rec.duration is None else rec.duration,
-            repr(rec.utility),
-            "" if rec.promised is None else rec.promised,
-            "" if rec.decided is None else rec.decided,
-        ])
-    return rows
 
 
 def _write_csv(path: Path, header: tuple[str, ...] | list[str], rows: list[list[Any]]) -> None:

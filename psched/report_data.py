@@ -99,7 +99,7 @@ def load_run(folder: str | Path) -> RunFiles:
 
 def jobs_frame(result: RunResult) -> pd.DataFrame:
     """``jobs.csv`` of a run as a table, with the dtypes :func:`load_run` reads."""
-    from psched.output import JOBS_COLUMNS, job_rows
+    from psched.job_rows import JOBS_COLUMNS, job_rows
 
     frame = pd.DataFrame(job_rows(result), columns=list(JOBS_COLUMNS))
     for col in JOBS_COLUMNS:

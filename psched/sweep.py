@@ -39,6 +39,7 @@ from typing import Any
 
 from psched.errors import InputError
 from psched.model import JobSpec
+from psched.sweep_cell import SweepCell
 from psched.sweep_order import CellCosts, next_cell, seed_order
 from psched.traces.native import atomic_write_text
 
@@ -72,21 +73,6 @@ class SweepSpec:
     def digest(self) -> str:
         """A short hash of the spec (a results folder holds one sweep)."""
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True, kw_only=True)
-class SweepCell:
-    """One simulation of a sweep."""
-
-    policy: str  #: policy name
-    seed: int  #: seed
-    load: float  #: load factor
-    scale: float  #: cluster scale
-
-    @property
-    def key(self) -> str:
-        """File-name-safe identity of the cell."""
-        return f"{self.policy}_s{self.seed}_l{self.load:g}_c{self.scale:g}"
 
 
 def cells_of(spec: SweepSpec) -> list[SweepCell]:
@@ -162,7 +148,7 @@ def _gc_paused() -> Iterator[None]:
     Mapping or unpickling a seed's jobs builds ~4 tracked objects per job and no cycles, yet
     each allocation burst triggers collections that traverse every object built so far:
     unpickling 80,000 jobs took 1.5-1.8 CPU s with the collector on and 0.35-0.5 s with it off,
-    mapping them 4.7 s against 3.3 s (BENCHMARKS.md section 12, session 8). The collector is
+    mapping them 4.7 s against 3.3 s (measured on 2026-12-02). The collector is
     process-wide, so it stays off for other threads of the process meanwhile (seconds)."""
     was = gc.isenabled()
     gc.disable()
@@ -413,7 +399,7 @@ def _start_driver_cell(stack: contextlib.ExitStack, spec: SweepSpec, cell: Sweep
     It runs in a child process forked now, before this process starts any thread (the jobs
     loader, Ray's): a thread of this process would share the interpreter lock with mapping
     and shipping every seed's jobs and with ``ray.init``, which made the driver's cell the
-    slowest of a sweep (BENCHMARKS.md section 12, session 8). The child maps its seed's jobs
+    slowest of a sweep (measured on 2026-12-02). The child maps its seed's jobs
     itself and, with ``hand_jobs``, writes them pickled into a pipe before its simulation
     starts; a thread of this process reads them (to the end, always, so the child never
     blocks on a full pipe), so this process ships them to Ray without mapping them again

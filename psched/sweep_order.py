@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from psched.sweep import SweepCell
+from psched.sweep_cell import SweepCell
 
 __all__ = ["LOAD_EXPONENT", "POLICY_CPU_S_PER_1K_JOBS", "CellCosts", "next_cell", "seed_order"]
 
@@ -30,7 +29,7 @@ POLICY_CPU_S_PER_1K_JOBS: Mapping[str, float] = {
 #: A cell's cost grows with its load factor as ``load ** LOAD_EXPONENT`` (arrivals ``load``
 #: times denser): measured once, 30,000 jobs of the 80,000-job Philly-like trace, FIFO / SRTF /
 #: DRF / Optimus, load 2 against load 1: 1.45 / 1.29 / 1.63 / 1.24x the CPU (serial, seeds
-#: 0-1), mean 1.40 ~ 2 ** 0.5 (BENCHMARKS.md section 12, "Sweep, session 9"). The cluster
+#: 0-1), mean 1.40 ~ 2 ** 0.5 (measured on 2026-12-02 with ``benchmarks/sweep.py``). The cluster
 #: scale is not modelled.
 LOAD_EXPONENT = 0.5
 

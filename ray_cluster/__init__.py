@@ -21,8 +21,7 @@ Submodules (import them directly; this package imports nothing heavy on purpose)
 
 Layers import downwards only (``tests/test_import_graph.py`` checks there is no cycle):
 workloads <- runtime building blocks <- runtime <- executor <- service.
-``ray_cluster.recovery``, ``ray_cluster.service_config`` and ``ray_cluster.runtime_types``
-are old import paths kept as re-exports.
+``ray_cluster.recovery`` re-exports ``ray_cluster.service.nodes``.
 """
 
 __all__: list[str] = []

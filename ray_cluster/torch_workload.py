@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from psched.errors import InputError
-from ray_cluster.workloads import Batch, _ArrayWorkload
+from ray_cluster.workload_data import Batch, _ArrayWorkload
 
 __all__ = ["TorchMLP"]
 

@@ -136,8 +136,8 @@ def open_page(path: Path, expression: str = "null", *, width: int = 1280,
     if exe is None:
         raise RuntimeError("no chromium on PATH")
     # ignore_cleanup_errors: Chromium's helper processes outlive the browser by a moment and
-    # may still write into the profile while it is removed ("Directory not empty": one CI
-    # run of session 8); what is left of a temporary profile is harmless
+    # may still write into the profile while it is removed ("Directory not empty", seen
+    # once in CI); what is left of a temporary profile is harmless
     with tempfile.TemporaryDirectory(prefix="psched-chromium-",
                                      ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen(

@@ -75,3 +75,12 @@ def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RaySession
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def tau(ray_session: RaySession) -> float:
+    """Seconds per mini-batch of ``service_jobs.job_spec``'s workload here, measured once per
+    module."""
+    from service_jobs import measured_tau
+
+    return measured_tau()

@@ -403,7 +403,7 @@ def test_a_journal_that_cannot_be_trusted_stops_serve_in_one_line(tmp_path, dama
 def test_checkpoint_every_reaches_the_service_config_and_each_jobs_runtime(tmp_path):
     from psched.cli import build_parser
     from psched.commands_service import _config
-    from ray_cluster.runtime_types import RuntimeConfig
+    from ray_cluster.runtime.types import RuntimeConfig
 
     args = build_parser().parse_args(["serve", "--policy", "fifo", "--checkpoint-every", "7.5"])
     cfg = _config(args)

@@ -119,9 +119,9 @@ def test_every_printed_column_is_in_the_legend_and_in_help(
     text = capsys.readouterr().out
     for column in legend:
         assert f"  {column} " in text
-    readme = (ROOT / "README.md").read_text()
+    guide = (ROOT / "docs" / "simulate.md").read_text()
     for column in legend:
-        assert f"`{column}`" in readme, column
+        assert f"`{column}`" in guide, column
 
 
 def test_help_lists_the_choices_of_policies_and_format(

@@ -21,15 +21,13 @@ pytestmark = pytest.mark.ray
 
 ray = pytest.importorskip("ray")
 
+from service_jobs import SLOT_S, job_spec  # noqa: E402
+
 from psched.cli import main  # noqa: E402
-from psched.model import Cluster, JobSpec, Pool, Resources, Server, resolve_job  # noqa: E402
-from psched.utility import Utility  # noqa: E402
+from psched.model import Cluster, Pool, Resources, Server  # noqa: E402
 from ray_cluster.executor import (  # noqa: E402
     SERVER_MARK,
-    profile_seconds_per_batch,
-    training_job,
 )
-from ray_cluster.runtime import RuntimeConfig  # noqa: E402
 from ray_cluster.service import (  # noqa: E402
     SERVICE_NAME,
     SERVICE_NAMESPACE,
@@ -38,7 +36,6 @@ from ray_cluster.service import (  # noqa: E402
     service_actor,
 )
 
-SLOT_S = 1.5
 ROOT = Path(__file__).parent.parent
 
 JOB_TOML = """\
@@ -71,22 +68,6 @@ target = 6
 """
 
 
-@pytest.fixture(scope="module")
-def tau(ray_session) -> float:
-    """Seconds per mini-batch of the test workload on this machine, measured once."""
-    spec = _spec("probe")
-    return profile_seconds_per_batch(training_job(resolve_job(spec, SLOT_S, 10)),
-                                     RuntimeConfig(), steps=20)
-
-
-def _spec(job_id: str, *, n: int = 1, m: int = 100, tau_s: float = 0.01,
-          gpu: float = 0.0) -> JobSpec:
-    return JobSpec(job_id=job_id, arrival=0, epochs=1, max_workers=n, minibatches=m,
-                   tau_s=tau_s, grad_mb=0.003, tau_includes_comm=True,
-                   worker_demand=Resources(gpu=gpu, cpu=1, memory_gb=1, bandwidth_gbps=1),
-                   ps_demand=Resources(cpu=1, memory_gb=1, bandwidth_gbps=1),
-                   utility=Utility(kind="sigmoid", value=10, decay=0.3, target=8),
-                   workload="softmax", hparams='{"dataset": "digits"}')
 
 
 def _stop(actor) -> None:
@@ -184,7 +165,7 @@ def test_actors_follow_the_plan_and_a_lost_node_moves_the_job(ray_session, tmp_p
                       capacity=Resources(cpu=8, memory_gb=32, bandwidth_gbps=10)))
     cluster = Cluster(servers=servers, slot_seconds=SLOT_S)
     node_of = {i: nodes[s.server_id] for i, s in enumerate(servers)}
-    spec = _spec("moving", n=1, m=int(5 * SLOT_S / tau), tau_s=tau, gpu=1)
+    spec = job_spec("moving", n=1, m=int(5 * SLOT_S / tau), tau_s=tau, gpu=1)
     cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=60, history=(spec,),
                         runtime={"start_timeout_s": 30.0})
     svc = SchedulerService(tmp_path, config=cfg, cluster=cluster, node_of=node_of)
@@ -231,8 +212,8 @@ def test_a_node_that_joins_mid_run_becomes_a_server_and_takes_new_jobs(ray_sessi
                       capacity=Resources(cpu=8, memory_gb=32, bandwidth_gbps=10)))
     cluster = Cluster(servers=servers, slot_seconds=SLOT_S)
     node_of = {i: ray_session.node_ids[s.server_id] for i, s in enumerate(servers)}
-    big = _spec("big", n=2, m=int(8 * SLOT_S / tau), tau_s=tau, gpu=1)
-    late = _spec("late", n=1, m=int(2 * SLOT_S / tau), tau_s=tau, gpu=1)
+    big = job_spec("big", n=2, m=int(8 * SLOT_S / tau), tau_s=tau, gpu=1)
+    late = job_spec("late", n=1, m=int(2 * SLOT_S / tau), tau_s=tau, gpu=1)
     cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=60, history=(big, late),
                         runtime={"start_timeout_s": 30.0})
     svc = SchedulerService(tmp_path, config=cfg, cluster=cluster, node_of=node_of)
@@ -279,7 +260,7 @@ def test_service_killed_mid_run_restarts_from_journal(ray_session, tmp_path, tau
                capacity=Resources(cpu=3, memory_gb=16, bandwidth_gbps=10))), slot_seconds=SLOT_S)
     head = ray_session.node_ids["head"]
     # one worker each, all three fit at once: their actors stay up from slot to slot
-    specs = [_spec(f"c{i}", n=1, m=int(3 * SLOT_S / tau), tau_s=tau) for i in range(3)]
+    specs = [job_spec(f"c{i}", n=1, m=int(3 * SLOT_S / tau), tau_s=tau) for i in range(3)]
     cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=60, history=tuple(specs))
     from ray_cluster.journal import spec_to_json
 
@@ -344,9 +325,9 @@ def test_run_writes_the_simulate_files_from_what_really_ran(ray_session, tmp_pat
     from psched.traces.native import write_trace
 
     trace = tmp_path / "t.csv"
-    write_trace(trace, [dataclasses.replace(_spec("r0", n=1, m=int(1.5 * SLOT_S / tau),
+    write_trace(trace, [dataclasses.replace(job_spec("r0", n=1, m=int(1.5 * SLOT_S / tau),
                                                   tau_s=tau), arrival=0),
-                        dataclasses.replace(_spec("r1", n=1, m=int(1.5 * SLOT_S / tau),
+                        dataclasses.replace(job_spec("r1", n=1, m=int(1.5 * SLOT_S / tau),
                                                   tau_s=tau), arrival=1)])
     out = tmp_path / "out"
     assert main(["run", str(trace), "--address", ray_session.cluster.address, "--out", str(out),

@@ -24,15 +24,13 @@ pytestmark = pytest.mark.ray
 
 ray = pytest.importorskip("ray")
 
-from psched.model import Cluster, JobSpec, Pool, Resources, Server, resolve_job  # noqa: E402
-from psched.utility import Utility  # noqa: E402
+from service_jobs import SLOT_S, job_spec  # noqa: E402
+
+from psched.model import Cluster, Pool, Resources, Server  # noqa: E402
 from ray_cluster.executor import (  # noqa: E402
     SERVER_MARK,
-    profile_seconds_per_batch,
-    training_job,
 )
 from ray_cluster.journal import spec_to_json  # noqa: E402
-from ray_cluster.runtime import RuntimeConfig  # noqa: E402
 from ray_cluster.service import (  # noqa: E402
     SERVICE_NAME,
     SERVICE_NAMESPACE,
@@ -41,25 +39,6 @@ from ray_cluster.service import (  # noqa: E402
     service_actor,
     watch_service,
 )
-
-SLOT_S = 1.5
-
-
-@pytest.fixture(scope="module")
-def tau(ray_session) -> float:
-    """Seconds per mini-batch of the test workload on this machine, measured once."""
-    return profile_seconds_per_batch(training_job(resolve_job(_spec("probe"), SLOT_S, 10)),
-                                     RuntimeConfig(), steps=20)
-
-
-def _spec(job_id: str, *, n: int = 1, m: int = 100, tau_s: float = 0.01,
-          gpu: float = 0.0) -> JobSpec:
-    return JobSpec(job_id=job_id, arrival=0, epochs=1, max_workers=n, minibatches=m,
-                   tau_s=tau_s, grad_mb=0.003, tau_includes_comm=True,
-                   worker_demand=Resources(gpu=gpu, cpu=1, memory_gb=1, bandwidth_gbps=1),
-                   ps_demand=Resources(cpu=1, memory_gb=1, bandwidth_gbps=1),
-                   utility=Utility(kind="sigmoid", value=10, decay=0.3, target=8),
-                   workload="softmax", hparams='{"dataset": "digits"}')
 
 
 def _alive_actors(*classes: str) -> set[str]:
@@ -77,7 +56,7 @@ def test_the_watcher_rides_out_a_restart_of_the_service_actor(ray_session, tmp_p
         Server(server_id="m/ps", pool=Pool.PS,
                capacity=Resources(cpu=2, memory_gb=16, bandwidth_gbps=10))), slot_seconds=SLOT_S)
     head = ray_session.node_ids["head"]
-    specs = [_spec(f"r{i}", n=1, m=int(2 * SLOT_S / tau), tau_s=tau) for i in range(2)]
+    specs = [job_spec(f"r{i}", n=1, m=int(2 * SLOT_S / tau), tau_s=tau) for i in range(2)]
     cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=200, history=tuple(specs))
     actor = service_actor().options(
         name=SERVICE_NAME, namespace=SERVICE_NAMESPACE, lifetime="detached",
@@ -161,7 +140,7 @@ def test_a_node_killed_mid_slot_does_not_wedge_the_loop(ray_session, tmp_path, t
                       capacity=Resources(cpu=8, memory_gb=32, bandwidth_gbps=10)))
     cluster = Cluster(servers=servers, slot_seconds=SLOT_S)
     node_of = {i: nodes[s.server_id] for i, s in enumerate(servers)}
-    spec = _spec("moving", n=1, m=int(6 * SLOT_S / tau), tau_s=tau, gpu=1)
+    spec = job_spec("moving", n=1, m=int(6 * SLOT_S / tau), tau_s=tau, gpu=1)
     cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=80, history=(spec,),
                         runtime={"start_timeout_s": 20.0})
     before = _alive_actors("Worker", "PSShard")

@@ -185,7 +185,7 @@ def test_every_registered_name_builds_a_workload() -> None:
 @pytest.mark.parametrize("dataset", ["digits", "digits-hard"])
 def test_disk_cached_dataset_equals_a_fresh_build_and_damage_is_rebuilt(
         dataset: str, tmp_path, monkeypatch) -> None:
-    from ray_cluster import workloads as wmod
+    from ray_cluster import workload_data as wmod
 
     monkeypatch.setenv("PSCHED_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(wmod, "_DATA_CACHE", {})

@@ -1,0 +1,34 @@
+"""What the service and fault suites share: the slot length they run at, the job spec they
+submit, and the measured speed of its workload (the ``tau`` fixture in ``conftest.py``).
+``from service_jobs import SLOT_S, job_spec``."""
+
+from __future__ import annotations
+
+from psched.model import JobSpec, Resources
+from psched.utility import Utility
+
+__all__ = ["SLOT_S", "job_spec", "measured_tau"]
+
+#: Slot length of the live-service tests, seconds.
+SLOT_S = 1.5
+
+
+def job_spec(job_id: str, *, n: int = 1, m: int = 100, tau_s: float = 0.01,
+             gpu: float = 0.0) -> JobSpec:
+    """A small softmax job on digits: ``n`` workers at most, ``m`` mini-batches per epoch."""
+    return JobSpec(job_id=job_id, arrival=0, epochs=1, max_workers=n, minibatches=m,
+                   tau_s=tau_s, grad_mb=0.003, tau_includes_comm=True,
+                   worker_demand=Resources(gpu=gpu, cpu=1, memory_gb=1, bandwidth_gbps=1),
+                   ps_demand=Resources(cpu=1, memory_gb=1, bandwidth_gbps=1),
+                   utility=Utility(kind="sigmoid", value=10, decay=0.3, target=8),
+                   workload="softmax", hparams='{"dataset": "digits"}')
+
+
+def measured_tau() -> float:
+    """Seconds per mini-batch of :func:`job_spec`'s workload on this machine (needs Ray)."""
+    from psched.model import resolve_job
+    from ray_cluster.executor import profile_seconds_per_batch, training_job
+    from ray_cluster.runtime import RuntimeConfig
+
+    return profile_seconds_per_batch(training_job(resolve_job(job_spec("probe"), SLOT_S, 10)),
+                                     RuntimeConfig(), steps=20)
