@@ -8,7 +8,7 @@ revised window rule) or ``ef-<name>`` (an ElasticFlow trace, loaded as
 peak resident memory (``ru_maxrss`` of that child) is the policy's run alone, trace loading
 included. One markdown row per policy; its last column counts broken promises (re-derived
 from the allocation rows, :func:`psched.promises.broken_promises`) and the policy's re-pack and
-bounded-effort counters (``oasis-rp:effort=1``: :mod:`psched.policies.rp_effort`).
+bounded-effort counters (``oasis-rp:effort=1``: :mod:`psched.policies.oasis_rp.effort`).
 
     python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 \
         --policies oasis,oasis-rp,fifo,srtf

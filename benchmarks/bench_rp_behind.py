@@ -1,5 +1,5 @@
 """``oasis-rp`` when reality runs behind: suspensions and promises kept, literal boundary
-re-plan vs the steady one (:mod:`psched.policies.rp_steady`), in the same run.
+re-plan vs the steady one (:mod:`psched.policies.oasis_rp.steady`), in the same run.
 
 Reality is :class:`psched.behind.StartupExecutor`: every worker does ``--rate`` of its
 planned work and a job that starts or resumes loses ``--startup`` of the slot (a resume

@@ -1,4 +1,4 @@
-"""oasis-rp's bounded effort (``effort``, :mod:`psched.policies.rp_effort`) on every row.
+"""oasis-rp's bounded effort (``effort``, :mod:`psched.policies.oasis_rp.effort`) on every row.
 
 Each variant (``oasis-rp[:opt=value...]``) runs the rows of the policy table -- ``oasis-<n>``
 (seeds), ``ef-<trace>`` (seed 0), the ``fig5`` instances -- with the same jobs, clusters and

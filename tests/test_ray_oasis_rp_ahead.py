@@ -7,7 +7,7 @@ slowly decaying utility, so its promise lies well after its planned completion) 
 GPUs from slot 0; ``urgent`` (two workers, steep) arrives in slot 1 and is decided at that
 slot's boundary (``batch``): the re-pack moves ``patient`` after it, and ``patient`` is
 suspended (checkpointed). The user then cancels ``urgent`` before slot 2: its GPUs are in no
-plan, and at slot 2's boundary ``ahead`` (:mod:`psched.policies.rp_ahead`) hands them to
+plan, and at slot 2's boundary ``ahead`` (:mod:`psched.policies.oasis_rp.ahead`) hands them to
 ``patient``, whose plan then resumes in slot 2 instead of after ``urgent``'s (a ``revise``
 row with two workers in slot 2, its tail trimmed), run as a resize from its checkpoint.
 

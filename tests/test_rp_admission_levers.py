@@ -23,7 +23,7 @@ from test_oasis_rp_levers import run_keeping_every_promise
 from psched.model import Cluster, Job, resolve_job
 from psched.output import write_run
 from psched.policies import make_policy
-from psched.policies.rp_density import REJECT_DENSITY, clearing_density, job_size
+from psched.policies.oasis_rp.admission import REJECT_DENSITY, clearing_density, job_size
 from psched.promises import broken_promises_in
 from psched.simulator import simulate
 from psched.traces.synth import fig5_instance

@@ -1,5 +1,5 @@
 """oasis-rp's ``ahead`` lever: idle capacity of a slot handed to admitted jobs, taken from the
-end of their plans (:mod:`psched.policies.rp_ahead`).
+end of their plans (:mod:`psched.policies.oasis_rp.ahead`).
 
 Property suite (capacity and PS rules, every promise re-derived from the allocation rows),
 the certificate against the exact optimum on tiny instances, same seed same run, and the
@@ -18,7 +18,7 @@ from test_oasis_rp_levers import run_keeping_every_promise
 
 from psched.model import Alloc, Cluster, Job, JobSpec, Pool, Resources, Server, resolve_job
 from psched.policies import make_policy
-from psched.policies.rp_ahead import place, trim_tail
+from psched.policies.oasis_rp.ahead import place, trim_tail
 from psched.promises import broken_promises
 from psched.simulator import simulate
 from psched.utility import Utility

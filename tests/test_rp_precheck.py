@@ -1,4 +1,4 @@
-"""The exact test before a re-pack's pulls (:mod:`psched.policies.rp_precheck`): whenever it
+"""The exact test before a re-pack's pulls (:mod:`psched.policies.oasis_rp.precheck`): whenever it
 says the pulls cannot make the re-pack pay, the full re-pack (pulls run) is undone, the
 searches it counts are those the pulls run, and whole runs with it equal runs without it.
 """
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from strategies import Instance, instances
 
 from psched.policies import make_policy
-from psched.policies.rp_precheck import gain_bound, pull_spans
+from psched.policies.oasis_rp.repack import gain_bound, pull_spans
 from psched.simulator import RunResult, simulate
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 

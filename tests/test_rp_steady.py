@@ -1,4 +1,4 @@
-"""``oasis-rp``'s steady boundary re-plan (:mod:`psched.policies.rp_steady`): when reality
+"""``oasis-rp``'s steady boundary re-plan (:mod:`psched.policies.oasis_rp.steady`): when reality
 runs behind and each resume costs start-up, jobs do not swap slots back and forth; with
 reality as planned it decides exactly as the literal re-plan.
 
@@ -20,7 +20,7 @@ from psched.behind import StartupExecutor, churn
 from psched.executor import SimulatedExecutor
 from psched.model import Alloc
 from psched.policies.oasis_rp import OasisRpPolicy
-from psched.policies.rp_steady import keeps_running, tightest_first
+from psched.policies.oasis_rp.steady import keeps_running, tightest_first
 from psched.simulator import simulate
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 from ray_cluster.service import SchedulerService

@@ -15,6 +15,7 @@ import numpy as np
 from psched.model import Alloc, Cluster, Decision, Job, SlotPlan
 from psched.oasis.dual import dual_objective
 from psched.policies.base import RunContext, View, register_policy
+from psched.policies.oasis_rp import effort
 from psched.policies.oasis_rp import restore as journal
 from psched.policies.oasis_rp.admission import (
     REJECT_DENSITY,
@@ -167,7 +168,8 @@ class OasisRpPolicy:
             params = params.scaled(self.estimate_factor)
         self.params = params
         self.ledger = PlanLedger(ctx.cluster, ctx.horizon, params)
-        bank = None if self.effort_slots is None else SlotBank(per_arrival=self.effort_slots)
+        bank = None if self.effort_slots is None else SlotBank(per_arrival=self.effort_slots,
+                                                               cap=effort.BANK_SLOTS)
         self._st = RunState(book=self.ledger, cluster=ctx.cluster, slot_bank=bank)
         self._boundary_ms = []
         self._report = None

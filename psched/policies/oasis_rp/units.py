@@ -219,8 +219,9 @@ def _terms(ledger: PlanLedger, pool: int, pinp: PoolInputs,
 
 def marginal_units_kept(ledger: PlanLedger, pool: int, pinp: PoolInputs, caps: np.ndarray,
                         limit: int) -> OwnUnits:
-    """:func:`marginal_units` ``(pinp, caps, price_slope(ledger, pool), limit)``, bit-identical: the per-job terms kept (:func:`_terms`), the same einsum,
-    the selection and sums compiled (:func:`select_units_compiled`)."""
+    """:func:`marginal_units` ``(pinp, caps, price_slope(ledger, pool), limit)``,
+    bit-identical: the per-job terms kept (:func:`_terms`), the same einsum, the selection
+    and sums compiled (:func:`select_units_compiled`)."""
     n_srv = caps.shape[1]
     k_max = int(min(limit, caps.max(initial=0)))
     if k_max == 0 or n_srv == 0:
