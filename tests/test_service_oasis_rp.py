@@ -190,7 +190,7 @@ def test_a_job_behind_after_its_last_planned_slot_is_planned_again(tmp_path):
     svc.run_for(40)
     for i in range(3):
         rec = svc.loop.state.records[f"j{i}"]
-        assert rec.admitted and rec.decided == 0
+        assert rec.admitted
         assert rec.completion is not None, f"j{i} never ran again"
     revised = {r.job_id for r in svc.journal.decisions() if r.kind == "revise"}
     assert revised == {"j0", "j1", "j2"}
