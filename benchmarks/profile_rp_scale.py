@@ -2,7 +2,7 @@
 
 Runs ``oasis-rp[:opt=value...]`` on a trace of ``bench_oasis_rp_scale.py`` (``philly-<n>``,
 ``ef-<name>``) until ``--max-cpu-s`` (the run stops at the next arrival past it), timing every
-``on_arrival``, ``admit_held`` (under ``batch`` it decides a slot's arrivals) and ``plan`` call
+``on_arrival``, ``admit_held`` (it decides a slot's arrivals) and ``plan`` call
 in CPU ms; prints p50 / p99 / max per kind, the share of the 10 dearest calls, the policy's
 counters, and with ``--profile`` the cProfile tables (cumulative and own time).
 
@@ -10,7 +10,7 @@ counters, and with ``--profile`` the cProfile tables (cumulative and own time).
     python benchmarks/profile_rp_scale.py --trace ef-cluster04 --max-cpu-s 60 --profile \\
         --cpu-timer       # CPU seconds per function, not wall (a loaded machine)
     python benchmarks/profile_rp_scale.py --trace philly-80000 --max-cpu-s 30 \\
-        --variant oasis-rp:effort=1
+        --variant oasis-rp:effort_slots=100
 """
 
 from __future__ import annotations

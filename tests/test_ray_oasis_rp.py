@@ -1,7 +1,8 @@
 """``oasis-rp`` in the live service on Ray: a plan revised mid-run is a resize, and the promise
 holds.
 
-On the session's Ray (tests/conftest.py: two fake-GPU nodes, a head for the PS), real actors
+On the tests' Ray (the ``ray_session`` fixture of tests/conftest.py: two fake-GPU nodes, a
+head for the PS), real actors
 train the ``softmax`` workload. ``patient`` (a slowly decaying utility, so its promise lies
 well after its planned completion) takes both GPUs from slot 0; ``urgent`` (steep) arrives
 in slot 1 and finds no room; the re-pack moves ``patient`` after it, within its promise. The

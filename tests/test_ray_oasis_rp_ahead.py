@@ -1,7 +1,8 @@
 """``oasis-rp`` on Ray: working ahead grows an admitted job mid-run, the
 revised plan is a resize at the boundary, and the job completes by its promise.
 
-On the session's Ray (tests/conftest.py: two fake-GPU nodes, a head for the PS), real actors
+On the tests' Ray (the ``ray_session`` fixture of tests/conftest.py: two fake-GPU nodes, a
+head for the PS), real actors
 train the ``softmax`` workload, planned at their measured speed. ``patient`` (two workers, a
 slowly decaying utility, so its promise lies well after its planned completion) takes both
 GPUs from slot 0; ``urgent`` (two workers, steep) arrives in slot 1 and is decided at that

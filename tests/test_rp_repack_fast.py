@@ -1,4 +1,4 @@
-"""The exact speed-ups of ``oasis-rp``'s re-pack path (issue 14, task 9c) change nothing.
+"""The exact speed-ups of ``oasis-rp``'s re-pack path change nothing.
 
 Each fast device is held against its literal reference: the run-compressed latest-completion
 search of ``repack_late`` (:func:`psched.policies.oasis_rp.latest.search_latest_runs`) against

@@ -13,7 +13,7 @@
 * :func:`log_prices_compiled` -- the exponent of the prices of given usage rows.
 
 Each performs the same floating-point operations in the same order as its numpy reference,
-so results are bit-identical (``tests/test_rp_search.py``, ``tests/test_fast_paths_10b.py``).
+so results are bit-identical (``tests/test_rp_search.py``, ``tests/test_rp_fast_paths.py``).
 numba compiles them at the first call of one (:mod:`psched.lazy_numba`), not on import.
 """
 

@@ -1,9 +1,10 @@
-"""Exact fast paths of the 80k-job path (task 10b): each gives the reference's answer.
+"""Exact fast paths of oasis-rp at trace scale: each gives the reference's answer.
 
 ``clash_rank`` (one masked count over every plan's groups) against
 :func:`~psched.policies.oasis_rp.effort.clash_rank_reference`; the scalar path of
 :class:`~psched.utility.Utility` against its numpy path, bit for bit; the container counts kept
-per demand (:class:`~psched.policies.oasis_rp.admission.FitCounts`) against the counts computed afresh;
+per demand (:class:`~psched.policies.oasis_rp.admission.FitCounts`) against the counts computed
+afresh;
 the loop's reuse of a known job's resolution against :func:`~psched.model.resolve_job`.
 """
 
