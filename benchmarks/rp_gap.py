@@ -10,7 +10,7 @@ the job's work) and by deadline (slots from arrival); and the mean worker and PS
 in use per stretch of slots.
 
     python benchmarks/rp_gap.py --jobs 3000
-    python benchmarks/rp_gap.py --variant oasis-rp:ahead=1:repack_late=1 --rival srtf
+    python benchmarks/rp_gap.py --variant oasis-rp:defer=1 --rival srtf
 """
 
 from __future__ import annotations

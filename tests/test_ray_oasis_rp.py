@@ -91,8 +91,8 @@ def test_a_plan_revised_mid_run_is_a_resize_and_the_job_completes_by_its_promise
         svc.run_for(1)
         assert svc.loop.state.records["urgent"].admitted
         revised = [r for r in svc.journal.decisions() if r.kind == "revise" and r.slot == 1]
-        assert [r.job_id for r in revised] == ["patient"]
-        assert 1 not in revised[0].schedule  # moved out of the slot the newcomer needs
+        assert revised and {r.job_id for r in revised} == {"patient"}
+        assert 1 not in revised[-1].schedule  # moved out of the slot the newcomer needs
         assert not svc.inner_executor.runtimes["patient"].shards  # suspended at the boundary
         for _ in range(45):
             if svc.idle():
