@@ -9,6 +9,7 @@ on and off on its own.
 from __future__ import annotations
 
 import csv
+import inspect
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +25,7 @@ from psched.model import Cluster, Job, JobSpec, Pool, Resources, Server, SlotPla
 from psched.output import write_run
 from psched.policies import make_policy
 from psched.policies.oasis_rp import OasisRpPolicy
+from psched.prices import fixed_params
 from psched.promises import broken_promises, broken_promises_in, completions_from_rows
 from psched.simulator import SchedulerLoop, TraceArrivals, simulate
 from psched.utility import Utility
@@ -225,4 +227,22 @@ def test_a_job_that_runs_behind_is_replanned_within_its_promise() -> None:
     assert flat.completion is not None and flat.completion <= flat.promised
     assert res.records["urgent"].completion == 1
 
+
+def test_the_report_lists_exactly_the_ten_options_in_order() -> None:
+    cluster, specs = _blocking_pair()
+    res = simulate(specs, cluster, make_policy("oasis-rp"), 8)
+    assert list(res.report["levers"]) == list(inspect.signature(OasisRpPolicy).parameters) == [
+        "price_source", "estimate_factor", "prices", "certificate", "density_floor",
+        "promise_rtol", "repack_gap", "repack_quantile", "effort_slots", "defer"]
+
+
+def test_fixed_prices_are_the_u_and_l_the_policy_runs_with() -> None:
+    cluster, specs = _blocking_pair()
+    prices = {"u_worker": 50.0, "l_worker": 0.5, "u_ps": 20.0, "l_ps": 0.2}
+    pol = OasisRpPolicy(price_source="fixed", prices=prices)
+    res = simulate(specs, cluster, pol, 8)
+    assert pol.params is not None
+    assert pol.params.to_dict() == fixed_params(50.0, 0.5, 20.0, 0.2).to_dict()
+    assert res.report["levers"]["prices"] == prices
+    assert broken_promises(res) == []
 
