@@ -29,7 +29,7 @@ COMMANDS: dict[str, list[str]] = {
     "psched --help": ["-m", "psched", "--help"],
     "policies + first search": ["-c", (
         "import numpy as np\n"
-        "from psched.policies.rp_dp import greedy_costs_compiled\n"
+        "from psched.policies.oasis_rp.kernels import greedy_costs_compiled\n"
         "greedy_costs_compiled(np.ones((2, 2)), np.ones((2, 2), dtype=np.int64), 2)")],
 }
 

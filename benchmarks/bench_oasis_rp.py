@@ -9,10 +9,11 @@ Separately the CPU time of ``plan`` calls (slot boundaries: pull-forward and
 reconciliation). Each row checks that the per-decision figures (plus any boundary work
 decided for no job) add up to the CPU of all decision calls. ``oasis`` runs in the same
 process as the baseline. Variants are ``name[:opt=value...]``, options going to
-``make_policy``; ``--levers`` adds oasis-rp with every lever alone and all-but-one.
+``make_policy``; ``--levers`` runs oasis-rp with each option that changes decisions moved
+off its default.
 
     nice -n 5 python benchmarks/bench_oasis_rp.py --jobs 400 --seeds 0,1,2 \\
-        --variants oasis,oasis-rp,oasis-rp:batch=0:soft=0
+        --variants oasis,oasis-rp,oasis-rp:defer=1
     python benchmarks/bench_oasis_rp.py --jobs 400 --seeds 0 --levers
     python benchmarks/bench_oasis_rp.py --jobs 100,200,300,400 --seeds 0,1,2,3,4 \\
         --variants oasis,oasis-rp,srtf
@@ -36,19 +37,13 @@ from psched.policies.base import Policy  # noqa: E402
 from psched.simulator import simulate  # noqa: E402
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs  # noqa: E402
 
-#: oasis-rp's levers (constructor options) measured alone and all-but-one
-LEVERS = ("repack", "latest_promise", "pull", "reprice")
+#: oasis-rp's options that change decisions, each moved off its default
+LEVERS = ("defer=1", "density_floor=0", "repack_quantile=0", "promise_rtol=0", "repack_gap=1")
 
 
 def lever_variants() -> list[str]:
-    """oasis, oasis-rp with all levers, none, each alone, and each left out."""
-    off = ":".join(f"{k}=0" for k in LEVERS) + ":own_price=off:density_floor=0"
-    out = ["oasis", "oasis-rp", f"oasis-rp:{off}"]
-    for k in LEVERS:
-        out.append("oasis-rp:" + ":".join(f"{x}={int(x == k)}" for x in LEVERS))
-    for k in LEVERS:
-        out.append(f"oasis-rp:{k}=0")
-    return out
+    """oasis, oasis-rp with its defaults, and oasis-rp with each of :data:`LEVERS`."""
+    return ["oasis", "oasis-rp", *(f"oasis-rp:{k}" for k in LEVERS)]
 
 
 def _value(text: str) -> Any:
@@ -185,7 +180,7 @@ def main() -> None:
     ap.add_argument("--jobs", default="400")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--variants", default="oasis,oasis-rp")
-    ap.add_argument("--levers", action="store_true", help="oasis-rp lever by lever")
+    ap.add_argument("--levers", action="store_true", help="oasis-rp option by option")
     args = ap.parse_args()
     variants = lever_variants() if args.levers else args.variants.split(",")
     print(f"load {os.getloadavg()[0]:.2f}")

@@ -1,4 +1,4 @@
-"""oasis-rp's quality levers side by side on the policy table's cells, against the best rival.
+"""oasis-rp's options side by side on the policy table's cells, against the best rival.
 
 Each variant (``oasis-rp[:opt=value...]``, options to ``make_policy``) runs the cells of
 ``benchmarks/policy_table.py`` -- ``oasis-<n>`` (seeds), ``ef-<trace>`` (seed 0) and the
@@ -10,7 +10,7 @@ missing; ``--force`` re-measures). Every run is checked: broken promises (comple
 re-derived from the allocation rows) must be 0, else the script stops.
 
     python benchmarks/bench_oasis_rp_levers.py --scenarios fig5 \\
-        --variants oasis-rp,oasis-rp:defer=1,oasis-rp:own_price=after
+        --variants oasis-rp,oasis-rp:defer=1,oasis-rp:repack_quantile=0
     python benchmarks/bench_oasis_rp_levers.py --scenarios oasis-100,oasis-200 --seeds 0,1,2,3,4
     python benchmarks/bench_oasis_rp_levers.py --table-only
 

@@ -8,12 +8,13 @@ revised window rule) or ``ef-<name>`` (an ElasticFlow trace, loaded as
 peak resident memory (``ru_maxrss`` of that child) is the policy's run alone, trace loading
 included. One markdown row per policy; its last column counts broken promises (re-derived
 from the allocation rows, :func:`psched.promises.broken_promises`) and the policy's re-pack and
-bounded-effort counters (``oasis-rp:effort=1``: :mod:`psched.policies.rp_effort`).
+slot-bank counters (:mod:`psched.policies.oasis_rp.effort`).
 
     python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 \
         --policies oasis,oasis-rp,fifo,srtf
     python benchmarks/bench_oasis_rp_scale.py --trace ef-cluster04 --policies oasis,oasis-rp
-    python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 --policies oasis-rp:effort=1
+    python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 \
+        --policies oasis-rp:effort_slots=100
     python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 --policies oasis-rp \
         --max-cpu-s 120      # how far a run gets in 120 CPU s
     python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 --policies oasis-rp,oasis \
@@ -140,10 +141,8 @@ def _child(trace: str, policy: str, seed: int, out: Any, max_cpu_s: float | None
 
 
 #: report counters shown per row (the re-pack and the bounded effort of ``oasis-rp``)
-COUNTERS = ("repack_tried", "repack_kept", "soft_bumps", "effort_trimmed", "effort_skipped",
-            "effort_slot_trimmed", "effort_slot_skipped", "effort_slot_spent",
-            "effort_waste_skipped", "effort_waste_spent",
-            "effort_searches")
+COUNTERS = ("repack_tried", "repack_kept", "soft_bumps",
+            "effort_slot_trimmed", "effort_slot_skipped", "effort_slot_spent")
 
 
 def _number(text: str) -> Any:

@@ -15,7 +15,7 @@ import argparse
 from psched.model import resolve_job
 from psched.offline import offline_optimum
 from psched.policies import make_policy
-from psched.policies.rp_density import clearing_density, job_size
+from psched.policies.oasis_rp.admission import clearing_density, job_size
 from psched.simulator import simulate
 from psched.traces.synth import fig5_instance
 

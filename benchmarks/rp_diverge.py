@@ -14,7 +14,7 @@ is searched), and the outcome. Prints:
   schedule whose payoff is not positive (``priced out``), and what a re-pack or bump did.
 
     python benchmarks/rp_diverge.py --trace ef-195job --a oasis-rp \\
-        --b oasis-rp:ahead=0:repack_late=0 --show 12
+        --b oasis-rp:defer=1 --show 12
 
 An analysis script: it wraps the policy's private ``_arrive`` and ``_search_new`` to read
 what they saw (decisions are unchanged: nothing extra is searched; checked by comparing the
@@ -78,17 +78,21 @@ def traced_run(variant: str, specs: list, cluster: Any,
     pol = make_policy(name, **kw)
     seen: dict[str, list[Seen]] = collections.defaultdict(list)
     first: dict[str, Any] = {}
-    search, arrive = pol._search_new, pol._arrive
+    arrive = pol._arrive
 
-    def search_new(job: Job, t: int) -> Any:
-        got = search(job, t)
-        first.setdefault(job.job_id, got)
-        return got
+    def arrive_traced(st: Any, job: Job, t: int) -> Any:
+        if "search_new" not in vars(st):  # the run state's admission search, traced
+            search = st.search_new
 
-    def arrive_traced(job: Job, t: int) -> Any:
-        w, p = _booked(pol._book(), t, job.last_slot)
+            def search_new(job: Job, t: int) -> Any:
+                got = search(job, t)
+                first.setdefault(job.job_id, got)
+                return got
+
+            st.search_new = search_new
+        w, p = _booked(st.book, t, job.last_slot)
         first.pop(job.job_id, None)
-        d = arrive(job, t)
+        d = arrive(st, job, t)
         got = first.pop(job.job_id, None)
         seen[job.job_id].append(Seen(
             t=t, found=bool(got is not None and got.schedule),
@@ -96,7 +100,7 @@ def traced_run(variant: str, specs: list, cluster: Any,
             booked_ps=p, admitted=d.admitted, held=d.hold))
         return d
 
-    pol._search_new, pol._arrive = search_new, arrive_traced
+    pol._arrive = arrive_traced
     res = simulate(specs, cluster, pol, horizon)
     assert broken_promises(res) == [], "broken promise"
     return res, seen
@@ -147,7 +151,7 @@ def main() -> None:
     ap.add_argument("--trace", default="ef-195job")
     ap.add_argument("--map-seed", type=int, default=0)
     ap.add_argument("--a", default="oasis-rp")
-    ap.add_argument("--b", default="oasis-rp:ahead=0:repack_late=0")
+    ap.add_argument("--b", default="oasis-rp:defer=1")
     ap.add_argument("--stretch", type=int, default=20, help="arrival slots per utility row")
     ap.add_argument("--show", type=int, default=10, help="jobs listed per side")
     args = ap.parse_args()

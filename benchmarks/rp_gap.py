@@ -5,12 +5,12 @@ Runs the two policies on the same cell as ``policy_table.py`` (``ef-<trace>``, m
 ``--jobs N`` only the first N jobs of the trace, same cluster and horizon: a window that
 iterates fast) and prints: utility and jobs completed in time by each; the jobs one completes
 in time and the other does not, by the reason ``oasis-rp`` gave, by workers ``N``, by
-density (:func:`psched.policies.rp_batch.density`, utility per unit of cluster share over
+density (:func:`psched.policies.oasis_rp.admission.density`, utility per unit of cluster share over
 the job's work) and by deadline (slots from arrival); and the mean worker and PS containers
 in use per stretch of slots.
 
     python benchmarks/rp_gap.py --jobs 3000
-    python benchmarks/rp_gap.py --variant oasis-rp:ahead=1:repack_late=1 --rival srtf
+    python benchmarks/rp_gap.py --variant oasis-rp:defer=1 --rival srtf
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from rivals_tables import load  # noqa: E402
 
 from psched.model import Pool, resolve_job  # noqa: E402
 from psched.policies import make_policy  # noqa: E402
-from psched.policies.rp_batch import density  # noqa: E402
+from psched.policies.oasis_rp.admission import density  # noqa: E402
 from psched.promises import broken_promises  # noqa: E402
 from psched.simulator import RunResult, simulate  # noqa: E402
 

@@ -34,6 +34,7 @@ from bench_oasis_rp import parse_variant
 from bench_oasis_rp_scale import load
 
 from psched.policies import make_policy
+from psched.policies.oasis_rp import repack as repack_module
 from psched.simulator import simulate
 
 
@@ -42,18 +43,25 @@ class _Stop(Exception):
 
 
 def tally(pol: Any) -> dict[str, list[float]]:
-    """Wrap ``pol``'s re-pack stages (instance attributes); the tally fills as it runs:
-    sequence -> [count, CPU s, candidates]."""
+    """Wrap the re-pack stages (:mod:`psched.policies.oasis_rp.repack`'s functions, and the
+    run state's admission search); the tally fills as it runs: sequence -> [count, CPU s,
+    candidates]."""
     out: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0])
     cur: list[list[str]] = []
-    search_new, refit, pull, cands_fn = (pol._search_new, pol._refit, pol._pull_one,
-                                         pol._repack_cands)
+    refit, pull, cands_fn = repack_module._refit, repack_module.pull_one, repack_module._repack
 
-    def s(*a: Any, **k: Any) -> Any:
-        got = search_new(*a, **k)
-        if cur:
-            cur[-1].append("S+" if got.schedule else "S-")
-        return got
+    def traced(st: Any) -> None:
+        if "search_new" in vars(st):
+            return
+        search_new = st.search_new
+
+        def s(*a: Any, **k: Any) -> Any:
+            got = search_new(*a, **k)
+            if cur:
+                cur[-1].append("S+" if got.schedule else "S-")
+            return got
+
+        st.search_new = s
 
     def r(*a: Any, **k: Any) -> Any:
         got = refit(*a, **k)
@@ -67,10 +75,11 @@ def tally(pol: Any) -> dict[str, list[float]]:
             cur[-1].append("pulls")
         return pull(*a, **k)
 
-    def rc(job: Any, t: int, base: float, cands: list[str]) -> Any:
+    def rc(st: Any, job: Any, t: int, base: float, cands: list[str], defer: bool) -> Any:
+        traced(st)
         cur.append([])
         c0 = time.process_time()
-        got = cands_fn(job, t, base, cands)
+        got = cands_fn(st, job, t, base, cands, defer)
         key = ("kept " if got.schedule else "fail ") + " ".join(cur.pop())
         row = out[key]
         row[0] += 1
@@ -78,7 +87,7 @@ def tally(pol: Any) -> dict[str, list[float]]:
         row[2] += len(cands)
         return got
 
-    pol._search_new, pol._refit, pol._pull_one, pol._repack_cands = s, r, p, rc
+    repack_module._refit, repack_module.pull_one, repack_module._repack = r, p, rc
     return out
 
 

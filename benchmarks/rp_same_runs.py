@@ -5,7 +5,8 @@ Runs ``oasis-rp[:opt=value...]`` (certificate off) on the cells of the policy ta
 cell, a SHA-256 of every decision the run made: the allocation rows (slot, job, workers and
 PS per server) and, per job, admitted / promised slot / completion. Run it once per code
 version (``PYTHONPATH`` picks the version) and ``--compare`` the two files: the exact
-speed-ups of the re-pack path (issue 14, task 9c) must leave every fingerprint unchanged.
+speed-ups of the re-pack path and restructures of the policy must leave every fingerprint
+unchanged.
 
     PYTHONPATH=/path/to/old python benchmarks/rp_same_runs.py --out /tmp/old.json
     PYTHONPATH=$PWD python benchmarks/rp_same_runs.py --out /tmp/new.json

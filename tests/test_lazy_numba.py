@@ -38,7 +38,7 @@ def test_importing_the_policies_and_the_cli_does_not_import_numba():
             main(["--help"])
     """)
     mods = _modules_after(code)
-    assert "psched.policies.rp_dp" in mods and "psched.policies.oasis_rp" in mods
+    assert "psched.policies.oasis_rp.dp" in mods and "psched.policies.oasis_rp" in mods
     assert "numba" not in mods
 
 

@@ -9,6 +9,7 @@ on and off on its own.
 from __future__ import annotations
 
 import csv
+import inspect
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,23 +25,18 @@ from psched.model import Cluster, Job, JobSpec, Pool, Resources, Server, SlotPla
 from psched.output import write_run
 from psched.policies import make_policy
 from psched.policies.oasis_rp import OasisRpPolicy
+from psched.prices import fixed_params
 from psched.promises import broken_promises, broken_promises_in, completions_from_rows
 from psched.simulator import SchedulerLoop, TraceArrivals, simulate
 from psched.utility import Utility
 
-LEVERS = ("repack", "latest_promise", "pull", "reprice")
-#: the held levers and ``ahead``, on by default: off in "all off" and "each alone" (tested
-#: with them in test_oasis_rp_batch.py and test_rp_ahead.py)
-HELD_OFF = {"batch": False, "soft": False, "ahead": False}
-#: every lever alone, all on, all off, and the options that change how re-packing works
+#: the defaults, and the options that change how admission and re-packing work
 VARIANTS = [
     {},
-    {**{k: False for k in LEVERS}, **HELD_OFF},
-    *({**{k: (k == on) for k in LEVERS}, **HELD_OFF} for on in LEVERS),
-    {"repack_second": "clash"},
-    {"repack_second": "off", "promise_rtol": 0.0},
-    {"plan_late": True, "fill": True},
-    {"repack_limit": 1, "repack_gap": 1.0},
+    {"defer": True},
+    {"promise_rtol": 0.0},
+    {"repack_gap": 1.0, "repack_quantile": 0.0},
+    {"density_floor": 0.0, "effort_slots": None},
 ]
 SETTINGS = settings(max_examples=15, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -136,11 +132,10 @@ def _blocking_pair() -> tuple[Cluster, list[JobSpec]]:
 def test_a_flat_job_makes_room_for_an_urgent_one_within_its_promise() -> None:
     """The worked instance of re-packing: OASiS books slots 0-1 for the flat job and the urgent
     job (utility 25 in slot 1) can only run in slot 2 (utility 0.3); oasis-rp moves the flat
-    job's second slot after the urgent one, inside the flat job's promise (its window end).
-    OASiS's prices (``own_price="off"``), so that only the re-pack differs from ``oasis``."""
+    job's second slot after the urgent one, inside the flat job's promise (its window end)."""
     cluster, specs = _blocking_pair()
     base = simulate(specs, cluster, make_policy("oasis"), 8)
-    rp = simulate(specs, cluster, make_policy("oasis-rp", own_price="off"), 8)
+    rp = simulate(specs, cluster, make_policy("oasis-rp"), 8)
     assert base.records["urgent"].completion == 2
     assert rp.records["urgent"].completion == 1
     assert rp.records["flat"].completion == 2
@@ -149,9 +144,6 @@ def test_a_flat_job_makes_room_for_an_urgent_one_within_its_promise() -> None:
         r.utility for r in base.records.values()) + 20
     assert rp.report["repack_kept"] == 1
     assert broken_promises(rp) == []
-    off = simulate(specs, cluster, make_policy("oasis-rp", repack=False, own_price="off"), 8)
-    assert [r.completion for r in off.records.values()] == [
-        r.completion for r in base.records.values()]
 
 
 @settings(max_examples=25, deadline=None,
@@ -183,10 +175,11 @@ def test_same_seed_same_run(options: dict[str, object], instance: Instance) -> N
         (r.admitted, r.promised, r.completion) for r in runs[1].records.values()]
 
 
-@pytest.mark.parametrize("bad", [{"repack_limit": 0}, {"promise_rtol": 1.0},
-                                 {"repack_gap": 0.0}, {"repack_second": "maybe"},
+@pytest.mark.parametrize("bad", [{"promise_rtol": 1.0}, {"repack_gap": 0.0},
                                  {"price_source": "fixed"}, {"estimate_factor": -1.0},
-                                 {"floor_factor": 0.5}])
+                                 {"density_floor": -1.0}, {"repack_quantile": 1.0},
+                                 {"effort_slots": 0.0},
+                                 {"prices": {"u_worker": 1.0}}])
 def test_bad_options_are_refused(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         OasisRpPolicy(**bad)  # type: ignore[arg-type]
@@ -235,17 +228,21 @@ def test_a_job_that_runs_behind_is_replanned_within_its_promise() -> None:
     assert res.records["urgent"].completion == 1
 
 
-@settings(max_examples=15, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(instance=instances())
-def test_with_every_lever_off_it_is_oasis(instance: Instance) -> None:
-    """No re-pack, no pull-forward, OASiS's prices: the same admissions and schedules as
-    ``oasis``, and each promise is the committed completion."""
-    cluster, specs, horizon = instance
-    base = simulate(specs, cluster, make_policy("oasis"), horizon)
-    off = simulate(specs, cluster, make_policy(
-        "oasis-rp", own_price="off", density_floor=0.0, **{k: False for k in LEVERS}, **HELD_OFF),
-        horizon)
-    assert off.allocations == base.allocations
-    assert [(r.admitted, r.promised) for r in off.records.values()] == [
-        (r.admitted, r.promised) for r in base.records.values()]
+def test_the_report_lists_exactly_the_ten_options_in_order() -> None:
+    cluster, specs = _blocking_pair()
+    res = simulate(specs, cluster, make_policy("oasis-rp"), 8)
+    assert list(res.report["levers"]) == list(inspect.signature(OasisRpPolicy).parameters) == [
+        "price_source", "estimate_factor", "prices", "certificate", "density_floor",
+        "promise_rtol", "repack_gap", "repack_quantile", "effort_slots", "defer"]
+
+
+def test_fixed_prices_are_the_u_and_l_the_policy_runs_with() -> None:
+    cluster, specs = _blocking_pair()
+    prices = {"u_worker": 50.0, "l_worker": 0.5, "u_ps": 20.0, "l_ps": 0.2}
+    pol = OasisRpPolicy(price_source="fixed", prices=prices)
+    res = simulate(specs, cluster, pol, 8)
+    assert pol.params is not None
+    assert pol.params.to_dict() == fixed_params(50.0, 0.5, 20.0, 0.2).to_dict()
+    assert res.report["levers"]["prices"] == prices
+    assert broken_promises(res) == []
+

@@ -1,13 +1,12 @@
-"""oasis-rp's ``batch`` and ``soft`` levers: the arrivals of one slot decided together,
+"""oasis-rp's density order and reservations: the arrivals of one slot decided together,
 densest first; reservations that become promises only when they start.
 
 Pinned here: the worked instances they were built for (a slot brings more deadline jobs than
 fit: the most valuable win, not the first in the trace; a reservation of low value gives way
-to a denser job that arrives before it starts), that a slot with one arrival is decided
-exactly as without ``batch`` (whole runs equal), that a reservation is admitted at the
+to a denser job that arrives before it starts), that a reservation is admitted at the
 boundary of its first slot, the density order itself (packing-aware shares, stable ties), and
-the usual property suite with the levers on -- every rule, every promise re-derived from the
-allocation rows, the certificate against the exact optimum, same seed same run.
+the usual property suite -- every rule, every promise re-derived from the allocation rows,
+the certificate against the exact optimum, same seed same run.
 """
 
 from __future__ import annotations
@@ -27,22 +26,12 @@ from test_oasis_rp_levers import run_keeping_every_promise
 
 from psched.model import Cluster, Job, Pool, Resources, Server, resolve_job
 from psched.policies import make_policy
-from psched.policies.rp_batch import containers_that_fit, density, density_order
-from psched.policies.rp_span import cap_span
-from psched.prices import params_from_jobs
+from psched.policies.oasis_rp.admission import containers_that_fit, density, density_order
 from psched.promises import broken_promises
 from psched.simulator import HELD, simulate
 from psched.utility import Utility
 
-OPTIONS = [  # each lever alone, then together (both are on by default)
-    {"batch": True, "soft": False},
-    {"batch": True, "soft": False, "defer": True},
-    {"batch": True, "soft": False, "own_price": "off", "repack_late": True},
-    {"batch": False, "soft": True},
-    {"batch": True, "soft": True},
-    {"batch": True, "soft": True, "defer": True, "reprice": False},
-    {"batch": True, "soft": True, "price_span": 4.0},
-]
+OPTIONS = [{}, {"defer": True}, {"effort_slots": None}]
 SETTINGS = settings(max_examples=15, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -62,37 +51,18 @@ def _slot_rush(values: list[float]) -> list:
             for i, v in enumerate(values)]
 
 
-@pytest.mark.parametrize("batch", [False, True])
-def test_the_most_valuable_arrivals_of_a_rushed_slot_win_with_the_lever(batch: bool) -> None:
+def test_the_most_valuable_arrivals_of_a_rushed_slot_win() -> None:
     """Four jobs worth 10, 20, 90, 80 arrive in slot 0 and two fit: in trace order the first
-    two are admitted (30); decided together, the 90 and the 80 (170), each kept."""
+    two would be admitted (30); decided together, densest first, the 90 and the 80 (170)."""
     specs = _slot_rush([10.0, 20.0, 90.0, 80.0])
-    res = simulate(specs, _two_at_a_time(), make_policy("oasis-rp", batch=batch, soft=False), 4)
+    res = simulate(specs, _two_at_a_time(), make_policy("oasis-rp"), 4)
     admitted = sorted(j for j, r in res.records.items() if r.admitted)
-    assert admitted == (["j2", "j3"] if batch else ["j0", "j1"])
-    assert sum(r.utility for r in res.records.values()) == (170.0 if batch else 30.0)
+    assert admitted == ["j2", "j3"]
+    assert sum(r.utility for r in res.records.values()) == 170.0
     assert broken_promises(res) == []
     for r in res.records.values():
         assert r.decided == 0 and r.reason != HELD
         assert r.admitted or r.reason == "payoff<=0"
-
-
-@settings(max_examples=12, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(instance=instances())
-def test_one_arrival_per_slot_is_decided_as_without_the_lever(instance: Instance) -> None:
-    cluster, specs, horizon = instance
-    seen: set[int] = set()
-    alone = []
-    for s in specs:  # at most one arrival per slot
-        if s.arrival not in seen:
-            seen.add(s.arrival)
-            alone.append(s)
-    runs = [simulate(alone, cluster, make_policy("oasis-rp", batch=b, soft=False), horizon,
-                     seed=1) for b in (False, True)]
-    assert runs[0].allocations == runs[1].allocations
-    assert [(r.admitted, r.promised, r.completion) for r in runs[0].records.values()] == [
-        (r.admitted, r.promised, r.completion) for r in runs[1].records.values()]
 
 
 def test_containers_that_fit_count_whole_containers_per_server() -> None:
@@ -126,15 +96,11 @@ def test_every_promise_is_kept_and_every_rule_holds_with_the_batch(
         options: dict[str, object], instance: Instance) -> None:
     result = run_keeping_every_promise(options, instance)
     for rec in result.records.values():
-        if rec.admitted:
-            if not options.get("defer") and not options.get("soft"):
-                assert rec.decided == rec.job.arrival  # decided in its arrival slot
-            if options.get("soft"):  # admitted when it starts: nothing ran before
-                assert rec.first_slot is not None and rec.decided <= rec.first_slot
+        if rec.admitted:  # admitted when it starts at the latest: nothing ran before
+            assert rec.first_slot is not None and rec.decided <= rec.first_slot
 
 
-@pytest.mark.parametrize("options", [OPTIONS[0], OPTIONS[4], OPTIONS[5], OPTIONS[6]],
-                         ids=_ids)
+@pytest.mark.parametrize("options", OPTIONS[:2], ids=_ids)
 @settings(max_examples=12, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(inst=tiny_instance())
@@ -148,75 +114,45 @@ def test_certificate_bounds_the_exact_optimum_with_the_batch(
 @given(instance=instances())
 def test_same_seed_same_run_with_the_batch(instance: Instance) -> None:
     cluster, specs, horizon = instance
-    runs = [simulate(specs, cluster, make_policy("oasis-rp", batch=True, soft=True), horizon,
-                     seed=2) for _ in range(2)]
+    runs = [simulate(specs, cluster, make_policy("oasis-rp"), horizon, seed=2)
+            for _ in range(2)]
     assert runs[0].allocations == runs[1].allocations
     assert [(r.admitted, r.promised, r.decided) for r in runs[0].records.values()] == [
         (r.admitted, r.promised, r.decided) for r in runs[1].records.values()]
 
 
 def _reserved_then_dense(dense: bool) -> list:
-    """Slot 0: ``busy`` takes both GPUs in slots 0-1; ``low`` (worth 5, needs both GPUs for
+    """Slot 0: ``busy`` takes both GPUs in slots 0-1; ``low`` (worth 10, needs both GPUs for
     one slot by slot 2) can only be planned in slot 2. Slot 1 (if ``dense``): ``dense`` (worth
     60, the same shape, by slot 2) needs slot 2 too."""
     specs = [_spec("busy", 0, 2, 2, Utility(kind="deadline", value=50.0, target=2.0)),
-             _spec("low", 0, 2, 1, Utility(kind="deadline", value=5.0, target=3.0))]
+             _spec("low", 0, 2, 1, Utility(kind="deadline", value=10.0, target=3.0))]
     if dense:
         specs.append(_spec("dense", 1, 2, 1, Utility(kind="deadline", value=60.0, target=2.0)))
     return specs
 
 
-@pytest.mark.parametrize("soft", [False, True])
-def test_a_reservation_of_low_value_gives_way_to_a_denser_arrival(soft: bool) -> None:
-    """Without the lever ``low`` is promised slot 2 on arrival and ``dense`` finds no room
-    (55); with it ``low`` only holds a reservation, ``dense`` takes slot 2 and ``low``, with no
-    room left, is rejected (110). Every promise made is kept. (OASiS's prices, so that a job
-    taking a whole server is not priced out.)"""
-    res = simulate(_reserved_then_dense(True), _two_at_a_time(),
-                   make_policy("oasis-rp", soft=soft, batch=False, own_price="off"), 5)
+def test_a_reservation_of_low_value_gives_way_to_a_denser_arrival() -> None:
+    """``low`` only holds a reservation for slot 2 (promised on arrival, it would keep
+    ``dense`` out: 60); ``dense`` takes slot 2 and ``low``, with no room left, is rejected
+    (110). Every promise made is kept."""
+    res = simulate(_reserved_then_dense(True), _two_at_a_time(), make_policy("oasis-rp"), 5)
     recs = res.records
     assert broken_promises(res) == []
     assert recs["busy"].admitted and recs["busy"].decided == 0
-    if soft:
-        # dense's own plan starts in slot 2: a reservation too, admitted then
-        assert (recs["dense"].admitted, recs["dense"].decided, recs["dense"].promised) == (
-            True, 2, 2)
-        assert (recs["low"].admitted, recs["low"].reason, recs["low"].decided) == (
-            False, "payoff<=0", 1)
-        assert res.report["soft_bumps"] == 1 and res.report["soft_dropped"] == 1
-    else:
-        assert recs["low"].admitted and not recs["dense"].admitted
-    assert sum(r.utility for r in recs.values()) == (110.0 if soft else 55.0)
+    # dense's own plan starts in slot 2: a reservation too, admitted then
+    assert (recs["dense"].admitted, recs["dense"].decided, recs["dense"].promised) == (
+        True, 2, 2)
+    assert (recs["low"].admitted, recs["low"].reason, recs["low"].decided) == (
+        False, "payoff<=0", 1)
+    assert res.report["soft_bumps"] == 1 and res.report["soft_dropped"] == 1
+    assert sum(r.utility for r in recs.values()) == 110.0
 
 
 def test_a_reservation_is_admitted_at_the_boundary_of_its_first_slot() -> None:
-    res = simulate(_reserved_then_dense(False), _two_at_a_time(),
-                   make_policy("oasis-rp", soft=True, batch=False, own_price="off"), 5)
+    res = simulate(_reserved_then_dense(False), _two_at_a_time(), make_policy("oasis-rp"), 5)
     low = res.records["low"]
     assert (low.admitted, low.decided, low.first_slot, low.promised, low.completion) == (
         True, 2, 2, 2, 2)
     assert res.report["soft_reserved"] == 1
     assert broken_promises(res) == []
-
-
-@pytest.mark.parametrize("span", [0.5, 3.0, 1e3])
-def test_price_span_raises_each_floor_to_at_most_that_span_below_the_smallest_u(
-        span: float) -> None:
-    cluster = _two_at_a_time()
-    jobs = [resolve_job(s, 3600.0, 10) for s in _reserved_then_dense(True)]
-    params = params_from_jobs(jobs, cluster, 10, "hindsight")
-    got = cap_span(params, span)
-    for u, lo, lo0 in zip(got.log_u, got.log_l, params.log_l, strict=True):
-        assert lo >= lo0  # a floor is only ever raised
-        assert float(np.min(u)) - lo <= span + 1e-12
-        if float(np.min(u)) - lo0 <= span:
-            assert lo == lo0  # already within the span: unchanged
-    assert [np.array_equal(a, b) for a, b in zip(got.log_u, params.log_u, strict=True)] == [
-        True, True]
-
-
-@pytest.mark.parametrize("bad", [{"price_span": 0.0}, {"price_span": -1.0},
-                                 {"price_span": float("inf")}])
-def test_bad_price_span_is_refused(bad: dict[str, object]) -> None:
-    with pytest.raises(ValueError):
-        make_policy("oasis-rp", **bad)

@@ -37,20 +37,19 @@ from psched.output import write_run
 from psched.policies import make_policy
 from psched.policies.base import View
 from psched.policies.fifo import FifoPolicy
-from psched.policies.rp_book import PlanLedger
-from psched.policies.rp_late import search_latest
-from psched.policies.rp_own import search_own
+from psched.policies.oasis_rp.book import PlanLedger
+from psched.policies.oasis_rp.latest import search_latest
+from psched.policies.oasis_rp.own import search_own
 from psched.prices import log_prices, params_from_jobs
 from psched.promises import broken_promises, broken_promises_in
 from psched.simulator import HELD, RunResult, SchedulerLoop, TraceArrivals, simulate
 from psched.utility import Utility
 
 OPTIONS = [
-    {"defer": True, "own_price": "off"},
-    {},  # the default: own_price="integral"
-    {"own_price": "after", "defer": True},
-    {"defer": True, "repack": False},
-    {"repack_late": True, "own_scope": "all"},
+    {"defer": True},
+    {},  # the default
+    {"defer": True, "promise_rtol": 0.0},
+    {"defer": True, "repack_gap": 1.0, "repack_quantile": 0.0},
 ]
 SETTINGS = settings(max_examples=15, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -194,26 +193,25 @@ class _Ahead:
 
 
 def _deferred_pair() -> tuple[Cluster, list[JobSpec]]:
-    """A flat job books every GPU for slots 0-1; an urgent job (deadline: slot 1) arrives in
-    slot 0 behind it and finds no room."""
-    flat = _spec("flat", 0, 4, 2, Utility(kind="constant", value=10.0))
+    """A dense job books every GPU for slots 0-1, promised slot 1 (its deadline: no slack to
+    re-pack); an urgent job (deadline: slot 1) arrives in slot 0 with it and finds no room."""
+    busy = _spec("busy", 0, 4, 2, Utility(kind="deadline", value=100.0, target=2.0))
     urgent = _spec("urgent", 0, 4, 1, Utility(kind="deadline", value=50.0, target=2.0))
-    return _small_cluster(), [flat, urgent]
+    return _small_cluster(), [busy, urgent]
 
 
 @pytest.mark.parametrize("defer", [False, True])
 def test_a_job_held_for_deferred_admission_is_admitted_when_room_frees(defer: bool) -> None:
-    """The flat job finishes in slot 0 (twice the planned progress): its slot 1 frees, and
+    """The busy job finishes in slot 0 (twice the planned progress): its slot 1 frees, and
     the held urgent job is admitted at the boundary of slot 1, promised slot 1, and meets it.
-    Without the lever it was rejected on arrival."""
+    Without ``defer`` it was rejected at its arrival's boundary."""
     cluster, specs = _deferred_pair()
     loop = SchedulerLoop(cluster=cluster, horizon=6, arrivals=TraceArrivals(specs),
-                         policy=make_policy("oasis-rp", repack=False, defer=defer,
-                                            own_price="off", batch=False, soft=False),
-                         executor=_Ahead("flat", 0, 2.0), known_jobs=specs)
+                         policy=make_policy("oasis-rp", defer=defer),
+                         executor=_Ahead("busy", 0, 2.0), known_jobs=specs)
     res = loop.run()
     urgent = res.records["urgent"]
-    assert res.records["flat"].completion == 0
+    assert res.records["busy"].completion == 0
     if defer:
         assert (urgent.admitted, urgent.decided, urgent.promised) == (True, 1, 1)
         assert urgent.completion == 1 and urgent.utility == 50.0
@@ -289,20 +287,19 @@ def test_same_seed_same_run_with_each_lever(options: dict[str, object],
         (r.admitted, r.promised, r.decided) for r in runs[1].records.values()]
 
 
-@pytest.mark.parametrize("bad", [{"own_price": "before"}, {"defer_limit": 0},
-                                 {"own_scope": "some"}])
-def test_bad_lever_options_are_refused(bad: dict[str, object]) -> None:
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("bad", [{"own_price": "after"}, {"defer_limit": 8},
+                                 {"repack": False}, {"u_worker": 1.0}])
+def test_a_removed_option_is_refused(bad: dict[str, object]) -> None:
+    with pytest.raises(TypeError):
         make_policy("oasis-rp", **bad)
 
 
 # ---------------------------------------------------------------- lever (f): exactness
 
 def _own_unit_cost(price_usage: np.ndarray, cap: np.ndarray, log_u: np.ndarray, log_l: float,
-                   demand: np.ndarray, norm: np.ndarray, k: int, mode: str,
-                   log_scale: float) -> float:
-    """The k-th container's own-usage price on one server, from the price curve itself:
-    numerical integral (``integral``) or the price after it (``after``)."""
+                   demand: np.ndarray, norm: np.ndarray, k: int, log_scale: float) -> float:
+    """The k-th container's own-usage price on one server, from the price curve itself: its
+    numerical integral over the container's stretch."""
     total = 0.0
     for r in np.flatnonzero(demand > 0):
         def p(x: float, r: int = r) -> float:
@@ -311,15 +308,11 @@ def _own_unit_cost(price_usage: np.ndarray, cap: np.ndarray, log_u: np.ndarray, 
             return float(np.exp(log_prices(use[None, :], cap[None, :], log_u, log_l)[0, r]
                                 - log_scale))
         lo, hi = price_usage[r] + (k - 1) * demand[r], price_usage[r] + k * demand[r]
-        if mode == "integral":
-            val = quad(p, lo, hi, epsabs=0, epsrel=1e-11)[0] / demand[r]
-        else:
-            val = p(hi)
-        total += norm[r] * val
+        total += norm[r] * quad(p, lo, hi, epsabs=0, epsrel=1e-11)[0] / demand[r]
     return total
 
 
-def _cheapest_split(ledger: PlanLedger, inp: JobInputs, mode: str, pool_no: int, i: int,
+def _cheapest_split(ledger: PlanLedger, inp: JobInputs, pool_no: int, i: int,
                     k: int) -> float:
     """The least own-usage cost of ``k`` containers of one pool in window slot ``i``, over
     every split across the pool's servers."""
@@ -337,18 +330,18 @@ def _cheapest_split(ledger: PlanLedger, inp: JobInputs, mode: str, pool_no: int,
             use = cap[h] - pool.resid[i, h]
             cost += sum(_own_unit_cost(use, cap[h], ledger.params.log_u[pool_no],
                                        ledger.params.log_l[pool_no], pool.demand, pool.norm,
-                                       kk, mode, ledger.log_scale)
+                                       kk, ledger.log_scale)
                         for kk in range(1, m + 1))
         best = min(best, cost)
     return best
 
 
-def _brute_own(ledger: PlanLedger, job: Job, mode: str) -> float:
+def _brute_own(ledger: PlanLedger, job: Job) -> float:
     """Best ``f(d) - own-usage cost`` over every schedule and every split of the workers and
     PS over the servers, by enumeration (0 if none is positive)."""
     inp = ledger.inputs(job)
-    slot_cost = [[0.0] + [_cheapest_split(ledger, inp, mode, 0, i, n)
-                          + _cheapest_split(ledger, inp, mode, 1, i, int(inp.ps_needed[n]))
+    slot_cost = [[0.0] + [_cheapest_split(ledger, inp, 0, i, n)
+                          + _cheapest_split(ledger, inp, 1, i, int(inp.ps_needed[n]))
                           for n in range(1, job.max_workers + 1)]
                  for i in range(inp.n_slots)]
     top = 0.0
@@ -361,12 +354,10 @@ def _brute_own(ledger: PlanLedger, job: Job, mode: str) -> float:
     return top
 
 
-@pytest.mark.parametrize("mode", ["integral", "after"])
 @settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
-def test_own_usage_search_finds_the_brute_force_optimum(mode: str,
-                                                        data: st.DataObject) -> None:
+def test_own_usage_search_finds_the_brute_force_optimum(data: st.DataObject) -> None:
     """The exact search with own-usage prices agrees with enumeration of every schedule and
     split on tiny cases (random background usage on two worker servers and one PS server)."""
     cluster = Cluster(servers=(_server("w0", Pool.WORKER, 4), _server("w1", Pool.WORKER, 2),
@@ -386,8 +377,8 @@ def test_own_usage_search_finds_the_brute_force_optimum(mode: str,
                                                min_size=arr.shape[1], max_size=arr.shape[1])))
             arr[t] = frac[:, None] * ledger.capacity[pool]
     ledger.refresh_runs()  # usage written directly: the run boundaries must be recomputed
-    got = search_own(ledger, job, start=0, work=job.work, deadline=job.last_slot, mode=mode)
-    want = _brute_own(ledger, job, mode)
+    got = search_own(ledger, job, start=0, work=job.work, deadline=job.last_slot)
+    want = _brute_own(ledger, job)
     assert math.isclose(max(got.payoff, 0.0), want, rel_tol=1e-7, abs_tol=1e-12)
     if got.schedule:
         assert ledger.fits(job, got.schedule)
@@ -398,7 +389,7 @@ def test_own_usage_search_finds_the_brute_force_optimum(mode: str,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_latest_search_completes_at_the_latest_feasible_slot(data: st.DataObject) -> None:
-    """``search_latest`` (lever repack_late) completes at the latest slot any feasible
+    """``search_latest`` (the re-pack's second order) completes at the latest slot any feasible
     schedule can, by enumeration of every count vector on tiny cases, and fits."""
     cluster = Cluster(servers=(_server("w0", Pool.WORKER, 4), _server("w1", Pool.WORKER, 2),
                                _server("p0", Pool.PS, 0)))

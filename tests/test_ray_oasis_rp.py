@@ -1,7 +1,8 @@
 """``oasis-rp`` in the live service on Ray: a plan revised mid-run is a resize, and the promise
 holds.
 
-On the session's Ray (tests/conftest.py: two fake-GPU nodes, a head for the PS), real actors
+On the tests' Ray (the ``ray_session`` fixture of tests/conftest.py: two fake-GPU nodes, a
+head for the PS), real actors
 train the ``softmax`` workload. ``patient`` (a slowly decaying utility, so its promise lies
 well after its planned completion) takes both GPUs from slot 0; ``urgent`` (steep) arrives
 in slot 1 and finds no room; the re-pack moves ``patient`` after it, within its promise. The
@@ -33,7 +34,7 @@ SLOT_S = 1.5
 
 #: jobs are planned at their measured speed (1.0: no margin). Reality then runs behind the
 #: plans (each start and resume costs about a slot of actor start-up on a loaded 2-core
-#: machine), and oasis-rp's steady boundary re-plan (psched/policies/rp_steady.py) keeps the
+#: machine), and oasis-rp's steady boundary re-plan (psched/policies/oasis_rp/steady.py) keeps the
 #: running job running instead of swapping the two jobs at every boundary. Under the literal
 #: re-plan (steady off) this test fails at 1.0: the jobs alternated every 2-3 slots, urgent
 #: never completed in 36 slots and patient completed in slot 36, past its promise (34); with
@@ -74,23 +75,24 @@ def test_a_plan_revised_mid_run_is_a_resize_and_the_job_completes_by_its_promise
     node_of = {i: ray_session.node_ids[s.server_id] for i, s in enumerate(servers)}
     patient = _spec("patient", slots=3, tau=tau, value=10, decay=0.2, target=40)
     urgent = _spec("urgent", slots=2, tau=tau, value=20, decay=0.5, target=3)
-    # decided on arrival (batch and soft, on by default, hold an arrival to the boundary):
-    # the re-pack happens at urgent's submission, as the assertions below follow it
+    # each arrival is held on submission and decided at its slot's boundary: the re-pack
+    # happens at the boundary of slot 1, before slot 1 runs
     cfg = ServiceConfig(policy="oasis-rp", slot_seconds=SLOT_S, horizon=60,
-                        history=(patient, urgent), runtime={"start_timeout_s": 30.0},
-                        policy_options={"batch": False, "soft": False})
+                        history=(patient, urgent), runtime={"start_timeout_s": 30.0})
     svc = SchedulerService(tmp_path, config=cfg, cluster=cluster, node_of=node_of)
     try:
-        first = svc.submit(patient)
-        assert first["admitted"] and first["promised"] > first["planned_completion"]
+        assert svc.submit(patient)["held"]
         svc.run_for(1)
+        first = svc.loop.state.records["patient"]
+        assert first.admitted and first.promised > svc.planned_end["patient"]
         assert svc.inner_executor.runtimes["patient"].shards  # it trained in slot 0
         second = svc.submit(urgent)
-        assert second["admitted"] and second["arrival"] == 1
-        revised = [r for r in svc.journal.decisions() if r.kind == "revise"]
-        assert [(r.job_id, r.slot) for r in revised] == [("patient", 1)]
-        assert 1 not in revised[0].schedule  # moved out of the slot the newcomer needs
+        assert second["held"] and second["arrival"] == 1
         svc.run_for(1)
+        assert svc.loop.state.records["urgent"].admitted
+        revised = [r for r in svc.journal.decisions() if r.kind == "revise" and r.slot == 1]
+        assert revised and {r.job_id for r in revised} == {"patient"}
+        assert 1 not in revised[-1].schedule  # moved out of the slot the newcomer needs
         assert not svc.inner_executor.runtimes["patient"].shards  # suspended at the boundary
         for _ in range(45):
             if svc.idle():
@@ -104,9 +106,9 @@ def test_a_plan_revised_mid_run_is_a_resize_and_the_job_completes_by_its_promise
         svc.close()
     with sqlite3.connect(tmp_path / "journal.db") as con:
         promised = dict(con.execute(
-            "SELECT job_id, promised FROM decisions WHERE kind = 'arrival'").fetchall())
+            "SELECT job_id, promised FROM decisions WHERE kind = 'deferred'").fetchall())
     rec = svc.loop.state.records["patient"]
-    assert promised["patient"] == first["promised"] == rec.promised
+    assert promised["patient"] == rec.promised
     assert status["patient"]["promised"] == rec.promised
     assert status["patient"]["state"] == "done" and rec.done >= rec.job.work - 1e-6
     assert rec.completion is not None and rec.completion <= promised["patient"]

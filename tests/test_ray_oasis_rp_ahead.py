@@ -1,23 +1,24 @@
-"""``oasis-rp`` with its DEFAULT levers on Ray: ``ahead`` grows an admitted job mid-run, the
+"""``oasis-rp`` on Ray: working ahead grows an admitted job mid-run, the
 revised plan is a resize at the boundary, and the job completes by its promise.
 
-On the session's Ray (tests/conftest.py: two fake-GPU nodes, a head for the PS), real actors
+On the tests' Ray (the ``ray_session`` fixture of tests/conftest.py: two fake-GPU nodes, a
+head for the PS), real actors
 train the ``softmax`` workload, planned at their measured speed. ``patient`` (two workers, a
 slowly decaying utility, so its promise lies well after its planned completion) takes both
 GPUs from slot 0; ``urgent`` (two workers, steep) arrives in slot 1 and is decided at that
-slot's boundary (``batch``): the re-pack moves ``patient`` after it, and ``patient`` is
+slot's boundary: the re-pack moves ``patient`` after it, and ``patient`` is
 suspended (checkpointed). The user then cancels ``urgent`` before slot 2: its GPUs are in no
-plan, and at slot 2's boundary ``ahead`` (:mod:`psched.policies.rp_ahead`) hands them to
+plan, and at slot 2's boundary ``ahead`` (:mod:`psched.policies.oasis_rp.ahead`) hands them to
 ``patient``, whose plan then resumes in slot 2 instead of after ``urgent``'s (a ``revise``
 row with two workers in slot 2, its tail trimmed), run as a resize from its checkpoint.
 
-Why ``ahead`` and no other lever: ``patient`` made no progress while suspended, so it is on
-its plan at slot 2 (the boundary re-plan, ``steady``, leaves it alone) and no job is
+Why working ahead and no other mechanism: ``patient`` made no progress while suspended, so it is on
+its plan at slot 2 (the steady boundary re-plan leaves it alone) and no job is
 re-planned there (``urgent`` is gone), so the pull-forward does not run. In simulation
 (:class:`psched.behind.StartupExecutor`, rates 0.6-1.3 of the plan, start-up 0.3-1 slot,
-resize 0-0.5 slot: 19 settings) ``ahead`` grew ``patient`` at slot 2 in every one. A spy on
-the policy's ``_grow`` says which job ``ahead`` grew at which boundary; the policy's
-``ahead_jobs`` counter, the journal's revision and the slot's executed plan agree.
+resize 0-0.5 slot: 19 settings) working ahead grew ``patient`` at slot 2 in every one. A spy on
+:func:`psched.policies.oasis_rp.ahead.grow` says which job it grew at which boundary; the
+policy's ``ahead_jobs`` counter, the journal's revision and the slot's executed plan agree.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray")
 
 from psched.model import Cluster, JobSpec, Pool, Resources, Server, resolve_job  # noqa: E402
+from psched.policies.oasis_rp import ahead as ahead_module  # noqa: E402
 from psched.utility import Utility  # noqa: E402
 from ray_cluster.executor import profile_seconds_per_batch, training_job  # noqa: E402
 from ray_cluster.runtime import RuntimeConfig  # noqa: E402
@@ -78,23 +80,22 @@ def _service(ray_session, tmp_path, patient: JobSpec, urgent: JobSpec) -> Schedu
 
 
 def test_ahead_grows_a_suspended_job_mid_run_as_a_resize_and_it_completes_by_its_promise(
-        ray_session, tmp_path, tau):
+        ray_session, tmp_path, tau, monkeypatch):
     patient = _spec("patient", slots=2, tau=tau, workers=2, value=10, decay=0.2, target=40)
     urgent = _spec("urgent", slots=3, tau=tau, workers=2, value=20, decay=0.5, target=3)
     svc = _service(ray_session, tmp_path, patient, urgent)
     pol = svc.policy
-    assert pol.ahead and pol.batch and pol.soft and pol.steady  # type: ignore[attr-defined]
     grown: list[tuple[int, str, int, int]] = []  # (slot, job, workers before, after)
-    real_grow = pol._grow  # type: ignore[attr-defined]
+    real_grow = ahead_module.grow
 
-    def spy(job, old, t):
-        new = real_grow(job, old, t)
+    def spy(st, job, old, t):
+        new = real_grow(st, job, old, t)
         if new is not None:
             grown.append((t, job.job_id, old[t].n_workers if t in old else 0,
                           new[t].n_workers))
         return new
 
-    pol._grow = spy  # type: ignore[attr-defined]
+    monkeypatch.setattr(ahead_module, "grow", spy)
     counted: dict[int, int] = {}  # slot -> jobs ahead grew at its boundary (the counter)
 
     def ahead_jobs() -> int:  # the counter, as the journal's boundary state holds it

@@ -29,7 +29,7 @@ from psched.utility import Utility
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_oasis_rp
 
-OPTIONS = [{}, {"soft": False}, {"defer": True}, {"batch": False}]
+OPTIONS = [{}, {"defer": True}]
 
 
 def _ids(v: dict[str, object]) -> str:
@@ -75,7 +75,7 @@ def _slot_rush() -> tuple[Cluster, list[JobSpec]]:
 
 def test_the_probe_sees_each_job_of_a_batch_once_densest_first_within_the_call() -> None:
     cluster, specs = _slot_rush()
-    pol = _Probed(soft=False)
+    pol = _Probed()
     simulate(specs, cluster, pol, 4)
     probed = [(call_s, seen) for call_s, seen in pol.calls if seen]
     assert len(probed) == 1
@@ -101,8 +101,7 @@ def test_runs_are_the_same_with_the_probe_set_and_unset(options: dict[str, objec
         assert len({j for j, _ in seen}) == len(seen)  # once per job per call
 
 
-@pytest.mark.parametrize("variant", ["oasis", "oasis-rp", "oasis-rp:soft=0",
-                                     "oasis-rp:batch=0:soft=0"])
+@pytest.mark.parametrize("variant", ["oasis", "oasis-rp", "oasis-rp:defer=1"])
 def test_the_bench_splits_decision_cpu_without_losing_or_doubling_any(variant: str) -> None:
     got = bench_oasis_rp.measure(variant, 30, 0)
     assert abs(got["conserved_ms"]) <= 1e-6 * max(1.0, got["calls_s"] * 1e3)

@@ -1,5 +1,5 @@
 """oasis-rp's ``repack_quantile`` lever: a re-pack only for an arrival dense enough
-(:mod:`psched.policies.rp_guard`).
+(:mod:`psched.policies.oasis_rp.guard`).
 
 Property suite with the guard on (capacity and PS rules, every promise re-derived from the
 allocation rows, nobody left held), the threshold against numpy's quantile, bad values
@@ -22,8 +22,7 @@ from psched.clusters import default_cluster_for_trace
 from psched.horizon import trace_horizon
 from psched.model import resolve_job
 from psched.policies import make_policy
-from psched.policies.rp_batch import density
-from psched.policies.rp_guard import density_quantile
+from psched.policies.oasis_rp.admission import density, density_quantile
 from psched.promises import broken_promises
 from psched.simulator import simulate
 from psched.traces.detect import load_any

@@ -1,6 +1,7 @@
-"""The exact test before a re-pack's pulls (:mod:`psched.policies.rp_precheck`): whenever it
-says the pulls cannot make the re-pack pay, the full re-pack (pulls run) is undone, the
-searches it counts are those the pulls run, and whole runs with it equal runs without it.
+"""The exact test before a re-pack's pulls (:func:`psched.policies.oasis_rp.repack.gain_bound`):
+whenever it says the pulls cannot make the re-pack pay, the full re-pack (pulls run) is undone,
+the slot-searches it counts are those the pulls run, and whole runs with it equal runs without
+it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from strategies import Instance, instances
 
 from psched.policies import make_policy
-from psched.policies.rp_precheck import gain_bound, pull_spans
+from psched.policies.oasis_rp import repack as repack_module
+from psched.policies.oasis_rp.promises import completion_utility
+from psched.policies.oasis_rp.repack import gain_bound, pull_spans
 from psched.simulator import RunResult, simulate
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 
@@ -25,33 +28,33 @@ def _decisions(res: RunResult) -> tuple[object, ...]:
                               for j, r in res.records.items()])
 
 
-def _checked(pol: Any) -> list[int]:
-    """``pol`` with the test's verdict taken before every re-pack's pulls but the pulls run
-    anyway; each re-pack it calls vain is checked (undone, the pulls' searches as counted).
-    Returns the list the number of vain verdicts goes into."""
+def _checked(mp: pytest.MonkeyPatch) -> list[int]:
+    """Every re-pack with the test's verdict taken before its pulls but the pulls run
+    anyway; each re-pack it calls vain is checked (undone, the pulls' slot-searches as
+    counted). Returns the list the number of vain verdicts goes into."""
     seen = [0]
     state: dict[str, Any] = {}
-    repack = pol._repack_cands
+    repack = repack_module._repack
 
-    def vain(job: Any, t: int, base: float, found: Any, moved: list[str],
-             saved: dict[str, Any]) -> bool:
-        bound = gain_bound(pol._utility(job, found.completion), base, moved, pol._jobs,
+    def vain(st: Any, job: Any, t: int, base: float, found: Any, moved: list[str],
+             saved: dict[str, Any], defer: bool) -> bool:
+        bound = gain_bound(completion_utility(job, found.completion), base, moved, st.jobs,
                            saved, t)
-        state.update(vain=bound <= 0, spans=pull_spans(moved, pol._jobs, pol._plans, t),
-                     before=(pol._searches, pol._slots))
+        state.update(vain=bound <= 0, spans=pull_spans(moved, st.jobs, st.plans, t)[1],
+                     before=st.slots)
         return False  # the pulls run
 
-    def cands(job: Any, t: int, base: float, cands: list[str]) -> Any:
+    def cands(st: Any, job: Any, t: int, base: float, cands: list[str], defer: bool) -> Any:
         state.clear()
-        got = repack(job, t, base, cands)
+        got = repack(st, job, t, base, cands, defer)
         if state.get("vain"):
             seen[0] += 1
             assert not got.schedule  # the full re-pack was undone
-            s0, l0 = state["before"]
-            assert (pol._searches - s0, pol._slots - l0) == state["spans"]
+            assert st.slots - state["before"] == state["spans"]
         return got
 
-    pol._pulls_vain, pol._repack_cands = vain, cands
+    mp.setattr(repack_module, "_pulls_vain", vain)
+    mp.setattr(repack_module, "_repack", cands)
     return seen
 
 
@@ -62,11 +65,10 @@ def _paper(n_jobs: int, seed: int) -> tuple[list[Any], Any]:
 
 @pytest.mark.parametrize(("n_jobs", "seed"), [(60, 0), (100, 2), (150, 3)])
 def test_every_re_pack_the_test_calls_vain_is_undone_with_its_pulls_run(
-        n_jobs: int, seed: int) -> None:
+        n_jobs: int, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     specs, cluster = _paper(n_jobs, seed)
-    pol = make_policy("oasis-rp", certificate=False)
-    seen = _checked(pol)
-    simulate(specs, cluster, pol, 120, seed=0)
+    seen = _checked(monkeypatch)
+    simulate(specs, cluster, make_policy("oasis-rp", certificate=False), 120, seed=0)
     assert seen[0] > 0  # the test acted on this instance
 
 
@@ -75,10 +77,11 @@ def test_whole_runs_with_the_test_equal_runs_without_it(n_jobs: int, seed: int) 
     specs, cluster = _paper(n_jobs, seed)
     runs = []
     for skip in (True, False):
-        pol = make_policy("oasis-rp", certificate=False)
-        if not skip:
-            pol._pulls_vain = lambda *args: False
-        runs.append(simulate(specs, cluster, pol, 120, seed=0))
+        with pytest.MonkeyPatch.context() as mp:
+            if not skip:
+                mp.setattr(repack_module, "_pulls_vain", lambda *args: False)
+            runs.append(simulate(specs, cluster, make_policy("oasis-rp", certificate=False),
+                                 120, seed=0))
     assert runs[0].report["repack_prechecked"] > 0
     assert runs[1].report["repack_prechecked"] == 0
     assert _decisions(runs[0]) == _decisions(runs[1])
@@ -91,9 +94,9 @@ def test_whole_runs_with_the_test_equal_runs_without_it(n_jobs: int, seed: int) 
 def test_the_test_never_calls_a_re_pack_vain_that_its_pulls_would_keep(
         instance: Instance) -> None:
     cluster, specs, horizon = instance
-    pol = make_policy("oasis-rp", certificate=False)
-    _checked(pol)
-    simulate(specs, cluster, pol, horizon, seed=3)
+    with pytest.MonkeyPatch.context() as mp:
+        _checked(mp)
+        simulate(specs, cluster, make_policy("oasis-rp", certificate=False), horizon, seed=3)
 
 
 def test_the_test_is_off_with_deferred_admission() -> None:

@@ -1,8 +1,8 @@
-"""The exact speed-ups of ``oasis-rp``'s re-pack path (issue 14, task 9c) change nothing.
+"""The exact speed-ups of ``oasis-rp``'s re-pack path change nothing.
 
 Each fast device is held against its literal reference: the run-compressed latest-completion
-search of ``repack_late`` (:func:`psched.policies.rp_late.search_latest_runs`) against
-:func:`~psched.policies.rp_late.search_latest_reference` on ledgers changed by random plans
+search of ``repack_late`` (:func:`psched.policies.oasis_rp.latest.search_latest_runs`) against
+:func:`~psched.policies.oasis_rp.latest.search_latest_reference` on ledgers changed by random plans
 added and taken out (the strategy of ``tests/test_rp_search.py``); whole runs with the fast
 search on and off make the same decisions (``tests/test_rp_search.py``).
 """
@@ -17,15 +17,10 @@ from test_rp_search import _ledgers
 
 from psched.model import Alloc, Job
 from psched.oasis.schedule import unit_prices
-from psched.policies.rp_book import PlanLedger
-from psched.policies.rp_late import search_latest_reference, search_latest_runs
-from psched.policies.rp_search import (
-    Schedule,
-    _allocs,
-    _allocs_reference,
-    priced_pools,
-    run_tables,
-)
+from psched.policies.oasis_rp.book import PlanLedger
+from psched.policies.oasis_rp.latest import search_latest_reference, search_latest_runs
+from psched.policies.oasis_rp.plans import Schedule
+from psched.policies.oasis_rp.search import _allocs, _allocs_reference, priced_pools, run_tables
 from psched.prices import fixed_params
 
 SETTINGS = settings(max_examples=80, deadline=None,

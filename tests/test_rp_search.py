@@ -1,11 +1,11 @@
 """oasis-rp's fast search returns what the reference search returns, bit for bit.
 
 Three devices are held against their reference: the compiled recursion
-(:mod:`psched.policies.rp_dp`) against :func:`psched.oasis.solve_fast`; the run-compressed
-search with the feasibility test first (:mod:`psched.policies.rp_search`) against the literal
-composition (:func:`psched.policies.rp_book.search_reference`) on ledgers changed by random
+(:mod:`psched.policies.oasis_rp.dp`) against :func:`psched.oasis.solve_fast`; the run-compressed
+search with the feasibility test first (:mod:`psched.policies.oasis_rp.search`) against the literal
+composition (:func:`psched.policies.oasis_rp.book.search_reference`) on ledgers changed by random
 plans added and taken out; the incremental run boundaries against a full comparison of rows.
-Then whole runs: ``fast_search`` on and off make the same decisions.
+Then whole runs: the policy on a reference ledger (``fast=False``) makes the same decisions.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.schedule import slot_costs
 from psched.policies import make_policy
-from psched.policies.rp_book import Found, PlanLedger, search_reference
-from psched.policies.rp_dp import solve_compiled
-from psched.policies.rp_search import Schedule, feasible_work, run_tables, search_runs
+from psched.policies.oasis_rp import policy as policy_module
+from psched.policies.oasis_rp.book import PlanLedger
+from psched.policies.oasis_rp.dp import solve_compiled
+from psched.policies.oasis_rp.plans import Found, Schedule
+from psched.policies.oasis_rp.search import feasible_work, run_tables, search_reference, search_runs
 from psched.prices import fixed_params
 from psched.simulator import RunResult, simulate
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
@@ -65,9 +67,8 @@ def _ledgers(draw: st.DrawFn) -> tuple[list[PlanLedger], Job, dict[str, int]]:
          for _ in range(n_w)],
         [(float(draw(st.integers(2, 8))), 8.0, 10.0) for _ in range(n_p)])
     horizon = draw(st.integers(2, 14))
-    reprice = draw(st.booleans())
     params = fixed_params(draw(st.sampled_from([5.0, 50.0])), 0.01, 20.0, 0.01)
-    books = [PlanLedger(cluster, horizon, params, reprice=reprice, fast=f) for f in (True, False)]
+    books = [PlanLedger(cluster, horizon, params, fast=f) for f in (True, False)]
     w_idx, p_idx = cluster.indices(cluster.servers[0].pool), np.arange(n_w, n_w + n_p)
     for i in range(draw(st.integers(0, 6))):
         other = make_job(work=1, window=horizon, max_workers=4, job_id=f"o{i}",
@@ -79,7 +80,6 @@ def _ledgers(draw: st.DrawFn) -> tuple[list[PlanLedger], Job, dict[str, int]]:
         out = draw(st.booleans())
         for book in books:
             book.add(other, plan)
-            book.raise_prices(plan)
             if out:
                 book.add(other, plan, sign=-1)
     n = draw(st.integers(1, 6))
@@ -106,7 +106,7 @@ def test_run_compressed_search_is_the_reference_search(
 def _same_groups(schedule: dict[int, Alloc]) -> None:
     """The container groups a searched schedule carries are those its items give, and its
     worker-slots are :func:`work_of`'s."""
-    from psched.policies.rp_book import work_of
+    from psched.policies.oasis_rp.plans import work_of
 
     rebuilt = Schedule(dict(schedule))
     for role in ("workers", "ps"):
@@ -120,15 +120,14 @@ def _same_groups(schedule: dict[int, Alloc]) -> None:
 
 
 @SETTINGS
-@given(case=_ledgers(), mode=st.sampled_from(["integral", "after"]),
-       floor=st.sampled_from([-math.inf, 0.0]))
+@given(case=_ledgers(), floor=st.sampled_from([-math.inf, 0.0]))
 def test_run_compressed_own_usage_search_is_the_reference_own_usage_search(
-        case: tuple[list[PlanLedger], Job, dict[str, int]], mode: str, floor: float) -> None:
-    from psched.policies.rp_own import search_own_reference, search_own_runs
+        case: tuple[list[PlanLedger], Job, dict[str, int]], floor: float) -> None:
+    from psched.policies.oasis_rp.own import search_own_reference, search_own_runs
 
     (fast, ref), job, call = case
-    got = search_own_runs(fast, job, mode=mode, floor=floor, **call)
-    want = search_own_reference(ref, job, mode=mode, floor=floor, **call)
+    got = search_own_runs(fast, job, floor=floor, **call)
+    want = search_own_reference(ref, job, floor=floor, **call)
     assert _same(got, want)
     _same_groups(got.schedule)
 
@@ -156,9 +155,21 @@ def test_incremental_run_boundaries_match_a_full_comparison(
     assert np.array_equal(fast.runs(t0, t1), Ledger.runs(fast, t0, t1))
 
 
-#: the options of oasis-rp whose re-packs take different paths
-OPTIONS = [{}, {"repack_second": "clash"}, {"reprice": False}, {"repack_second": "off"},
-           {"plan_late": True, "fill": True}, {"repack_searches": 3}]
+#: the options of oasis-rp whose admissions and re-packs take different paths
+OPTIONS = [{}, {"defer": True}, {"repack_gap": 1.0, "repack_quantile": 0.0},
+           {"effort_slots": None, "density_floor": 0.0}]
+
+
+def _run(specs: list, cluster: object, horizon: int, fast: bool,
+         **options: object) -> RunResult:
+    """``oasis-rp`` with ``options``, its plan book searching run-compressed (``fast``) or
+    by the reference composition."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(policy_module, "PlanLedger",
+                   lambda cluster, horizon, params: PlanLedger(cluster, horizon, params,
+                                                               fast=fast))
+        return simulate(specs, cluster, make_policy("oasis-rp", **options),  # type: ignore[arg-type]
+                        horizon)
 
 
 def _decisions(res: RunResult) -> tuple[object, ...]:
@@ -174,8 +185,7 @@ def _decisions(res: RunResult) -> tuple[object, ...]:
 def test_fast_search_makes_the_same_decisions(options: dict[str, object],
                                               instance: Instance) -> None:
     cluster, specs, horizon = instance
-    runs = [simulate(specs, cluster, make_policy("oasis-rp", fast_search=f, **options), horizon)
-            for f in (True, False)]
+    runs = [_run(specs, cluster, horizon, f, **options) for f in (True, False)]
     assert _decisions(runs[0]) == _decisions(runs[1])
 
 
@@ -183,8 +193,7 @@ def test_fast_search_makes_the_same_decisions(options: dict[str, object],
 def test_fast_search_makes_the_same_decisions_on_the_paper_scenario(seed: int) -> None:
     specs, _ = oasis_paper_jobs(100, seed=seed, slots=300)
     cluster = oasis_paper_cluster(seed=seed)
-    runs = [simulate(specs, cluster, make_policy("oasis-rp", certificate=False, fast_search=f),
-                     300) for f in (True, False)]
+    runs = [_run(specs, cluster, 300, f, certificate=False) for f in (True, False)]
     assert _decisions(runs[0]) == _decisions(runs[1])
     assert runs[0].report["repack_tried"] > 0  # the re-pack paths were exercised
 
@@ -240,7 +249,7 @@ def test_runs_follow_a_direct_write_after_refresh() -> None:
 def test_compiled_greedy_costs_are_greedy_costs(rows: int, servers: int, n_max: int,
                                                 data: st.DataObject) -> None:
     from psched.oasis.schedule import greedy_costs
-    from psched.policies.rp_dp import greedy_costs_compiled
+    from psched.policies.oasis_rp.kernels import greedy_costs_compiled
 
     prices = st.sampled_from([0.0, 1e-3, 0.1, 0.1, 0.3, 2.5, 7.0])  # ties on purpose
     unit = np.array(data.draw(st.lists(prices, min_size=rows * servers,
@@ -259,7 +268,7 @@ def test_compiled_unit_caps_are_unit_caps_of_the_residual(slots: int, servers: i
                                                          data: st.DataObject) -> None:
     from psched.oasis.ledger import PoolInputs
     from psched.oasis.schedule import unit_caps
-    from psched.policies.rp_dp import unit_caps_compiled
+    from psched.policies.oasis_rp.kernels import unit_caps_compiled
 
     amounts = st.sampled_from([0.0, 0.5, 1.0, 2.0, 1 / 3, 8.0, 7.999999999])
     cap = np.array(data.draw(st.lists(amounts, min_size=servers * 5, max_size=servers * 5))
@@ -281,7 +290,7 @@ def test_compiled_unit_caps_are_unit_caps_of_the_residual(slots: int, servers: i
 def test_compiled_cost_lower_bound_is_cost_lower_bound(rows: int, width: int, work: int,
                                                        data: st.DataObject) -> None:
     from psched.oasis.fast import cost_lower_bound
-    from psched.policies.rp_dp import cost_lower_bound_compiled
+    from psched.policies.oasis_rp.dp import cost_lower_bound_compiled
 
     values = st.sampled_from([0.0, 0.1, 0.3, 0.7, 1 / 3, 2.5, math.inf])  # ties on purpose
     costs = np.array(data.draw(st.lists(values, min_size=rows * width,

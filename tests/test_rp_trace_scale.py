@@ -3,8 +3,8 @@ slot bank (``effort_slots``), a counted bound that acts only by the slots levers
 
 The fast paths are checked against the references they replace (the clearing density job
 by job, the stable argsort of the unit table); whole runs with a slot bank that never acts
-equal the runs without it; with a tight bank every promise and the capacity rules hold, the
-bound is counted, and the same seed gives the same run.
+equal the runs without it; with a tight bank (its cap lowered) every promise and the capacity
+rules hold, the bound is counted, and the same seed gives the same run.
 """
 
 from __future__ import annotations
@@ -19,18 +19,25 @@ from test_oasis_rp_levers import run_keeping_every_promise
 
 from psched.model import Alloc
 from psched.policies import make_policy
-from psched.policies.rp_density import clearing_density, clearing_density_reference
-from psched.policies.rp_effort import BANK_SLOTS, BANK_WASTE, SlotBank, WasteBank, clash_rank
-from psched.policies.rp_own import cheapest_units
+from psched.policies.oasis_rp import effort
+from psched.policies.oasis_rp.admission import clearing_density, clearing_density_reference
+from psched.policies.oasis_rp.effort import BANK_SLOTS, SlotBank, clash_rank
+from psched.policies.oasis_rp.units import cheapest_units
 from psched.simulator import RunResult, resolve_job, simulate
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 
 RUNS = settings(max_examples=6, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-#: a waste bank that acts on most re-packs and bumps
-TIGHT_WASTE = {"effort_waste": 0.5, "effort_waste_bank": 10.0}
-#: a slot bank that acts on most re-packs and bumps
-TIGHT = {"effort_slots": 20.0, "effort_slot_bank": 300.0}
+#: a slot bank that acts on most re-packs and bumps, with its cap lowered to TIGHT_CAP
+TIGHT = {"effort_slots": 20.0}
+TIGHT_CAP = 300.0
+
+
+def _tight_cap() -> pytest.MonkeyPatch:
+    """A context in which every slot bank's cap is :data:`TIGHT_CAP`."""
+    mp = pytest.MonkeyPatch()
+    mp.setattr(effort, "BANK_SLOTS", TIGHT_CAP)
+    return mp
 
 
 def _decisions(res: RunResult) -> tuple[object, ...]:
@@ -101,12 +108,15 @@ def test_clash_rank_orders_by_worker_slots_in_the_window_ties_in_order() -> None
     assert clash_rank(["d", "c", "b", "a"], plans, 2, 6) == ["c", "b", "a", "d"]
 
 
-@pytest.mark.parametrize("bad", [{"effort_slots": 0.0}, {"effort_slots": -1.0},
-                                 {"effort_slots": 1.0, "effort_slot_bank": -1.0}])
-def test_the_slot_bank_rejects_a_nonpositive_credit_or_a_negative_cap(
-        bad: dict[str, float]) -> None:
+@pytest.mark.parametrize("bad", [0.0, -1.0])
+def test_the_slot_bank_rejects_a_nonpositive_credit(bad: float) -> None:
     with pytest.raises(ValueError):
-        make_policy("oasis-rp", **bad)
+        make_policy("oasis-rp", effort_slots=bad)
+
+
+def test_the_slot_bank_rejects_a_negative_cap() -> None:
+    with pytest.raises(ValueError):
+        SlotBank(per_arrival=1.0, cap=-1.0)
 
 
 @RUNS
@@ -124,10 +134,16 @@ def test_a_slot_bank_that_never_acts_changes_no_decision(instance: Instance) -> 
 @given(instance=instances(max_jobs=8, max_horizon=14))
 def test_a_tight_slot_bank_keeps_every_promise_and_the_capacity_rules(
         instance: Instance) -> None:
-    run_keeping_every_promise(TIGHT, instance)
+    mp = _tight_cap()
+    try:
+        run_keeping_every_promise(TIGHT, instance)
+    finally:
+        mp.undo()
 
 
-def test_a_tight_slot_bank_acts_is_counted_and_gives_the_same_run_for_the_same_seed() -> None:
+def test_a_tight_slot_bank_acts_is_counted_and_gives_the_same_run_for_the_same_seed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(effort, "BANK_SLOTS", TIGHT_CAP)
     specs, _ = oasis_paper_jobs(60, seed=1, slots=120)
     cluster = oasis_paper_cluster(seed=1)
     opts = {**TIGHT, "certificate": False}
@@ -138,51 +154,3 @@ def test_a_tight_slot_bank_acts_is_counted_and_gives_the_same_run_for_the_same_s
     assert rep["effort_slot_trimmed"] > 0 and rep["effort_slot_skipped"] > 0
     assert rep["effort_slot_spent"] > 0
     assert rep["levers"]["effort_slots"] == TIGHT["effort_slots"]
-
-
-def test_the_waste_bank_is_debited_only_what_undone_levers_searched() -> None:
-    bank = WasteBank(per_arrival=2.0, cap=10.0)
-    assert bank.bank == 10.0 and WasteBank(per_arrival=1.0).bank == BANK_WASTE
-    assert bank.allows(10) and not bank.allows(11)
-    bank.waste(12)  # an undone lever may overdraw once
-    assert not bank.allows(1)
-    for _ in range(3):
-        bank.credit()
-    assert bank.bank == 4.0
-    for _ in range(10):
-        bank.credit()
-    assert bank.bank == 10.0
-    assert bank.stats() == {"effort_waste_skipped": 2, "effort_waste_spent": 12}
-    with pytest.raises(ValueError):
-        make_policy("oasis-rp", effort_waste=0.0)
-    with pytest.raises(ValueError):
-        make_policy("oasis-rp", effort_waste=1.0, effort_waste_bank=-1.0)
-
-
-@RUNS
-@given(instance=instances(max_jobs=8, max_horizon=14))
-def test_a_waste_bank_that_never_acts_changes_no_decision(instance: Instance) -> None:
-    cluster, specs, horizon = instance
-    runs = [simulate(specs, cluster, make_policy("oasis-rp", **opts), horizon, seed=3)
-            for opts in ({}, {"effort_waste": 2.0})]
-    assert runs[1].report["effort_waste_skipped"] == 0
-    assert _decisions(runs[0]) == _decisions(runs[1])
-
-
-@RUNS
-@given(instance=instances(max_jobs=8, max_horizon=14))
-def test_a_tight_waste_bank_keeps_every_promise_and_the_capacity_rules(
-        instance: Instance) -> None:
-    run_keeping_every_promise(TIGHT_WASTE, instance)
-
-
-def test_a_tight_waste_bank_acts_is_counted_and_gives_the_same_run_for_the_same_seed() -> None:
-    specs, _ = oasis_paper_jobs(60, seed=1, slots=120)
-    cluster = oasis_paper_cluster(seed=1)
-    opts = {**TIGHT_WASTE, "certificate": False}
-    runs = [simulate(specs, cluster, make_policy("oasis-rp", **opts), 120, seed=0)
-            for _ in range(2)]
-    assert _decisions(runs[0]) == _decisions(runs[1])
-    rep = runs[0].report
-    assert rep["effort_waste_skipped"] > 0 and rep["effort_waste_spent"] > 0
-    assert rep["levers"]["effort_waste"] == TIGHT_WASTE["effort_waste"]

@@ -1,6 +1,6 @@
 """The own-usage unit prices with their per-job terms kept and the selection compiled
-(:func:`psched.policies.rp_units.marginal_units_kept`) are
-:func:`psched.policies.rp_own.marginal_units` bit for bit, and the compiled selection is the
+(:func:`psched.policies.oasis_rp.units.marginal_units_kept`) are
+:func:`psched.policies.oasis_rp.own.marginal_units` bit for bit, and the compiled selection is the
 first ``limit`` columns of a stable sort."""
 
 from __future__ import annotations
@@ -11,25 +11,28 @@ from hypothesis import strategies as st
 from test_rp_search import SETTINGS, _ledgers
 
 from psched.model import Job
-from psched.policies.rp_book import PlanLedger
-from psched.policies.rp_own import _slope, marginal_units
-from psched.policies.rp_search import priced_pools, window_tables
-from psched.policies.rp_units import marginal_units_kept, select_units_compiled
+from psched.policies.oasis_rp.book import PlanLedger
+from psched.policies.oasis_rp.search import priced_pools, window_tables
+from psched.policies.oasis_rp.units import (
+    marginal_units,
+    marginal_units_kept,
+    price_slope,
+    select_units_compiled,
+)
 
 
 @settings(SETTINGS, max_examples=20)
-@given(case=_ledgers(), mode=st.sampled_from(["integral", "after"]),
-       extra=st.integers(0, 3))
+@given(case=_ledgers(), extra=st.integers(0, 3))
 def test_kept_marginal_units_are_marginal_units_bit_for_bit(
-        case: tuple[list[PlanLedger], Job, dict[str, int]], mode: str, extra: int) -> None:
+        case: tuple[list[PlanLedger], Job, dict[str, int]], extra: int) -> None:
     (fast, _), job, _ = case
     tab, _ = window_tables(fast, job, 0, fast.horizon)
     pools = priced_pools(fast, tab)
     limits = (job.max_workers + extra, int(tab.ps_needed[-1]) + extra)
     for _ in range(2):  # the second time from the kept terms
         for p in (0, 1):
-            got = marginal_units_kept(fast, p, pools[p], tab.caps[p], limits[p], mode)
-            want = marginal_units(pools[p], tab.caps[p], _slope(fast, p), limits[p], mode)
+            got = marginal_units_kept(fast, p, pools[p], tab.caps[p], limits[p])
+            want = marginal_units(pools[p], tab.caps[p], price_slope(fast, p), limits[p])
             for a, b in ((got.marg, want.marg), (got.order, want.order),
                          (got.costs, want.costs)):
                 assert a.shape == b.shape and np.array_equal(a, b)

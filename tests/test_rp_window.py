@@ -1,6 +1,6 @@
 """The compiled window tables (run boundaries, container caps of both pools, the feasibility
-count in one call: :func:`psched.policies.rp_search.window_tables`) are the numpy composition
-(:func:`~psched.policies.rp_search.window_tables_reference`) exactly, on ledgers changed by
+count in one call: :func:`psched.policies.oasis_rp.search.window_tables`) are the numpy composition
+(:func:`~psched.policies.oasis_rp.search.window_tables_reference`) exactly, on ledgers changed by
 random plans added and taken out."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from test_rp_search import SETTINGS, _ledgers
 
 from psched.model import Job
-from psched.policies.rp_book import PlanLedger
-from psched.policies.rp_search import window_tables, window_tables_reference
+from psched.policies.oasis_rp.book import PlanLedger
+from psched.policies.oasis_rp.search import window_tables, window_tables_reference
 
 
 @settings(SETTINGS, max_examples=40)
@@ -55,7 +55,7 @@ def test_a_reference_ledger_takes_the_numpy_composition() -> None:
 @given(case=_ledgers(), lo=st.integers(0, 13), length=st.integers(1, 14))
 def test_prices_read_by_the_compiled_exponent_are_the_reference_prices_bit_for_bit(
         case: tuple[list[PlanLedger], Job, dict[str, int]], lo: int, length: int) -> None:
-    from psched.policies.rp_search import priced_pools, priced_pools_reference
+    from psched.policies.oasis_rp.search import priced_pools, priced_pools_reference
 
     (fast, _), job, _ = case
     t0 = min(lo, fast.horizon - 1)

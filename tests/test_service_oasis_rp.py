@@ -26,14 +26,6 @@ PRICED = [p for p in available_policies()
           if getattr(policy_factory(p), "takes_price_bounds", False)]
 
 
-#: decided on arrival (``batch`` and ``soft``, on by default, hold each arrival until a slot
-#: boundary): for the tests of what a submission's reply and arrival row say at once; and
-#: no working ahead (``ahead``, on by default since session 8, moves a plan at every
-#: boundary with idle capacity: its own ``revise`` rows, covered with the defaults by the
-#: restart tests of test_service_held.py), so the scenarios below run as measured
-ON_ARRIVAL = {"batch": False, "soft": False, "ahead": False}
-
-
 def _config(policy: str = "oasis-rp", **kw) -> ServiceConfig:
     return ServiceConfig(**{"policy": policy, "slot_seconds": SLOT_S, "horizon": 80,
                             "history": HISTORY, **kw})
@@ -75,24 +67,31 @@ def test_an_unpriced_policy_gets_no_price_options_and_an_unknown_one_is_one_line
 def _repacked(tmp_path, **kw) -> SchedulerService:
     """``j1`` (utility constant: promised the end of its window) fills the worker server
     from slot 0; ``j2`` (steep) arrives in slot 1 and finds no room: the re-pack moves
-    ``j1`` after it, within its promise."""
-    svc = SchedulerService(tmp_path, config=_config(**{"policy_options": ON_ARRIVAL, **kw}),
-                           cluster=_cluster(), executor=SimulatedExecutor())
-    a = svc.submit(_spec(1, n=2, work_s=0.08, kind="constant", value=5))
-    assert a["admitted"] and a["promised"] > a["planned_completion"]
+    ``j1`` after it, within its promise. Each is held on submission and decided at the
+    boundary of its slot (with the slot's other arrivals, densest first); the service is
+    left at slot 2."""
+    svc = SchedulerService(tmp_path, config=_config(**kw), cluster=_cluster(),
+                           executor=SimulatedExecutor())
+    assert svc.submit(_spec(1, n=2, work_s=0.08, kind="constant", value=5))["held"]
     svc.run_for(1)
-    assert svc.submit(_spec(2, n=2, work_s=0.04, value=20))["admitted"]
+    rec = svc.loop.state.records["j1"]
+    assert rec.admitted and rec.promised > svc.planned_end["j1"]
+    assert svc.submit(_spec(2, n=2, work_s=0.04, value=20))["held"]
+    svc.run_for(1)
+    assert svc.loop.state.records["j2"].admitted
     return svc
 
 
 def test_a_repack_at_an_arrival_is_journaled_as_a_revision_and_run_as_a_resize(tmp_path):
     svc = _repacked(tmp_path)
     rows = [(r.kind, r.job_id, r.slot) for r in svc.journal.decisions()]
-    assert rows == [("arrival", "j1", 0), ("arrival", "j2", 1), ("revise", "j1", 1)]
+    assert rows == [("hold", "j1", 0), ("deferred", "j1", 0),  # held, decided at the boundary
+                    ("revise", "j1", 0),  # slot 0's idle capacity handed to j1 (work ahead)
+                    ("hold", "j2", 1), ("deferred", "j2", 1), ("revise", "j1", 1)]  # re-pack
     moved = svc.schedules["j1"]
     assert 1 not in moved and max(moved) > 3  # no longer in slot 1, done later than planned
     assert svc.planned_end["j1"] == max(moved)  # the status shows the current plan
-    svc.run_for(12)
+    svc.run_for(11)
     ran = {t for t, j, _h, role, _n in svc.loop.state.allocations if j == "j1" and
            role == "worker"}
     assert 0 in ran and 1 not in ran and ran <= set(moved)  # paused, resumed as revised
@@ -161,9 +160,8 @@ def test_a_revision_made_after_a_restart_is_the_uninterrupted_ones(tmp_path, cra
     """The re-pack of ``_repacked`` happens after the restart (``crash_at`` 1) or before
     it (2, 3: the moved plan is restored): either way the same plans run."""
     ref = _repacked(tmp_path / "ref")
-    ref.run_for(12)
-    svc = SchedulerService(tmp_path / "crash", config=_config(policy_options=ON_ARRIVAL),
-                           cluster=_cluster(),
+    ref.run_for(11)
+    svc = SchedulerService(tmp_path / "crash", config=_config(), cluster=_cluster(),
                            executor=SimulatedExecutor())
     svc.submit(_spec(1, n=2, work_s=0.08, kind="constant", value=5))
     svc.run_for(1)
@@ -185,14 +183,14 @@ def test_a_revision_made_after_a_restart_is_the_uninterrupted_ones(tmp_path, cra
 def test_a_job_behind_after_its_last_planned_slot_is_planned_again(tmp_path):
     """Reality at 0.6 of the model: each job's plan runs out before its work does; it is
     re-planned at the next boundary (a revision), never left active without a plan."""
-    svc = SchedulerService(tmp_path, config=_config(policy_options=ON_ARRIVAL),
-                           cluster=_cluster(3.0),
+    svc = SchedulerService(tmp_path, config=_config(), cluster=_cluster(3.0),
                            executor=FastExecutor(0.6))
     for i in range(3):
-        assert svc.submit(_spec(i, n=2, work_s=0.04, kind="constant", value=5))["admitted"]
+        assert svc.submit(_spec(i, n=2, work_s=0.04, kind="constant", value=5))["held"]
     svc.run_for(40)
     for i in range(3):
         rec = svc.loop.state.records[f"j{i}"]
+        assert rec.admitted
         assert rec.completion is not None, f"j{i} never ran again"
     revised = {r.job_id for r in svc.journal.decisions() if r.kind == "revise"}
     assert revised == {"j0", "j1", "j2"}
@@ -203,11 +201,12 @@ def test_a_job_that_cannot_finish_in_its_window_is_dropped_and_a_restart_keeps_i
     """Reality at 0.1 of the model: the steep job's promise is lost (it is re-planned as
     late as its window allows), then its window ends and it is dropped (``dropped_behind``);
     the service goes idle, and a restart keeps it dropped."""
-    cfg = _config(horizon=200, policy_options=ON_ARRIVAL)
+    cfg = _config(horizon=200)
     svc = SchedulerService(tmp_path, config=cfg, cluster=_cluster(), executor=FastExecutor(0.1))
-    out = svc.submit(_spec(1, n=2, work_s=0.08, value=10))
-    assert out["admitted"]
+    assert svc.submit(_spec(1, n=2, work_s=0.08, value=10))["held"]
+    svc.run_for(1)
     rec = svc.loop.state.records["j1"]
+    assert rec.admitted and rec.decided == 0
     for _ in range(rec.job.last_slot + 2):
         svc.run_for(1)
         if svc.idle():

@@ -89,9 +89,11 @@ class ServiceConfig:
                              f"{', '.join(takes) or 'none'}", field="policy_options")
         if getattr(factory, "takes_price_bounds", False):
             if self.prices is not None:
-                u_w, l_w, u_p, l_p = self.prices
-                opts.update(price_source="fixed", u_worker=u_w, l_worker=l_w, u_ps=u_p,
-                            l_ps=l_p)
+                bounds = dict(zip(("u_worker", "l_worker", "u_ps", "l_ps"), self.prices,
+                                  strict=True))
+                # oasis-rp takes them as one mapping, oasis as four options
+                opts.update(price_source="fixed",
+                            **({"prices": bounds} if "prices" in takes else bounds))
             elif self.history:
                 opts.update(price_source="history")
             else:

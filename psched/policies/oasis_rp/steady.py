@@ -1,12 +1,13 @@
-"""``oasis-rp``'s steady boundary re-plan: when reality runs behind, no thrashing.
+"""``oasis-rp``'s boundary re-plan when reality departs from the plans: follow it, without
+thrashing (:func:`reconcile`).
 
-A real executor's jobs run behind their plans (start-up, a loaded machine). The literal
-boundary re-plan of :class:`~psched.policies.oasis_rp.OasisRpPolicy` takes each job that is
-off its plan out of the book and searches its best schedule again, one job at a time in
-arrival order; two jobs that share servers then free and take each other's slots at every
-boundary, and on Ray each swap costs a suspend and a resume (actor start-up, about a slot).
-The steady rules (``steady=True``, the default) change only what happens to a job whose
-measured work left differs from its plan:
+At each boundary the plans of jobs that left are dropped and every job whose measured work
+left differs from its plan (a real executor: start-up, a loaded machine) is re-planned,
+within its promise where possible (else up to the end of its window, counted in
+``promise_at_risk``). The literal re-plan takes each such job out of the book and searches its
+best schedule again; two jobs that share servers would then free and take each other's slots
+at every boundary, and on Ray each swap costs a suspend and a resume (actor start-up, about a
+slot). The steady rules change only what happens to a job off its plan:
 
 * jobs off their plans are re-planned **tightest promise first** (promise, then job id);
 * a job off its plan that ran in the last slot and is planned to run in this one is
@@ -25,7 +26,7 @@ measured work left differs from its plan:
   job either (:func:`keeps_running`).
 
 With reality as planned no job is ever off its plan, so decisions are those of the literal
-rule bit for bit (tests/test_rp_steady.py).
+re-plan bit for bit (tests/test_rp_steady.py).
 """
 
 from __future__ import annotations
@@ -33,10 +34,13 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping
 
-from psched.model import Alloc, Job
-from psched.policies.rp_book import PlanLedger, search
+from psched.model import Alloc, Job, ceil_eps
+from psched.policies.base import View
+from psched.policies.oasis_rp.book import PlanLedger
+from psched.policies.oasis_rp.search import search
+from psched.policies.oasis_rp.state import RunState
 
-__all__ = ["continue_now", "keep_now", "keeps_running", "tightest_first"]
+__all__ = ["continue_now", "keep_now", "keeps_running", "reconcile", "tightest_first"]
 
 
 def tightest_first(jobs: list[str], promise: Mapping[str, int]) -> list[str]:
@@ -64,7 +68,6 @@ def keep_now(book: PlanLedger, job: Job, plan: Mapping[int, Alloc], left: int, t
         book.add(job, later)
         return None
     book.add(job, got.schedule)
-    book.raise_prices(got.schedule)
     return {t: now, **got.schedule}
 
 
@@ -113,7 +116,6 @@ def continue_now(book: PlanLedger, jobs: Mapping[str, Job], plans: dict[str, dic
             book.add(jobs[s], p)
             plans[s] = p
         return False
-    book.raise_prices({u for s in placed for u in plans[s]})
     return True
 
 
@@ -154,3 +156,74 @@ def _replan(book: PlanLedger, job: Job, old: Mapping[int, Alloc], t: int,
             book.add(job, got.schedule)
             return got.schedule
     return None
+
+
+def reconcile(st: RunState, view: View) -> None:
+    """Follow reality at the boundary of slot ``view.t``: drop the plans of jobs that left,
+    re-plan the jobs whose measured work left differs from their plan (tightest promise
+    first, by the steady rules of the module docstring, else within the promise, else the
+    window). O(jobs off their plans) exact searches."""
+    book = st.book
+    t = view.t
+    for j in [j for j in st.plans if j not in view.active]:
+        gone = {s: a for s, a in st.plans[j].items() if s >= t}
+        book.add(st.jobs[j], gone, sign=-1)
+        st.freed = st.freed or bool(gone)
+        del st.plans[j]
+    todo = []
+    for j, status in view.active.items():
+        if j not in st.plans and j not in st.promise:
+            continue
+        left = max(0, ceil_eps(status.remaining))
+        if left != st.plans.left.get(j, 0):  # the plan holds slots >= t only
+            todo.append((j, left))
+    rank = {j: i for i, j in enumerate(tightest_first([j for j, _ in todo], st.promise))}
+    todo.sort(key=lambda x: rank[x[0]])
+    for j, left in todo:
+        st.stats["replanned_behind"] += 1
+        st.freed = True
+        st.dirty = True
+        if _steady_one(st, j, left, t):
+            continue
+        plan = st.plans.get(j) or {}  # none left: behind after its last planned slot
+        jj = st.jobs[j]
+        book.add(jj, plan, sign=-1)
+        got = search(book, jj, start=t, work=left, deadline=st.promise[j], floor=-math.inf)
+        if not got.schedule and left > 0:
+            st.stats["promise_at_risk"] += 1
+            got = search(book, jj, start=t, work=left, deadline=jj.last_slot, floor=-math.inf)
+        book.add(jj, got.schedule)
+        if got.schedule:
+            st.plans[j] = got.schedule
+        else:  # none left in its window: planned again at the next boundary
+            st.plans.pop(j, None)
+
+
+def _steady_one(st: RunState, j: str, left: int, t: int) -> bool:
+    """The steady rule for job ``j`` off its plan (``left`` worker-slots left), if it ran
+    in the last slot: planned in ``t``, it takes its best plan within its promise if that
+    runs it in ``t``, else keeps its allocation in ``t`` with the rest re-planned
+    (:func:`keep_now`); not planned in ``t``, it continues (:func:`continue_now`). True if
+    that settled ``j`` (else the literal re-plan follows)."""
+    plan = st.plans.get(j)
+    if j not in st.ran or left <= 0:
+        return False
+    if not plan or t not in plan:
+        done = continue_now(st.book, st.jobs, st.plans, st.promise, j, st.ran[j], left, t,
+                            st.ran)
+        st.stats["kept_running"] += done
+        return done
+    book, jj = st.book, st.jobs[j]
+    book.add(jj, plan, sign=-1)  # its best plan, if that keeps it running
+    got = search(book, jj, start=t, work=left, deadline=st.promise[j], floor=-math.inf)
+    if t in got.schedule:
+        book.add(jj, got.schedule)
+        st.plans[j] = got.schedule
+        return True
+    book.add(jj, plan)
+    new = keep_now(book, jj, plan, left, t, st.promise[j])
+    if new is None:
+        return False
+    st.stats["kept_running"] += 1
+    st.plans[j] = new
+    return True

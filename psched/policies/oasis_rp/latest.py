@@ -1,7 +1,7 @@
 """As-late-as-possible plans within a promise: the ``repack_late`` lever of ``oasis-rp``.
 
 When a re-pack must move admitted jobs to make room for an urgent arrival, the cheapest
-schedule within each job's promise (:func:`psched.policies.rp_book.search` with a constant
+schedule within each job's promise (:func:`psched.policies.oasis_rp.book.search` with a constant
 utility) packs it *early* whenever prices are flat (near the floor ``L``, the usual case:
 the earliest completion wins ties), so it takes back exactly the slots the newcomer needed.
 :func:`search_latest` plans a job's remaining work to complete **as late as its promise
@@ -28,8 +28,9 @@ import numpy as np
 
 from psched.model import Job
 from psched.oasis.schedule import placement_tables, schedule_allocs, slot_costs, unit_prices
-from psched.policies.rp_book import Found, PlanLedger, window_inputs
-from psched.policies.rp_search import _allocs, priced_pools, window_tables
+from psched.policies.oasis_rp.book import PlanLedger
+from psched.policies.oasis_rp.plans import Found
+from psched.policies.oasis_rp.search import _allocs, priced_pools, window_inputs, window_tables
 
 __all__ = ["search_latest", "search_latest_reference", "search_latest_runs"]
 
@@ -78,12 +79,12 @@ def search_latest_reference(ledger: PlanLedger, job: Job, *, start: int, work: i
 def search_latest_runs(ledger: PlanLedger, job: Job, *, start: int, work: int,
                        deadline: int) -> Found:
     """Exactly :func:`search_latest_reference`, run-compressed: container caps once per run
-    of identical slots (:func:`~psched.policies.rp_search.run_tables`, the same operations
+    of identical slots (:func:`~psched.policies.oasis_rp.search.run_tables`, the same operations
     on the same rows as the reference), the feasibility count first (when the window cannot
     hold the work no completion is feasible), the workers per slot from the caps alone (the
     count of finite slot costs; prices are finite), the backward fill vectorised, prices
     only for the placement, one placement per (run, workers)
-    (:func:`~psched.policies.rp_search._allocs`). O(U (H + K) R + U H log H + Tw)."""
+    (:func:`~psched.policies.oasis_rp.search._allocs`). O(U (H + K) R + U H log H + Tw)."""
     none = Found(payoff=-math.inf, schedule={})
     last = min(job.last_slot, deadline)
     t0 = max(job.arrival, start)

@@ -1,4 +1,4 @@
-"""Work ahead into idle capacity: the ``ahead`` lever of ``oasis-rp``.
+"""Work ahead into idle capacity: ``oasis-rp``'s boundary hands idle capacity to admitted jobs.
 
 OASiS's exact search prices every slot of a job's window; when a job's utility is the same
 at every completion it may reach (a deadline job finishing anywhere before its deadline),
@@ -11,7 +11,7 @@ time, 50,044 of utility, most of them 1- and 2-worker jobs with deadlines 2-6 sl
 rejected in slots where the parameter-server pool was booked to the last container; in
 slots 24-34 of the same run a third of the PS pool stood idle, BENCHMARKS section 11).
 
-With ``ahead`` on, at each slot boundary, after the slot's decisions and before it runs,
+At each slot boundary, after the slot's decisions and before it runs,
 the capacity of the slot that no plan uses is handed to admitted jobs: each job, in order of
 least slack (its promise minus its planned completion), grows its allocation in this slot
 (up to ``N`` workers, with the parameter servers that need) as far as the free containers
@@ -30,12 +30,15 @@ import numpy as np
 
 from psched.model import Alloc, Job
 from psched.placement import room
-from psched.policies.rp_book import PlanLedger
+from psched.policies.base import View
+from psched.policies.oasis_rp.book import PlanLedger
+from psched.policies.oasis_rp.plans import Schedule
+from psched.policies.oasis_rp.state import RunState
 
 #: no cap on how many containers a server may take (:func:`psched.placement.room`)
 _NO_CAP = 1 << 30
 
-__all__ = ["grow_now", "place", "trim_tail"]
+__all__ = ["grow", "grow_now", "place", "trim_tail", "work_ahead"]
 
 
 def place(old: Mapping[int, int], extra: int, spare: np.ndarray,
@@ -122,3 +125,30 @@ def grow_now(book: PlanLedger, job: Job, plan: Mapping[int, Alloc],
     out[t] = Alloc.of(workers, ps)
     return out
 
+
+def work_ahead(st: RunState, t: int, view: View) -> None:
+    """Hand the capacity of slot ``t`` that no plan uses to the admitted jobs that are still
+    active, least slack first, each taking the worker-slots from the end of its plan (it
+    completes no later). O(jobs (S R + plan entries))."""
+    order = sorted((j for j in st.plans if j in view.active),
+                   key=lambda j: (st.promise[j] - max(st.plans[j]), st.promise[j], j))
+    for j in order:
+        new = grow(st, st.jobs[j], st.plans[j], t)
+        if new is not None:
+            st.plans[j] = new
+
+
+def grow(st: RunState, job: Job, old: dict[int, Alloc], t: int) -> Schedule | None:
+    """``job``'s plan ``old`` (in the book) grown into slot ``t`` from its end
+    (:func:`grow_now`), the book and the counters updated; None if unchanged."""
+    book = st.book
+    new = grow_now(book, job, old, t)
+    if new is None:
+        return None
+    diff = {s for s in (*old, *new) if old.get(s) != new.get(s)}
+    book.add(job, {s: old[s] for s in diff if s in old}, sign=-1)
+    book.add(job, {s: new[s] for s in diff if s in new})
+    st.stats["ahead_jobs"] += 1
+    st.stats["ahead_moved"] += new[t].n_workers - (old[t].n_workers if t in old else 0)
+    st.freed = True
+    return Schedule(new)

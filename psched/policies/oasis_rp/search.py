@@ -1,7 +1,7 @@
 """The exact search of ``oasis-rp``, run-compressed: the same result as the reference path,
 at a cost that grows with the runs of identical slots in a window, not with its length.
 
-The reference search (:func:`psched.policies.rp_book.search_reference`) builds a job's priced
+The reference search (:func:`search_reference`) builds a job's priced
 inputs over the whole window (:meth:`psched.oasis.ledger.Ledger.inputs`: prices and residual
 capacities per slot, server and resource, ``Tw x H x R`` per pool), the placement tables and the
 slot costs (computed once per run of identical slots, then copied to every slot of the run),
@@ -21,7 +21,7 @@ Three exact devices on top:
    finite). It needs only the residual capacities; prices, costs and the recursion are
    skipped when it fails (most pull-forward searches at trace scale).
 2. **Run boundaries kept incrementally** by the ledger
-   (:meth:`psched.policies.rp_book.PlanLedger.runs`): O(Tw) instead of comparing every row.
+   (:meth:`psched.policies.oasis_rp.book.PlanLedger.runs`): O(Tw) instead of comparing every row.
 3. **One placement per run and worker count**: slots of one run with the same number of
    workers get the same placement (the greedy of :func:`psched.oasis.schedule.place` on the
    same row), computed once, for all such pairs in one array operation.
@@ -36,27 +36,34 @@ Complexity: O(U (H + K) R + U N log(H + K) + Tw N) for U runs, plus the recursio
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from psched.model import Alloc, Job
-from psched.oasis.ledger import JobInputs, PoolInputs
-from psched.oasis.schedule import unit_prices
-from psched.policies.rp_dp import (
+from psched.oasis.fast import solve_fast
+from psched.oasis.ledger import JobInputs, Ledger, PoolInputs
+from psched.oasis.schedule import (
+    Best,
+    PlacementTables,
+    placement_tables,
+    schedule_allocs,
+    slot_costs,
+    unit_prices,
+)
+from psched.policies.oasis_rp.book import PlanLedger
+from psched.policies.oasis_rp.dp import solve_compiled
+from psched.policies.oasis_rp.kernels import (
     greedy_costs_compiled,
     greedy_takes_compiled,
     placement_groups_compiled,
-    solve_compiled,
     unit_caps_compiled,
 )
+from psched.policies.oasis_rp.plans import Found, Schedule
 from psched.prices import log_utility
 
-if TYPE_CHECKING:
-    from psched.policies.rp_book import Found, PlanLedger
-
-__all__ = ["RunTables", "Schedule", "feasible_work", "priced_pools", "priced_pools_reference",
-           "run_tables", "search_runs", "window_tables", "window_tables_reference"]
+__all__ = ["RunTables", "feasible_work", "priced_pools", "priced_pools_reference",
+           "run_tables", "search", "search_reference", "search_runs", "window_inputs",
+           "window_tables", "window_tables_reference"]
 
 
 _EMPTY = np.zeros(0)  # a run table's pools before pricing: no prices, no residual
@@ -114,7 +121,7 @@ def feasible_work(tab: RunTables, max_workers: int, work: int) -> int:
 
 def window_tables(ledger: PlanLedger, job: Job, t0: int, t1: int) -> tuple[RunTables, int]:
     """:func:`window_tables_reference` in one compiled call
-    (:meth:`~psched.policies.rp_book.PlanLedger.window_caps`) where the ledger allows it:
+    (:meth:`~psched.policies.oasis_rp.book.PlanLedger.window_caps`) where the ledger allows it:
     the same tables and count (integers from the same comparisons). O(U (H + K) R + Tw)."""
     got = ledger.window_caps(job, t0, t1, min(job.max_workers, job.work))
     if got is None:
@@ -143,7 +150,7 @@ def window_tables_reference(ledger: PlanLedger, job: Job, t0: int,
 def priced_pools(ledger: PlanLedger, tab: RunTables) -> tuple[PoolInputs, PoolInputs]:
     """The pools of ``tab`` with their prices per run, as :meth:`Ledger.inputs` computes them:
     :func:`priced_pools_reference`, the prices read by
-    :meth:`~psched.policies.rp_book.PlanLedger.price_rows` (bit-identical)."""
+    :meth:`~psched.policies.oasis_rp.book.PlanLedger.price_rows` (bit-identical)."""
     src = ledger.price_usage()
     rows = tab.start + tab.starts
     w, p = tab.pools
@@ -155,7 +162,7 @@ def priced_pools(ledger: PlanLedger, tab: RunTables) -> tuple[PoolInputs, PoolIn
 
 def priced_pools_reference(ledger: PlanLedger,
                            tab: RunTables) -> tuple[PoolInputs, PoolInputs]:
-    """:func:`priced_pools` by :meth:`~psched.policies.rp_book.PlanLedger.price_of` on the
+    """:func:`priced_pools` by :meth:`~psched.policies.oasis_rp.book.PlanLedger.price_of` on the
     gathered rows: the reference."""
     src = ledger.price_usage()
     out = []
@@ -167,14 +174,12 @@ def priced_pools_reference(ledger: PlanLedger,
 
 def search_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline: int,
                 flat: bool = False, floor: float = 0.0) -> Found:
-    """Exactly :func:`psched.policies.rp_book.search_reference`, run-compressed.
+    """Exactly :func:`search_reference`, run-compressed.
 
     Parameters and result as there: the best schedule of ``work`` worker-slots of ``job`` in
     slots ``start..deadline`` (``flat``: a constant utility, the cheapest schedule by the
     deadline); ``Found`` with an empty schedule and ``floor`` as payoff if none beats it.
     """
-    from psched.policies.rp_book import Found
-
     last = min(job.last_slot, deadline)
     if work <= 0 or last < max(start, job.arrival):
         return Found(payoff=floor, schedule={})
@@ -206,125 +211,13 @@ def search_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline
     return Found(payoff=best.payoff, schedule=_allocs(tab, unit, best.counts))
 
 
-class Schedule(dict[int, Alloc]):
-    """A schedule (slot -> allocation) that keeps its container groups as arrays for the
-    ledger's :meth:`~psched.policies.rp_book.PlanLedger.add` and ``fits`` (a plan is added
-    and taken out many times during re-packs); any change to the mapping drops them."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
-        self._groups: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self._distinct: dict[str, bool] = {}
-        #: per role, the ledger's pool positions of the groups' servers, with the position
-        #: map they were read through (:meth:`positions`)
-        self._pos: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        if len(args) == 1 and not kwargs and isinstance(args[0], Schedule):
-            self._groups.update(args[0]._groups)  # a copy: the same items, read-only arrays
-            self._distinct.update(args[0]._distinct)
-
-    def _preset(self, role: str, slots: np.ndarray, servers: np.ndarray,
-                counts: np.ndarray) -> None:
-        """Keep the container groups of ``role`` as built from arrays (each (slot, server)
-        once, in slot then server order: what :meth:`groups` would build from the items)."""
-        got = tuple(np.ascontiguousarray(a, dtype=np.int64) for a in (slots, servers, counts))
-        for a in got:
-            a.flags.writeable = False
-        self._groups[role] = got  # type: ignore[assignment]
-        self._distinct[role] = True
-        self._pos.pop(role, None)
-
-    def work(self, since: int = 0) -> int:
-        """Worker-slots in slots ``>= since`` (as :func:`psched.policies.rp_book.work_of`)."""
-        ts, _, cnt = self.groups("workers")
-        return int(cnt[ts >= since].sum())
-
-    def groups(self, role: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(slot, server index, count) of every container group of ``role`` ("workers" or
-        "ps"), in the order of the slots and pairs; read-only arrays. O(entries) once."""
-        got = self._groups.get(role)
-        if got is None:
-            rows = [(t, h, c) for t, alloc in self.items() for h, c in getattr(alloc, role)]
-            arr = np.array(rows, dtype=np.int64).reshape(-1, 3)
-            got = (arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy())
-            for a in got:
-                a.flags.writeable = False
-            self._groups[role] = got
-            keys = arr[:, 0] * (int(arr[:, 1].max(initial=0)) + 1) + arr[:, 1]
-            self._distinct[role] = np.unique(keys).size == keys.size
-        return got
-
-    def positions(self, role: str, pos_map: np.ndarray) -> np.ndarray:
-        """``pos_map`` read at the servers of :meth:`groups` ``(role)`` (the ledger's pool
-        positions), kept until the mapping or ``pos_map`` changes. O(entries) once."""
-        got = self._pos.get(role)
-        if got is not None and got[0] is pos_map:
-            return got[1]
-        srv = self.groups(role)[1]
-        pos = np.ascontiguousarray(pos_map[srv], dtype=np.int64)
-        self._pos[role] = (pos_map, pos)
-        return pos
-
-    def distinct(self, role: str) -> bool:
-        """Every (slot, server) pair of ``role`` appears once (as ``Alloc.of`` builds them),
-        so a scatter-add needs no accumulation of repeats."""
-        self.groups(role)
-        return self._distinct[role]
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Copies and pickles carry the items only (each copy builds its own arrays)."""
-        return (type(self), (dict(self),))
-
-    def _changed(self) -> None:
-        self._groups.clear()
-        self._distinct.clear()
-        self._pos.clear()
-
-    def __setitem__(self, key: int, value: Alloc) -> None:
-        self._changed()
-        super().__setitem__(key, value)
-
-    def __delitem__(self, key: int) -> None:
-        self._changed()
-        super().__delitem__(key)
-
-    def pop(self, *args: Any) -> Any:
-        if args and args[0] in self:  # one slot out (a boundary): its groups out, in order
-            for role, (ts, srv, cnt) in list(self._groups.items()):
-                if self._distinct[role]:
-                    keep = ts != args[0]
-                    self._preset(role, ts[keep], srv[keep], cnt[keep])
-                else:
-                    del self._groups[role], self._distinct[role]
-                    self._pos.pop(role, None)
-        return super().pop(*args)
-
-    def popitem(self) -> tuple[int, Alloc]:
-        self._changed()
-        return super().popitem()
-
-    def clear(self) -> None:
-        self._changed()
-        super().clear()
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        self._changed()
-        super().update(*args, **kwargs)
-
-    def setdefault(self, *args: Any) -> Any:
-        self._changed()
-        return super().setdefault(*args)
-
-    def __ior__(self, other: Any) -> Any:  # type: ignore[misc]
-        self._changed()
-        return super().__ior__(other)
-
-
 def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
             counts: np.ndarray) -> Schedule:
     """The allocation per absolute slot, as :func:`psched.oasis.schedule.schedule_allocs`
     builds it: per slot, the greedy of :func:`~psched.oasis.schedule.place` (cheapest
     servers first, stable order among equal prices, each up to its capacity), compiled
-    (:func:`~psched.policies.rp_dp.placement_groups_compiled`), one ``Alloc`` per distinct
+    (:func:`~psched.policies.oasis_rp.kernels.placement_groups_compiled`), one ``Alloc`` per
+    distinct
     (run, workers) pair. Pool servers are in ascending index order
     (:meth:`~psched.model.Cluster.indices`), so the pairs come out as ``Alloc.of`` sorts them;
     the schedule keeps the container groups for the ledger."""
@@ -355,7 +248,7 @@ def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
 def _allocs_reference(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
                       counts: np.ndarray) -> Schedule:
     """:func:`_allocs` by numpy array operations on the placements of the distinct
-    (run, workers) pairs (:func:`~psched.policies.rp_dp.greedy_takes_compiled`): the
+    (run, workers) pairs (:func:`~psched.policies.oasis_rp.kernels.greedy_takes_compiled`): the
     reference the compiled groups are tested against."""
     slots = np.nonzero(counts)[0]
     out = Schedule()
@@ -388,3 +281,57 @@ def _allocs_reference(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
     for role, (ts, srv, cnt) in zip(("workers", "ps"), arrays, strict=True):
         out._preset(role, ts, srv, cnt)
     return out
+
+
+def search(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline: int,
+           flat: bool = False, floor: float = 0.0) -> Found:
+    """The exact best schedule of ``work`` worker-slots of ``job`` in slots
+    ``start..deadline`` at the ledger's prices and residual capacities.
+
+    ``flat``: a constant utility, so the search finds the cheapest schedule that completes by
+    ``deadline`` (earliest completion among equal costs); the payoff is then meaningless and
+    ``floor`` should be ``-inf``. Durations count from the job's arrival.
+    Run-compressed (:func:`psched.policies.oasis_rp.search.search_runs`) unless the ledger was made
+    with ``fast=False``; both give the same result (:func:`search_reference`).
+    Complexity: that of :func:`~psched.oasis.solve_fast` over the window.
+    """
+    if ledger.fast:
+        return search_runs(ledger, job, start=start, work=work, deadline=deadline, flat=flat,
+                           floor=floor)
+    return search_reference(ledger, job, start=start, work=work, deadline=deadline, flat=flat,
+                            floor=floor)
+
+
+def window_inputs(ledger: Ledger, job: Job, *, start: int, work: int,
+                  deadline: int) -> JobInputs | None:
+    """The priced inputs of ``work`` more worker-slots of ``job`` from slot ``start`` to
+    ``min(deadline, job.last_slot)`` (:meth:`~psched.oasis.ledger.Ledger.inputs` of the job
+    cut to that window), or None when there is no work or no slot to search."""
+    last = min(job.last_slot, deadline)
+    if work <= 0 or last < max(start, job.arrival):
+        return None
+    sub = replace(job, work=int(work), window=last - job.arrival + 1)
+    inp = ledger.inputs(sub, start=start)
+    return inp if inp.n_slots else None
+
+
+def search_reference(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline: int,
+                     flat: bool = False, floor: float = 0.0) -> Found:
+    """:func:`search` composed literally: the job's priced inputs over the whole window
+    (:meth:`~psched.oasis.ledger.Ledger.inputs`), its placement tables and slot costs, then
+    :func:`~psched.oasis.solve_fast`. The reference the run-compressed path is tested against.
+    """
+    inp = window_inputs(ledger, job, start=start, work=work, deadline=deadline)
+    if inp is None:
+        return Found(payoff=floor, schedule={})
+    if flat:
+        inp = replace(inp, util=np.ones(inp.n_slots))
+    tables = placement_tables(inp)
+    best = solve_fast(inp, floor, costs=slot_costs(inp, tables))
+    return _found(inp, best, tables)
+
+
+def _found(inp: JobInputs, best: Best, tables: PlacementTables) -> Found:
+    if best.counts is None:
+        return Found(payoff=best.payoff, schedule={})
+    return Found(payoff=best.payoff, schedule=schedule_allocs(inp, best.counts, tables))

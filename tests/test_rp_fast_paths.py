@@ -1,9 +1,10 @@
-"""Exact fast paths of the 80k-job path (task 10b): each gives the reference's answer.
+"""Exact fast paths of oasis-rp at trace scale: each gives the reference's answer.
 
 ``clash_rank`` (one masked count over every plan's groups) against
-:func:`~psched.policies.rp_effort.clash_rank_reference`; the scalar path of
+:func:`~psched.policies.oasis_rp.effort.clash_rank_reference`; the scalar path of
 :class:`~psched.utility.Utility` against its numpy path, bit for bit; the container counts kept
-per demand (:class:`~psched.policies.rp_batch.FitCounts`) against the counts computed afresh;
+per demand (:class:`~psched.policies.oasis_rp.admission.FitCounts`) against the counts computed
+afresh;
 the loop's reuse of a known job's resolution against :func:`~psched.model.resolve_job`.
 """
 
@@ -28,10 +29,9 @@ from psched.model import (
     window_length_reference,
 )
 from psched.policies import make_policy
-from psched.policies.rp_batch import FitCounts, density
-from psched.policies.rp_effort import clash_loads, clash_rank, clash_rank_reference
-from psched.policies.rp_guard import density_quantile
-from psched.policies.rp_search import Schedule
+from psched.policies.oasis_rp.admission import FitCounts, density, density_quantile
+from psched.policies.oasis_rp.effort import clash_loads, clash_rank, clash_rank_reference
+from psched.policies.oasis_rp.plans import Schedule
 from psched.prices import _demands, log_utility, log_utility_one
 from psched.simulator import SchedulerLoop, TraceArrivals
 from psched.utility import Utility, make_utility

@@ -1,23 +1,21 @@
-"""Reservations before promises: the ``soft`` lever of ``oasis-rp``.
+"""Reservations before promises: the data of ``oasis-rp``'s held plans.
 
 A promise is made on arrival and never taken back, so a long job of low value admitted when
-room is left holds that room against the denser jobs that arrive a few slots later, even when
-its own plan would not start for slots (ElasticFlow cluster10, slot 688: four jobs worth 20-78
-for 15-24 worker-slots are admitted with plans starting in slots 695-700; in slots 690-691 a
-job worth 82.3 and six short ones worth 31-62 find no room before their deadlines).
+room is left would hold that room against the denser jobs that arrive a few slots later, even
+when its own plan would not start for slots (ElasticFlow cluster10, slot 688: four jobs worth
+20-78 for 15-24 worker-slots admitted with plans starting in slots 695-700; in slots 690-691 a
+job worth 82.3 and six short ones worth 31-62 found no room before their deadlines).
 
-With ``soft`` on, an arrival whose best schedule does not start in its arrival slot is not
-admitted yet: its schedule is kept as a **reservation** (its usage is in the book, so it is
-priced and it blocks like any plan) and the job is held. The job is admitted, with its
-promise, at the boundary of the slot its reservation starts in (it runs only once admitted).
-Until then a later arrival that finds no schedule may take reservations of lower density
-(:func:`psched.policies.rp_batch.density`) out of its way: it searches again without them,
-then each of them searches again (densest first) around it; this is kept only if the utility
-planned rises (the newcomer's, minus what the moved reservations lose, counting a reservation
-that finds no room again as lost: that job is then rejected). Promises are never touched.
+So an arrival whose best schedule does not start in its arrival slot is not admitted yet: its
+schedule is kept as a **reservation** (its usage is in the book, so it is priced and it blocks
+like any plan) and the job is held. The job is admitted, with its promise, at the boundary of
+the slot its reservation starts in (it runs only once admitted). Until then a later arrival
+that finds no schedule may take reservations of lower density
+(:func:`psched.policies.oasis_rp.admission.density`) out of its way
+(:func:`psched.policies.oasis_rp.bump.bump`). Promises are never touched.
 
-:class:`Reservations` is the bookkeeping (plans, densities, planned utilities); the policy
-does the searches.
+:class:`Reservations` is the bookkeeping (plans, densities, planned utilities, their JSON for
+a live service's journal); :mod:`psched.policies.oasis_rp.bump` does the searches.
 """
 
 from __future__ import annotations
@@ -52,7 +50,7 @@ class Reservation:
     job: Job  #: the held job
     plan: dict[int, Alloc]  #: slot -> allocation; its usage is in the book
     payoff: float  #: payoff of the search that found it (cost units)
-    density: float  #: :func:`psched.policies.rp_batch.density` of the job
+    density: float  #: :func:`psched.policies.oasis_rp.admission.density` of the job
 
     @cached_property
     def start(self) -> int:

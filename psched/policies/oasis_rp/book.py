@@ -2,55 +2,37 @@
 a promise.
 
 :class:`PlanLedger` is the OASiS :class:`~psched.oasis.ledger.Ledger` with two changes: plans
-can be taken out again (:meth:`PlanLedger.add` with ``sign=-1``), and prices may come either
-from the usage of the current plans (re-pricing on) or from its high-water mark (re-pricing
-off: prices never fall, as in OASiS). Residual capacities always come from the current plans.
+can be taken out again (:meth:`PlanLedger.add` with ``sign=-1``), and prices follow the usage
+of the current plans (they fall when plans move away; in OASiS they never fall). Residual
+capacities come from the current plans too.
 
-:func:`search` runs the exact OASiS best-schedule search (:func:`psched.oasis.solve_fast`) for
-a job's remaining work from a given slot up to a deadline (its promise), either with the job's
-own utility or with a constant one (then it finds the cheapest schedule that meets the
-deadline: the price-aware re-pack).
+The searches over it are in :mod:`psched.policies.oasis_rp.search`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from psched.model import Alloc, Cluster, Job
-from psched.oasis.fast import solve_fast
-from psched.oasis.ledger import JobInputs, Ledger
-from psched.oasis.schedule import Best, PlacementTables, placement_tables, schedule_allocs
-from psched.oasis.schedule import slot_costs as _slot_costs
-from psched.policies.rp_dp import (
+from psched.oasis.ledger import Ledger
+from psched.policies.oasis_rp.kernels import (
     log_prices_compiled,
     runs_compiled,
     scatter_add_compiled,
     scatter_add_ready,
     window_tables_compiled,
 )
-from psched.policies.rp_search import Schedule, search_runs
+from psched.policies.oasis_rp.plans import Schedule
 from psched.prices import PriceParams, normalise
 
-__all__ = [
-    "Found",
-    "PlanLedger",
-    "latest_same_utility",
-    "raise_floor",
-    "search",
-    "search_reference",
-    "window_inputs",
-    "work_of",
-]
+__all__ = ["PlanLedger"]
 
 
 class PlanLedger(Ledger):
-    """Usage of the current plans per pool, slot, server and resource; prices from it or from
-    its high-water mark.
+    """Usage of the current plans per pool, slot, server and resource, and prices from it.
 
     The boundaries of runs of identical slots are kept as the usage changes (``fast``): write
     the usage through :meth:`add`, :meth:`commit` or :meth:`release` (or call
@@ -58,13 +40,12 @@ class PlanLedger(Ledger):
     copies of their neighbours."""
 
     def __init__(self, cluster: Cluster, horizon: int, params: PriceParams,
-                 reprice: bool = True, fast: bool = True) -> None:
+                 fast: bool = True) -> None:
         super().__init__(cluster, horizon, params)
-        self.reprice = reprice
-        #: searches run-compressed with incremental run boundaries (:mod:`rp_search`); off:
+        #: searches run-compressed with incremental run boundaries
+        #: (:mod:`psched.policies.oasis_rp.search`); off:
         #: the reference path (:func:`search_reference`, every row compared per search)
         self.fast = fast
-        self.high = None if reprice else tuple(np.zeros_like(u) for u in self.usage)
         self._psn: dict[str, np.ndarray] = {}
         self._dem: dict[str, tuple[np.ndarray, np.ndarray, object]] = {}
         self._norm: dict[str, tuple[np.ndarray, np.ndarray, object, object]] = {}
@@ -86,21 +67,13 @@ class PlanLedger(Ledger):
         return float(got[1])
 
     def grow(self, cluster: Cluster) -> None:
-        old = self.high
         super().grow(cluster)
-        if old is not None:
-            self.high = tuple(
-                np.concatenate([h, np.zeros((self.horizon, u.shape[1] - h.shape[1], h.shape[2]))],
-                               axis=1) for h, u in zip(old, self.usage, strict=True))
         self._mark_all()
 
     # -- run boundaries, kept as the usage changes ---------------------------------------------
     def _tracked(self) -> list[np.ndarray]:
-        """The arrays whose identical consecutive rows form runs: the usage of both pools and,
-        with re-pricing off, the high-water mark prices follow."""
-        arrays = list(self.usage)
-        arrays += [u for u in self.price_usage() if not any(u is a for a in arrays)]
-        return arrays
+        """The arrays whose identical consecutive rows form runs: the usage of both pools."""
+        return list(self.usage)
 
     def _mark_all(self) -> None:
         """Recompute every run boundary. O(T (H + K) R)."""
@@ -119,9 +92,9 @@ class PlanLedger(Ledger):
         self._stale[np.minimum(slots + 1, self.horizon - 1)] = True
 
     def refresh_runs(self) -> None:
-        """Recompute every run boundary: call it after writing :attr:`usage` (or the
-        high-water mark) other than through :meth:`add`, :meth:`commit`, :meth:`release` or
-        :meth:`raise_prices`, which keep them. O(T (H + K) R)."""
+        """Recompute every run boundary: call it after writing :attr:`usage` other than
+        through :meth:`add`, :meth:`commit` or :meth:`release`, which keep them.
+        O(T (H + K) R)."""
         self._mark_all()
 
     def runs(self, t0: int, t1: int) -> np.ndarray:
@@ -135,7 +108,7 @@ class PlanLedger(Ledger):
             return np.zeros(0, dtype=np.intp)
         if self._compiled_runs:
             try:
-                return runs_compiled((self.usage[0], self.usage[1]), self.high, self._stale,
+                return runs_compiled((self.usage[0], self.usage[1]), None, self._stale,
                                      self._change, t0, t1)
             except TypeError:  # arrays written from outside in other types: numpy below
                 self._compiled_runs = False
@@ -153,19 +126,19 @@ class PlanLedger(Ledger):
         """:meth:`runs` over ``t0..t1-1``, each slot's run, the containers of ``job`` that fit
         per run and server in both pools and the worker-slots the window holds (at most
         ``per_slot`` a slot), in one compiled call
-        (:func:`~psched.policies.rp_dp.window_tables_compiled`); None where the compiled
+        (:func:`~psched.policies.oasis_rp.kernels.window_tables_compiled`); None where the compiled
         loops do not apply (the reference path, arrays written in other types): the caller
-        composes :func:`~psched.policies.rp_search.run_tables` and
-        :func:`~psched.policies.rp_search.feasible_work`, which give the same numbers."""
+        composes :func:`~psched.policies.oasis_rp.search.run_tables` and
+        :func:`~psched.policies.oasis_rp.search.feasible_work`, which give the same numbers."""
         if not (self.fast and self._compiled_runs) or t1 <= t0:
             return None
-        arrays = (*self.usage, *self.capacity, *(() if self.high is None else self.high))
+        arrays = (*self.usage, *self.capacity)
         if not all(a.dtype == np.float64 and a.flags.c_contiguous for a in arrays):
             return None
         psn = self.ps_needed_of(job)
         if psn.dtype != np.int64:
             return None
-        return window_tables_compiled((self.usage[0], self.usage[1]), self.high, self._stale,
+        return window_tables_compiled((self.usage[0], self.usage[1]), None, self._stale,
                                       self._change, t0, t1, self.capacity,
                                       self.demands_of(job), (job.max_workers, int(psn[-1])),
                                       psn, per_slot)
@@ -196,7 +169,8 @@ class PlanLedger(Ledger):
 
     def price_rows(self, pool: int, usage: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """:meth:`price_of` ``(pool, usage[rows])`` with the exponent in one compiled loop
-        (:func:`~psched.policies.rp_dp.log_prices_compiled`: the same operations in the same
+        (:func:`~psched.policies.oasis_rp.kernels.log_prices_compiled`: the same operations in
+        the same
         order, no gathered copy) and numpy's ``exp``: bit-identical. ``usage`` is one of
         :meth:`price_usage`'s arrays (float64, C order); else :meth:`price_of`. O(|rows| H R)."""
         got = self._row_terms[pool]
@@ -226,10 +200,6 @@ class PlanLedger(Ledger):
             got = np.array([job.ps_needed(k) for k in range(job.max_workers + 1)], dtype=int)
             self._psn[job.job_id] = got
         return got
-
-    def price_usage(self) -> tuple[np.ndarray, ...]:
-        """Prices follow the current plans (re-pricing on) or their high-water mark."""
-        return self.usage if self.high is None else self.high
 
     def _entries(self, schedule: Mapping[int, Alloc], role: str
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -302,110 +272,3 @@ class PlanLedger(Ledger):
             if np.any(need > cap + 1e-9 * np.maximum(1.0, cap)):
                 return False
         return True
-
-    def raise_prices(self, slots: Iterable[int]) -> None:
-        """Re-pricing off: lift the high-water mark to the usage in ``slots``. O(|slots| H R)."""
-        if self.high is None:
-            return
-        idx = np.fromiter(set(slots), dtype=np.int64)
-        if idx.size == 0:
-            return
-        for high, use in zip(self.high, self.usage, strict=True):
-            high[idx] = np.maximum(high[idx], use[idx])
-        self._mark(idx)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Found:
-    """A search result: the schedule by absolute slot (empty if none) and its payoff."""
-
-    payoff: float  #: best payoff in cost units (the floor if nothing beat it)
-    schedule: dict[int, Alloc]  #: slot -> allocation; empty if nothing beat the floor
-
-    @property
-    def completion(self) -> int | None:
-        """Last slot with workers, or None."""
-        return max(self.schedule) if self.schedule else None
-
-
-def work_of(schedule: Mapping[int, Alloc], since: int = 0) -> int:
-    """Worker-slots a schedule does in slots ``>= since``."""
-    if isinstance(schedule, Schedule):
-        return schedule.work(since)
-    return sum(a.n_workers for t, a in schedule.items() if t >= since)
-
-
-def search(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline: int,
-           flat: bool = False, floor: float = 0.0) -> Found:
-    """The exact best schedule of ``work`` worker-slots of ``job`` in slots
-    ``start..deadline`` at the ledger's prices and residual capacities.
-
-    ``flat``: a constant utility, so the search finds the cheapest schedule that completes by
-    ``deadline`` (earliest completion among equal costs); the payoff is then meaningless and
-    ``floor`` should be ``-inf``. Durations count from the job's arrival.
-    Run-compressed (:func:`psched.policies.rp_search.search_runs`) unless the ledger was made
-    with ``fast=False``; both give the same result (:func:`search_reference`).
-    Complexity: that of :func:`~psched.oasis.solve_fast` over the window.
-    """
-    if ledger.fast:
-        return search_runs(ledger, job, start=start, work=work, deadline=deadline, flat=flat,
-                           floor=floor)
-    return search_reference(ledger, job, start=start, work=work, deadline=deadline, flat=flat,
-                            floor=floor)
-
-
-def window_inputs(ledger: Ledger, job: Job, *, start: int, work: int,
-                  deadline: int) -> JobInputs | None:
-    """The priced inputs of ``work`` more worker-slots of ``job`` from slot ``start`` to
-    ``min(deadline, job.last_slot)`` (:meth:`~psched.oasis.ledger.Ledger.inputs` of the job
-    cut to that window), or None when there is no work or no slot to search."""
-    last = min(job.last_slot, deadline)
-    if work <= 0 or last < max(start, job.arrival):
-        return None
-    sub = replace(job, work=int(work), window=last - job.arrival + 1)
-    inp = ledger.inputs(sub, start=start)
-    return inp if inp.n_slots else None
-
-
-def search_reference(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline: int,
-                     flat: bool = False, floor: float = 0.0) -> Found:
-    """:func:`search` composed literally: the job's priced inputs over the whole window
-    (:meth:`~psched.oasis.ledger.Ledger.inputs`), its placement tables and slot costs, then
-    :func:`~psched.oasis.solve_fast`. The reference the run-compressed path is tested against.
-    """
-    inp = window_inputs(ledger, job, start=start, work=work, deadline=deadline)
-    if inp is None:
-        return Found(payoff=floor, schedule={})
-    if flat:
-        inp = replace(inp, util=np.ones(inp.n_slots))
-    tables = placement_tables(inp)
-    best = solve_fast(inp, floor, costs=_slot_costs(inp, tables))
-    return _found(inp, best, tables)
-
-
-def _found(inp: JobInputs, best: Best, tables: PlacementTables) -> Found:
-    if best.counts is None:
-        return Found(payoff=best.payoff, schedule={})
-    return Found(payoff=best.payoff, schedule=schedule_allocs(inp, best.counts, tables))
-
-
-def latest_same_utility(job: Job, completion: int, rtol: float = 0.0) -> int:
-    """The latest slot of the job's window whose utility equals that of ``completion``, or
-    is at least ``1 - rtol`` of it (utilities are non-increasing, so every slot between them
-    keeps it too). O(window)."""
-    d0 = completion - job.arrival + 1
-    d = np.arange(d0, job.window + 1)
-    if d.size == 0:
-        return completion
-    keep = np.asarray(job.spec.utility(d), dtype=float) >= (1.0 - rtol) * float(job.utility_at(d0))
-    # utilities are non-increasing: the slots that keep the utility form a prefix
-    k = d.size if keep.all() else int(np.argmin(keep))
-    return completion + max(k, 1) - 1
-
-
-def raise_floor(params: PriceParams, factor: float) -> PriceParams:
-    """The price parameters with ``L`` multiplied by ``factor`` in both pools, never above the
-    smallest ``U`` of the pool (prices then charge sooner: ``ln(U/L)`` shrinks)."""
-    ll = tuple(min(lo + math.log(factor), float(np.min(u)))
-               for u, lo in zip(params.log_u, params.log_l, strict=True))
-    return replace(params, log_l=(ll[0], ll[1]))

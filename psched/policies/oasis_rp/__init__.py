@@ -1,0 +1,55 @@
+"""``oasis-rp``: OASiS admission with a promise, and plans that may be revised.
+
+On arrival a job is priced and searched as in OASiS (:mod:`psched.policies.oasis`: exponential
+prices, an exact best-schedule search), each container paying the mean price over its own
+stretch of the price curve, and admitted iff its payoff is positive. Admission **promises a
+completion slot** (``Decision.promised``, the ``promised`` column of ``jobs.csv``). How an
+admitted job runs is only a plan: it may change at later arrivals and at slot boundaries, but
+a plan is only ever replaced by one that still completes the job's remaining work by its
+promise, so **no promise is ever broken** (in simulation; on a real executor a job that runs
+behind is re-planned within its promise if it can be). Every revision keeps each job's old
+plan as the fallback and is undone as a whole unless every job involved has a new plan within
+its promise.
+
+The mechanisms, one module each:
+
+* :mod:`~psched.policies.oasis_rp.admission` -- the arrivals of a slot decided together,
+  densest first; the density floor (``density_floor``); the re-pack guard
+  (``repack_quantile``).
+* :mod:`~psched.policies.oasis_rp.own` -- the admission searches at own-usage prices.
+* :mod:`~psched.policies.oasis_rp.promises` -- the promise: the latest slot within
+  ``promise_rtol`` of the planned completion's utility.
+* :mod:`~psched.policies.oasis_rp.repack` -- the re-pack (``repack_gap``) and the pull-forward.
+* :mod:`~psched.policies.oasis_rp.reservations`, :mod:`~psched.policies.oasis_rp.bump` -- an
+  arrival whose plan starts later is held with a reservation, admitted when it starts; a
+  denser arrival may move it.
+* :mod:`~psched.policies.oasis_rp.ahead` -- idle capacity handed to admitted jobs at each
+  boundary.
+* :mod:`~psched.policies.oasis_rp.steady` -- the boundary re-plan when reality departs from
+  the plans.
+* :mod:`~psched.policies.oasis_rp.effort` -- the slot bank that bounds the re-packs and bumps
+  at trace scale (``effort_slots``).
+* :mod:`~psched.policies.oasis_rp.restore` -- a live service's journal state and restart.
+* ``defer`` -- a job that finds no schedule is held and searched again at later boundaries
+  when plans moved (:meth:`OasisRpPolicy.admit_held`).
+
+Beneath them: :mod:`~psched.policies.oasis_rp.book` (the plan ledger),
+:mod:`~psched.policies.oasis_rp.search`, :mod:`~psched.policies.oasis_rp.latest`,
+:mod:`~psched.policies.oasis_rp.units`, :mod:`~psched.policies.oasis_rp.dp` and
+:mod:`~psched.policies.oasis_rp.kernels` (the exact searches, each held against a reference
+composition in the tests), :mod:`~psched.policies.oasis_rp.plans` (plans as data) and
+:mod:`~psched.policies.oasis_rp.state` (one run's state).
+
+Prices: ``price_source`` ``"hindsight"`` (U, L from the whole trace), ``"history"`` or
+``"fixed"`` (``prices``: the service's ``--prices``). The certificate
+(:func:`psched.oasis.dual.dual_objective`) is computed as for OASiS at the final prices; weak
+duality holds for any non-negative prices, and every ``mu_i`` is recomputed there by the exact
+search, so ``dual_bound`` bounds the offline optimum for this run too. (The recorded payoffs
+are not dual feasible here: prices can fall. ``dual_bound_recorded`` is therefore not
+reported.)
+"""
+
+from psched.policies.oasis_rp.policy import OasisRpPolicy
+from psched.policies.oasis_rp.promises import REJECT_PAYOFF
+
+__all__ = ["REJECT_PAYOFF", "OasisRpPolicy"]

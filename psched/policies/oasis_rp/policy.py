@@ -1,0 +1,389 @@
+"""The ``oasis-rp`` policy: the round of arrivals and boundaries over one
+:class:`~psched.policies.oasis_rp.state.RunState`; each mechanism is its own module (the
+package docstring)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from psched.model import Alloc, Cluster, Decision, Job, SlotPlan
+from psched.oasis.dual import dual_objective
+from psched.policies.base import RunContext, View, register_policy
+from psched.policies.oasis_rp import effort
+from psched.policies.oasis_rp import restore as journal
+from psched.policies.oasis_rp.admission import (
+    REJECT_DENSITY,
+    clearing_density,
+    density_order,
+    density_quantile,
+    job_size,
+    pool_totals,
+)
+from psched.policies.oasis_rp.ahead import work_ahead
+from psched.policies.oasis_rp.book import PlanLedger
+from psched.policies.oasis_rp.bump import bump, due
+from psched.policies.oasis_rp.effort import SlotBank
+from psched.policies.oasis_rp.plans import Found
+from psched.policies.oasis_rp.promises import REJECT_PAYOFF, completion_utility, promise_for
+from psched.policies.oasis_rp.repack import pull_one, repack
+from psched.policies.oasis_rp.reservations import Reservation
+from psched.policies.oasis_rp.state import RunState
+from psched.policies.oasis_rp.steady import reconcile
+from psched.prices import PriceParams, fixed_params, params_from_jobs
+
+__all__ = ["DEFER_LIMIT", "PRICE_KEYS", "PULL_LIMIT", "OasisRpPolicy"]
+
+#: most held jobs searched again per boundary (``defer``), in arrival order
+DEFER_LIMIT = 64
+#: most jobs pulled forward per boundary, tightest promise first
+PULL_LIMIT = 64
+#: the keys of ``prices`` (``price_source="fixed"``): U and L of each pool
+PRICE_KEYS = ("u_worker", "l_worker", "u_ps", "l_ps")
+
+log = logging.getLogger(__name__)
+
+
+@register_policy("oasis-rp")
+class OasisRpPolicy:
+    """OASiS admission with a promise, and plans revised within promises.
+
+    Parameters
+    ----------
+    price_source : ``"hindsight"`` (U and L from the whole trace), ``"history"`` (from the
+        run context's history jobs: a live service has no hindsight) or ``"fixed"``.
+    estimate_factor : multiplies U and L's estimates (> 0).
+    prices : for ``"fixed"``: a mapping with the keys of :data:`PRICE_KEYS` (each U a number
+        or a mapping by resource; each L a number), the service's ``--prices``.
+    certificate : compute the dual certificate in :meth:`report`.
+    density_floor : reject an arrival that earns less than this times the clearing density
+        per unit of its size (0: no floor; :mod:`~psched.policies.oasis_rp.admission`).
+    promise_rtol : promise the latest slot within this relative utility of the planned
+        completion's (in [0, 1); :mod:`~psched.policies.oasis_rp.promises`).
+    repack_gap : re-pack for an arrival whose best schedule earns less than ``1 - gap`` of
+        its utility at the fastest duration (in (0, 1]; :mod:`~psched.policies.oasis_rp.repack`).
+    repack_quantile : re-pack only for an arrival at least this quantile of the price jobs'
+        densities (in [0, 1); 0: every arrival).
+    effort_slots : slot-searches credited to the slot bank per arrival (None: no bank;
+        :mod:`~psched.policies.oasis_rp.effort`).
+    defer : hold a job that finds no schedule and search it again at later boundaries when
+        plans moved (:meth:`admit_held`), instead of rejecting it.
+    """
+
+    name = "oasis-rp"
+    #: plans change after admission, so the loop and the service treat it as re-planning:
+    #: ``plan`` says what runs in each slot (a revised plan is a resize at the next boundary),
+    #: and decision time is per event slot (arrivals plus the boundary's revisions)
+    commits_on_arrival = False
+    #: prices with U and L: ``price_source`` may be ``"fixed"`` (``prices``) or ``"history"``
+    takes_price_bounds = True
+
+    def __init__(
+        self,
+        price_source: str = "hindsight",
+        estimate_factor: float = 1.0,
+        prices: Mapping[str, float | Mapping[str, float]] | None = None,
+        certificate: bool = True,
+        density_floor: float = 0.5,
+        promise_rtol: float = 0.3,
+        repack_gap: float = 0.05,
+        repack_quantile: float = 0.1,
+        effort_slots: float | None = 50.0,
+        defer: bool = False,
+    ) -> None:
+        if price_source not in ("hindsight", "history", "fixed"):
+            raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
+                             f"got {price_source!r}")
+        if prices is not None and set(prices) != set(PRICE_KEYS):
+            raise ValueError(f"prices must have the keys {', '.join(PRICE_KEYS)}, "
+                             f"got {sorted(prices)!r}")
+        if price_source == "fixed" and prices is None:
+            raise ValueError(f"price_source='fixed' needs prices ({', '.join(PRICE_KEYS)})")
+        factor = float(estimate_factor)
+        if not (factor > 0 and math.isfinite(factor)):
+            raise ValueError(f"estimate_factor must be positive, got {estimate_factor!r}")
+        if not (density_floor >= 0.0 and math.isfinite(density_floor)):
+            raise ValueError(f"density_floor must be >= 0, got {density_floor!r}")
+        if not 0.0 <= promise_rtol < 1.0:
+            raise ValueError(f"promise_rtol must be in [0, 1), got {promise_rtol!r}")
+        if not 0.0 < repack_gap <= 1.0:
+            raise ValueError(f"repack_gap must be in (0, 1], got {repack_gap!r}")
+        if not 0.0 <= repack_quantile < 1.0:
+            raise ValueError(f"repack_quantile must be in [0, 1), got {repack_quantile!r}")
+        if effort_slots is not None:
+            SlotBank(per_arrival=float(effort_slots))  # checks it
+        self.price_source = price_source
+        self.estimate_factor = factor
+        self.prices = None if prices is None else dict(prices)
+        self.certificate = bool(certificate)
+        self.density_floor = float(density_floor)
+        self.promise_rtol = float(promise_rtol)
+        self.repack_gap = float(repack_gap)
+        self.repack_quantile = float(repack_quantile)
+        self.effort_slots = None if effort_slots is None else float(effort_slots)
+        self.defer = bool(defer)
+        #: a benchmark's probe, or None (the default: nothing is timed): called as
+        #: ``probe(job_id, cpu_s)`` after each decision of a batch with its own CPU seconds
+        #: (:meth:`_admit_batch`; the ordering and the boundary's upkeep are not in them)
+        self.decision_probe: Callable[[str, float], None] | None = None
+        self.params: PriceParams | None = None
+        self.ledger: PlanLedger | None = None
+        self._st: RunState | None = None
+        self._rho = 0.0  # density_floor x the clearing density (0: no floor)
+        self._floor_cluster: Cluster | None = None  # sizes are measured against it
+        self._totals: tuple[np.ndarray, np.ndarray] | None = None
+        self._repack_min = 0.0  # the density a re-pack's newcomer needs (repack_quantile)
+        self._boundary_ms: list[float] = []
+        self._report: dict[str, Any] | None = None
+
+    # -- set-up -------------------------------------------------------------------------------
+    def start(self, ctx: RunContext) -> None:
+        if self.price_source == "fixed":
+            assert self.prices is not None
+            self._start(ctx, fixed_params(*(self.prices[k] for k in PRICE_KEYS)))  # type: ignore[arg-type]
+            return
+        jobs = ctx.known_jobs if self.price_source == "hindsight" else ctx.history_jobs
+        if not jobs:
+            raise ValueError(f"price_source={self.price_source!r} needs jobs in the run context")
+        try:
+            params = params_from_jobs(jobs, ctx.cluster, ctx.horizon, self.price_source)
+        except ValueError:
+            if self.price_source != "hindsight":
+                raise
+            log.warning("oasis-rp: no job in the trace can earn utility; flat prices")
+            params = fixed_params(1.0, 1.0, 1.0, 1.0)
+        self._start(ctx, params)
+        if self.density_floor > 0.0:
+            self._floor_cluster, self._totals = ctx.cluster, pool_totals(ctx.cluster)
+            self._rho = self.density_floor * clearing_density(jobs, ctx.cluster, ctx.horizon)
+        self._repack_min = density_quantile(jobs, ctx.cluster, self.repack_quantile)
+
+    def _start(self, ctx: RunContext, params: PriceParams) -> None:
+        if self.estimate_factor != 1.0:
+            params = params.scaled(self.estimate_factor)
+        self.params = params
+        self.ledger = PlanLedger(ctx.cluster, ctx.horizon, params)
+        bank = None if self.effort_slots is None else SlotBank(per_arrival=self.effort_slots,
+                                                               cap=effort.BANK_SLOTS)
+        self._st = RunState(book=self.ledger, cluster=ctx.cluster, slot_bank=bank)
+        self._boundary_ms = []
+        self._report = None
+
+    def _state(self) -> RunState:
+        if self._st is None:
+            raise RuntimeError("OasisRpPolicy.start was not called")
+        self._report = None  # the state may change: the report is computed again
+        return self._st
+
+    def on_cluster_change(self, cluster: Cluster) -> None:
+        """Servers joined: priced from zero usage from now on."""
+        st = self._state()
+        st.book.grow(cluster)
+        st.cluster, st.dens = cluster, {}
+        st.dirty = st.freed = True
+
+    # -- arrivals -----------------------------------------------------------------------------
+    def on_arrival(self, job: Job, view: View) -> Decision:
+        st = self._state()
+        if view.t < job.last_slot:  # decided with the slot's others, densest first
+            st.batch.append(job.job_id)
+            return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0, hold=True)
+        return self._arrive(st, job, view.t)
+
+    def _arrive(self, st: RunState, job: Job, t: int) -> Decision:
+        """Decide the arrival of ``job`` in slot ``t``: the floor, the search, a re-pack if
+        its best is poor, a bump if it finds none, then a reservation or a promise."""
+        if st.slot_bank is not None:
+            st.slot_bank.credit()
+        found = st.search_new(job, t)
+        if self._rho > 0.0 and self._below_floor(job, found):
+            st.decided.append((job, 0.0))
+            return Decision(admitted=False, reason=REJECT_DENSITY, payoff=0.0, hold=self.defer)
+        base = completion_utility(job, found.completion)
+        if not found.schedule or base < (1.0 - self.repack_gap) * job.utility_at(job.fastest):
+            got = repack(st, job, t, base, gap=self.repack_gap, min_density=self._repack_min,
+                         defer=self.defer)
+            if got.schedule:
+                found = got
+            elif found.schedule:
+                st.place(job, found.schedule)
+        elif found.schedule:
+            st.place(job, found.schedule)
+        if not found.schedule:
+            found = bump(st, job, t, self.repack_gap)
+        if not found.schedule:
+            st.decided.append((job, 0.0))
+            return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0, hold=self.defer)
+        if min(found.schedule) > t:  # a reservation until it starts
+            plan = st.plans.pop(job.job_id)
+            st.soft[job.job_id] = Reservation(job=job, plan=plan, payoff=found.payoff,
+                                              density=st.density(job))
+            st.stats["soft_reserved"] += 1
+            return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0, hold=True)
+        st.decided.append((job, found.payoff))
+        return promise_for(st, job, found, self.promise_rtol)
+
+    def _below_floor(self, job: Job, found: Found) -> bool:
+        """``job``'s best schedule ``found`` (or, with none, its utility at the fastest
+        duration) earns less than the density floor times its size."""
+        best = (completion_utility(job, found.completion) if found.schedule
+                else job.utility_at(job.fastest))
+        assert self._floor_cluster is not None  # set with the floor, in start
+        return best < self._rho * job_size(job, self._floor_cluster, self._totals)
+
+    def admit_held(self, jobs: Sequence[Job], view: View) -> dict[str, Decision]:
+        """Decide the held ``jobs`` at the boundary of slot ``view.t``: this slot's arrivals
+        (densest first), the reservations that start now; with ``defer``, if plans moved
+        since, search the others again from ``view.t`` (at most :data:`DEFER_LIMIT`, in
+        arrival order) and admit each whose payoff is now positive. Jobs not in the answer
+        stay held. O(arrivals + DEFER_LIMIT) decisions."""
+        st = self._state()
+        out: dict[str, Decision] = {}
+        if self.defer:
+            # jobs gone or behind since the last plan free or take room; once, before
+            # anything is admitted here (the view does not hold jobs admitted now)
+            reconcile(st, view)
+        skip: set[str] = set()
+        if st.batch:  # this slot's arrivals; those rejected are searched no more now
+            skip.update(st.batch)
+            out.update(self._admit_batch(st, jobs, view.t))
+        out.update(due(st, view.t, self.promise_rtol))
+        skip.update(st.soft, out)
+        jobs = [j for j in jobs if j.job_id not in skip]
+        if not self.defer or not st.freed:
+            return out
+        st.freed = False
+        for job in jobs[:DEFER_LIMIT]:
+            st.stats["deferred_searches"] += 1
+            found = st.search_new(job, view.t)
+            if not found.schedule:
+                continue
+            st.place(job, found.schedule)
+            st.stats["deferred_admitted"] += 1
+            st.dirty = True
+            out[job.job_id] = promise_for(st, job, found, self.promise_rtol)
+        return out
+
+    def _admit_batch(self, st: RunState, jobs: Sequence[Job], t: int) -> dict[str, Decision]:
+        """Decide the jobs held on arrival in slot ``t`` as arrivals, densest first
+        (:func:`~psched.policies.oasis_rp.admission.density_order`). A job rejected stays
+        held if ``defer`` is on, else is rejected now. O(arrival decisions)."""
+        mine = set(st.batch)
+        st.batch = []
+        out: dict[str, Decision] = {}
+        probe = self.decision_probe
+        for job in density_order([j for j in jobs if j.job_id in mine], st.cluster,
+                                 st.density):
+            if probe is None:
+                got = self._arrive(st, job, t)
+            else:
+                c0 = time.process_time()
+                got = self._arrive(st, job, t)
+                probe(job.job_id, time.process_time() - c0)
+            if got.admitted or not self.defer:  # with defer, a rejected job stays held
+                out[job.job_id] = got
+        return out
+
+    # -- slot boundaries -----------------------------------------------------------------------
+    def plan(self, view: View) -> SlotPlan:
+        """The boundary of slot ``view.t``: follow reality, pull jobs forward if plans
+        changed, hand idle capacity ahead, then run the plans' slot ``view.t``."""
+        c0 = time.process_time()
+        st = self._state()
+        t = view.t
+        reconcile(st, view)
+        if st.dirty:
+            st.dirty = False
+            for j in sorted(st.plans, key=lambda j: (st.promise[j], j))[:PULL_LIMIT]:
+                if pull_one(st, j, t, steady=True):
+                    st.dirty = True
+        work_ahead(st, t, view)
+        out: dict[str, Alloc] = {}
+        for j in list(st.plans):
+            plan = st.plans[j]
+            alloc = plan.pop(t, None)
+            if alloc is not None:
+                st.plans.left[j] -= alloc.n_workers
+                if j in view.active:
+                    out[j] = alloc
+            if not plan:
+                del st.plans[j]
+        st.ran = dict(out)
+        if view.event or self._boundary_ms:
+            self._boundary_ms.append((time.process_time() - c0) * 1e3)
+        return out
+
+    # -- the live service: revisions journaled, restored after a restart ----------------------
+    def current_plans(self) -> dict[str, dict[int, Alloc]]:
+        """Every job's current plan (slot -> allocation, slots not yet run), a copy: a live
+        service journals what changed (a revision) after each decision and boundary.
+        O(plan entries)."""
+        return {} if self._st is None else {j: dict(p) for j, p in self._st.plans.items()}
+
+    def boundary_state(self) -> dict[str, Any]:
+        """:func:`psched.policies.oasis_rp.restore.boundary_state` of this run (JSON)."""
+        return journal.boundary_state(self._state())
+
+    def restore(self, job: Job, decision: Decision) -> None:
+        """Re-apply an arrival decision made before (a restarted service replaying its
+        journal; :func:`psched.policies.oasis_rp.restore.restore`)."""
+        journal.restore(self._state(), job, decision)
+
+    def restore_held(self, job: Job, decision: Decision) -> None:
+        """Re-apply a deferred decision made before at a slot boundary
+        (:func:`psched.policies.oasis_rp.restore.restore_held`)."""
+        journal.restore_held(self._state(), job, decision)
+
+    def restore_plan(self, job_id: str, t: int, schedule: Mapping[int, Alloc]) -> None:
+        """Re-apply a revision made before: from slot ``t`` on, ``job_id`` runs ``schedule``
+        (:func:`psched.policies.oasis_rp.restore.restore_plan`)."""
+        journal.restore_plan(self._state(), job_id, t, schedule)
+
+    def resume(self, t: int, state: Mapping[str, Any] | None = None) -> None:
+        """End of a journal replay at slot ``t``, ``state`` the last boundary state
+        (:func:`psched.policies.oasis_rp.restore.resume`)."""
+        journal.resume(self._state(), t, state)
+
+    # -- results --------------------------------------------------------------------------------
+    def promises(self) -> dict[str, int]:
+        """The promised completion slot of every admitted job."""
+        return {} if self._st is None else dict(self._st.promise)
+
+    def report(self) -> dict[str, Any]:
+        if self._report is not None:
+            return dict(self._report)
+        st = self._st
+        if st is None or self.params is None:
+            return {}
+        out: dict[str, Any] = {}
+        if self.certificate:
+            out = dual_objective(st.book, st.decided)
+            out.pop("dual_bound_recorded", None)
+        out["promised_utility"] = st.promised_utility
+        out["committed_utility"] = st.promised_utility
+        if self.certificate:
+            achieved = st.promised_utility
+            out["certified_ratio"] = out["dual_bound"] / achieved if achieved > 0 else None
+        out.update(st.stats)
+        if st.slot_bank is not None:
+            out.update(st.slot_bank.stats())
+        ms = np.array(self._boundary_ms) if self._boundary_ms else np.zeros(1)
+        out["boundary_ms_p50"] = float(np.percentile(ms, 50))
+        out["boundary_ms_p99"] = float(np.percentile(ms, 99))
+        out["levers"] = {"price_source": self.price_source,
+                         "estimate_factor": self.estimate_factor, "prices": self.prices,
+                         "certificate": self.certificate, "density_floor": self.density_floor,
+                         "promise_rtol": self.promise_rtol, "repack_gap": self.repack_gap,
+                         "repack_quantile": self.repack_quantile,
+                         "effort_slots": self.effort_slots, "defer": self.defer}
+        out["alpha"] = self.params.alpha
+        out["two_alpha"] = 2.0 * self.params.alpha
+        out["estimate_factor"] = self.estimate_factor
+        out.update(self.params.to_dict())
+        self._report = out
+        return dict(out)

@@ -1,0 +1,232 @@
+"""The own-usage unit prices of ``oasis-rp``'s searches (lever (f)), with their per-job
+terms kept and the selection compiled: :func:`psched.policies.oasis_rp.units.marginal_units`
+exactly, at a fraction of its calls.
+
+:func:`~psched.policies.oasis_rp.units.marginal_units` runs per search and pool about twenty numpy
+calls on arrays of a few hundred numbers; at trace scale (tens of thousands of searches) the
+calls, not the numbers, are its cost. Here:
+
+1. **Terms kept.** The price slope of every server and resource (``ln(U/L) / c``), the
+   stretch factor of a container (``(exp(a w) - 1) / (a w)`` or ``exp(a w)``) times the
+   normalised demand, and the growth of the k-th container (``exp(a w k)``) depend on the
+   ledger's capacities and price parameters, the job's demand and the number of
+   containers only: they are computed once (by the same numpy operations on the same
+   numbers) and kept while the capacity array and the parameters are the same objects.
+2. **The same products and the same einsum** give the marginal prices.
+3. **One compiled call** masks the units beyond capacity, selects each run's cheapest
+   ``limit`` units (ties by position: the first ``limit`` of a stable sort, as
+   :func:`cheapest_units`) and sums them in rank order (``cumsum``
+   is a left-to-right sum, as here). Comparisons and the same additions in the same order:
+   bit-identical (``tests/test_rp_units.py``).
+
+Complexity: O(U H K R) for the einsum plus O(U H K + U L log L) for the selection, with
+O(1) numpy calls per pool.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from psched.lazy_numba import lazy_numba
+from psched.oasis.ledger import PoolInputs
+from psched.policies.oasis_rp.book import PlanLedger
+
+numba = lazy_numba(__name__)
+
+__all__ = ["OwnUnits", "cheapest_units", "marginal_units", "marginal_units_kept", "price_slope",
+           "select_units_compiled"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OwnUnits:
+    """Marginal unit prices of one pool over a job's window, one row per run of slots."""
+
+    marg: np.ndarray  #: (U, H, K) price of the k-th container on server h; inf beyond capacity
+    #: (U, min(limit, H*K)) the cheapest units of each run, cheapest first (stable)
+    order: np.ndarray
+    costs: np.ndarray  #: (U, K_max + 1) cost of the n cheapest units; inf beyond capacity
+
+
+def marginal_units(pool: PoolInputs, caps: np.ndarray, a: np.ndarray, limit: int
+                   ) -> OwnUnits:
+    """Marginal unit prices and cheapest-``n`` costs of one pool.
+
+    Parameters
+    ----------
+    pool : the pool's inputs restricted to one slot per run (price (U, H, R) in cost units).
+    caps : (U, H) containers that fit per run and server.
+    a : (H, R) ``ln(U^r/L) / c_h^r`` (0 where the capacity is 0).
+    limit : the most containers of this pool the job ever needs in a slot.
+
+    Complexity O(U H K R + U H K log(H K)), ``K = min(limit, max caps)``.
+    """
+    n_runs, n_srv = caps.shape
+    k_max = int(min(limit, caps.max(initial=0)))
+    if k_max == 0 or n_srv == 0:
+        z = np.zeros((n_runs, n_srv, 0))
+        costs = np.full((n_runs, limit + 1), np.inf)
+        costs[:, 0] = 0.0
+        return OwnUnits(marg=z, order=np.zeros((n_runs, 0), dtype=np.intp), costs=costs)
+    ad = a * pool.demand[None, :]  # (H, R) exponent per container
+    with np.errstate(invalid="ignore", divide="ignore"):
+        stretch = np.where(ad > 0, np.expm1(ad) / np.where(ad > 0, ad, 1.0), 1.0)
+    k = np.arange(k_max)
+    # (U, H, K): sum_r norm_r p_hr exp(ad_hr k) stretch_hr
+    weight = pool.price * (pool.norm[None, None, :] * stretch[None, :, :])  # (U, H, R)
+    grow = np.exp(ad[None, :, :] * k[:, None, None])  # (K, H, R)
+    marg = np.einsum("uhr,khr->uhk", weight, grow)
+    marg = np.where(k[None, None, :] < caps[:, :, None], marg, np.inf)
+    flat = marg.reshape(n_runs, -1)
+    order = cheapest_units(flat, limit)
+    ranked = np.take_along_axis(flat, order, axis=1)
+    costs = np.full((n_runs, limit + 1), np.inf)
+    costs[:, 0] = 0.0
+    costs[:, 1:ranked.shape[1] + 1] = np.cumsum(ranked, axis=1)
+    return OwnUnits(marg=marg, order=order, costs=costs)
+
+
+def cheapest_units(flat: np.ndarray, limit: int) -> np.ndarray:
+    """Per row of ``flat`` (U, M), the positions of its ``min(limit, M)`` cheapest entries,
+    cheapest first, ties by position: exactly the first ``limit`` columns of
+    ``np.argsort(flat, axis=1, kind="stable")``, without sorting whole rows. The
+    ``limit``-th smallest value ``v`` of each row (``np.partition``) splits it: every entry
+    below ``v`` is taken, then the entries equal to ``v`` by position, and the ``limit``
+    taken (kept in position order) are sorted stably by value. No NaN in ``flat`` (prices
+    and ``inf`` only). O(U M) plus O(U limit log limit)."""
+    n_rows, m = flat.shape
+    k = min(limit, m)
+    if k == 0:
+        return np.zeros((n_rows, 0), dtype=np.intp)
+    if k == 1:
+        return np.asarray(np.argmin(flat, axis=1)[:, None])  # the first smallest: stable
+    if 4 * k >= m:
+        return np.argsort(flat, axis=1, kind="stable")[:, :k]
+    v = np.partition(flat, k - 1, axis=1)[:, k - 1:k]
+    below = flat < v
+    tie = flat == v
+    room = k - below.sum(axis=1, keepdims=True)
+    take = below | (tie & (np.cumsum(tie, axis=1) <= room))
+    pos = np.nonzero(take)[1].reshape(n_rows, k)  # each row's k, in position order
+    vals = np.take_along_axis(flat, pos, axis=1)
+    return np.take_along_axis(pos, np.argsort(vals, axis=1, kind="stable"), axis=1)
+
+
+def price_slope(ledger: PlanLedger, pool: int) -> np.ndarray:
+    """``ln(U^r/L) / c_h^r`` per server and resource of ``pool`` (0 where ``c = 0``)."""
+    cap = ledger.capacity[pool]
+    span = ledger.params.log_u[pool] - ledger.params.log_l[pool]
+    return np.asarray(np.where(cap > 0, span[None, :] / np.where(cap > 0, cap, 1.0), 0.0))
+
+
+@numba.njit(cache=True, nogil=True)
+def _select(raw: np.ndarray, caps: np.ndarray, limit: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    n_runs, n_srv, k_max = raw.shape
+    m = n_srv * k_max
+    take = min(limit, m)
+    marg = np.empty((n_runs, n_srv, k_max))
+    order = np.empty((n_runs, take), dtype=np.int64)
+    costs = np.full((n_runs, limit + 1), np.inf)
+    flat = np.empty(m)
+    pos = np.empty(take, dtype=np.int64)
+    vals = np.empty(take)
+    for u in range(n_runs):
+        for h in range(n_srv):
+            for k in range(k_max):
+                v = raw[u, h, k] if k < caps[u, h] else np.inf
+                marg[u, h, k] = v
+                flat[h * k_max + k] = v
+        costs[u, 0] = 0.0
+        if take == 0:
+            continue
+        # the take-th smallest value: every entry below it, then the entries equal to it
+        # by position, until take are chosen (kept in position order)
+        cut = np.sort(flat)[take - 1]
+        below = 0
+        for i in range(m):
+            if flat[i] < cut:
+                below += 1
+        room = take - below
+        j = 0
+        for i in range(m):
+            f = flat[i]
+            if f < cut or (f == cut and room > 0):
+                if f == cut:
+                    room -= 1
+                pos[j] = i
+                vals[j] = f
+                j += 1
+        rank = np.argsort(vals, kind="mergesort")  # stable: ties by position
+        acc = 0.0
+        for q in range(take):
+            i = pos[rank[q]]
+            order[u, q] = i
+            acc = flat[i] if q == 0 else acc + flat[i]
+            costs[u, q + 1] = acc
+    return marg, order, costs
+
+
+def select_units_compiled(raw: np.ndarray, caps: np.ndarray, limit: int
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(marg, order, costs)`` of :func:`psched.policies.oasis_rp.units.marginal_units` from its
+    unmasked marginal prices ``raw`` (U, H, K) and the container caps (U, H): units at
+    ``k >= caps`` priced ``inf``, each run's ``min(limit, H K)`` cheapest units cheapest
+    first (ties by position), the cost of the ``n`` cheapest (``inf`` beyond). O(U H K
+    log(H K))."""
+    return _select(np.ascontiguousarray(raw, dtype=np.float64),
+                   np.ascontiguousarray(caps, dtype=np.int64), int(limit))
+
+
+#: the most kept terms per ledger (each a few (K, H, R) arrays)
+_MEMO_MAX = 1024
+
+#: per ledger: (capacity arrays, params) the terms were computed for, and the terms
+_TERMS: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], dict[Any, Any]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _terms(ledger: PlanLedger, pool: int, pinp: PoolInputs,
+           k_max: int) -> tuple[np.ndarray, np.ndarray]:
+    """``norm * stretch`` (1, H, R) and ``exp(a w k)`` (K, H, R) of one pool, computed as
+    :func:`~psched.policies.oasis_rp.units.marginal_units` computes them, kept per ledger while its
+    capacities and price parameters are the same objects."""
+    valid = (ledger.capacity[0], ledger.capacity[1], ledger.params)
+    got = _TERMS.get(ledger)
+    if got is None or any(a is not b for a, b in zip(got[0], valid, strict=True)):
+        got = (valid, {})
+        _TERMS[ledger] = got
+    memo = got[1]
+    if len(memo) > _MEMO_MAX:  # many distinct demands (a trace of continuous sizes): start over
+        memo.clear()
+    key = (pool, k_max, pinp.demand.tobytes(), pinp.norm.tobytes())
+    terms = memo.get(key)
+    if terms is None:
+        slope = memo.get(pool)
+        if slope is None:
+            slope = memo[pool] = price_slope(ledger, pool)
+        ad = slope * pinp.demand[None, :]  # (H, R) exponent per container
+        with np.errstate(invalid="ignore", divide="ignore"):
+            stretch = np.where(ad > 0, np.expm1(ad) / np.where(ad > 0, ad, 1.0), 1.0)
+        k = np.arange(k_max)
+        terms = memo[key] = (pinp.norm[None, None, :] * stretch[None, :, :],
+                             np.exp(ad[None, :, :] * k[:, None, None]))
+    return terms
+
+
+def marginal_units_kept(ledger: PlanLedger, pool: int, pinp: PoolInputs, caps: np.ndarray,
+                        limit: int) -> OwnUnits:
+    """:func:`marginal_units` ``(pinp, caps, price_slope(ledger, pool), limit)``,
+    bit-identical: the per-job terms kept (:func:`_terms`), the same einsum, the selection
+    and sums compiled (:func:`select_units_compiled`)."""
+    n_srv = caps.shape[1]
+    k_max = int(min(limit, caps.max(initial=0)))
+    if k_max == 0 or n_srv == 0:
+        return marginal_units(pinp, caps, price_slope(ledger, pool), limit)
+    weight_of, grow = _terms(ledger, pool, pinp, k_max)
+    raw = np.einsum("uhr,khr->uhk", pinp.price * weight_of, grow)
+    marg, order, costs = select_units_compiled(raw, caps, limit)
+    return OwnUnits(marg=marg, order=order, costs=costs)
