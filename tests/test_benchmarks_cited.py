@@ -21,10 +21,7 @@ FLAG = re.compile(r"(?<![\w-])(--[A-Za-z0-9][A-Za-z0-9-]*)")
 
 #: Scripts of ``oasis-rp``'s lever experiments that BENCHMARKS no longer cites; their owner
 #: decides whether each is kept (and cited) or removed. The list only shrinks.
-UNCITED_PENDING = {
-    "bench_oasis_rp_history.py", "bench_rp_effort.py", "rp_density_worked.py",
-    "rp_diverge.py", "rp_gap.py", "rp_repack_outcomes.py",
-}
+UNCITED_PENDING = {"bench_oasis_rp_history.py"}
 
 
 def _joined_lines(text: str) -> list[str]:
