@@ -300,7 +300,8 @@ _UNREACHABLE = object()
 
 class _Client:
     """The service: through its HTTP door in ``--dir`` (``page.json``, ``control_token``)
-    while it answers, else through Ray (``--address``, or a service without the door)."""
+    while it answers and the Ray it runs on is up, else through Ray (``--address``, a
+    service without the door, or an actor left behind by a killed ``serve``)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -311,6 +312,8 @@ class _Client:
             try:
                 self.door = (json.loads((folder / "page.json").read_text())["url"],
                              (folder / "control_token").read_text().strip())
+                if _reachable((folder / "address").read_text().strip(), 1.0) is not None:
+                    self.door = None  # its Ray is gone (serve killed): Ray's path says so
             except (OSError, ValueError, KeyError, TypeError):
                 self.door = None
 
@@ -390,7 +393,10 @@ def page_address(workdir: str | Path, *, timeout_s: float = 5.0) -> str:
     except (ValueError, KeyError, TypeError):
         raise InputError("cannot be read: start 'psched serve' again", path=str(record)
                          ) from None
-    out = _http((url, token), "GET", "api/status", None, timeout_s=timeout_s)
+    ray_address = folder / "address"
+    ray_gone = ray_address.exists() and _reachable(ray_address.read_text().strip(), 1.0)
+    out = _UNREACHABLE if ray_gone else _http((url, token), "GET", "api/status", None,
+                                               timeout_s=timeout_s)
     if out is _UNREACHABLE:
         raise InputError(f"no page answers at {url}: the address is stale; start "
                          "'psched serve'", path=str(record))
