@@ -53,6 +53,7 @@ prices exactly as before.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -60,7 +61,7 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,8 @@ class SchedulerService:
         #: wall time of each recent slot boundary, ms: the clock's tick (or the previous
         #: slot's end) to the executor's start, plus the slot's end to its journaled record
         self.boundary_ms: deque[float] = deque(maxlen=BOUNDARIES_KEPT)
+        self._quiet = threading.Event()  # set while no slot boundary is in progress
+        self._quiet.set()
         self._price_bounds: dict[str, Any] | None = None
         self.policy = config.make_policy()
         self.loop = SchedulerLoop(
@@ -513,7 +516,7 @@ class SchedulerService:
         if self._stop.is_set():
             return
         tick = time.perf_counter()
-        with self._lock:
+        with self._boundary(), self._lock:
             plan, jobs = loop.begin_slot(t)
             self.journal.revise(*self.revisions.capture(t, executed=plan))
             self._slot_started, self._slot_plan = time.time(), dict(plan)
@@ -522,11 +525,26 @@ class SchedulerService:
         begun = time.perf_counter() - tick
         report = self.executor.apply(t, plan, jobs)
         tick = time.perf_counter()
-        with self._lock:
+        with self._boundary(), self._lock:
             self._slot_info = self._runtime_info(plan)
             loop.end_slot(t, plan, jobs, report)
             self.changes += 1
             self.boundary_ms.append((begun + time.perf_counter() - tick) * 1e3)
+
+    @contextlib.contextmanager
+    def _boundary(self) -> Iterator[None]:
+        """A slot boundary in progress: :meth:`wait_quiet` waits while it lasts."""
+        self._quiet.clear()
+        try:
+            yield
+        finally:
+            self._quiet.set()
+
+    def wait_quiet(self, timeout_s: float) -> bool:
+        """Wait until no slot boundary is in progress (at most ``timeout_s``; False if one
+        still is). Work beside the loop in this process (the live page's document) calls it
+        between small steps, so it never holds the interpreter while a boundary runs."""
+        return self._quiet.wait(timeout_s)
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:

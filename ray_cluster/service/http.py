@@ -2,10 +2,13 @@
 
 :class:`ServiceHTTP` runs an aiohttp server in its own thread and event loop inside the
 service's process. Reading never takes the service's lock for long: the page's document
-(:class:`~ray_cluster.service.page.PageData`) is rebuilt in a worker thread only when the
-service's change counter moved (checked every :data:`POLL_S` seconds), and every client is
-answered from that one copy; ``GET /api/state?after=N`` waits (up to :data:`LONG_POLL_S`)
-until the document is newer than ``N``, so the page updates as soon as the service changes.
+(:class:`~ray_cluster.service.page.PageData`) is rebuilt and encoded in a worker thread only
+when the service's change counter moved (checked every :data:`POLL_S` seconds), in small
+steps that each first wait while a slot boundary is in progress
+(:meth:`SchedulerService.wait_quiet`), so a boundary never shares the interpreter with more
+than one step; every client is answered from that one encoded copy. ``GET
+/api/state?after=N`` waits (up to :data:`LONG_POLL_S`) until the document is newer than
+``N``, so the page updates as soon as the service changes.
 
 Routes and who may use them (a token as ``Authorization: token T``, as ``?token=T``, or as
 the cookie the page sets on its first load; anything else is answered 401):
@@ -15,7 +18,7 @@ the cookie the page sets on its first load; anything else is answered 401):
 ``GET /api/state``    read    the page's document
 ``GET /api/status``   read    :meth:`SchedulerService.status` (``psched status``)
 ``GET /api/logs/ID``  read    a job's journal lines (``psched logs``)
-``POST /api/submit``  write   decide a job (``psched submit``)
+``POST /api/submit``  write   decide a job (``psched submit``); ``Server-Timing``: ms taken
 ``POST /api/cancel``  write   cancel a job (``psched cancel``)
 ====================  ======  ==================================================
 
@@ -37,6 +40,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -45,7 +49,7 @@ from typing import Any
 from ray_cluster.service.core import SchedulerService
 from ray_cluster.service.page import PageData
 
-__all__ = ["ADDRESS_FILE", "CONTROL_TOKEN", "LONG_POLL_S", "PAGE_TOKEN", "POLL_S",
+__all__ = ["ADDRESS_FILE", "CONTROL_TOKEN", "LONG_POLL_S", "PAGE_TOKEN", "PAUSE_MAX_S", "POLL_S",
            "ServiceHTTP", "read_token", "write_private"]
 
 log = logging.getLogger("ray_cluster.service")
@@ -55,6 +59,8 @@ PAGE_TOKEN = "page_token"  #: read access (the page), in the service folder
 CONTROL_TOKEN = "control_token"  #: read and write access (the commands)
 POLL_S = 0.2  #: how often the server looks at the service's change counter
 LONG_POLL_S = 20.0  #: longest wait of ``GET /api/state?after=N``
+#: longest a rebuild of the page's document waits, at each step, for a slot boundary to end
+PAUSE_MAX_S = 10.0
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]", "::1")
 _STATIC = Path(__file__).with_name("page_static")
 
@@ -100,7 +106,8 @@ class ServiceHTTP:
         self.page_token = read_token(self.workdir, PAGE_TOKEN)
         self.control_token = read_token(self.workdir, CONTROL_TOKEN)
         self.port = port
-        self.data = PageData(svc, self.workdir / "journal.db")
+        self.data = PageData(svc, self.workdir / "journal.db",
+                             pause=lambda: svc.wait_quiet(PAUSE_MAX_S))
         self._doc: dict[str, Any] = {}
         self._body = b"{}"
         self._changes = -1
@@ -209,12 +216,16 @@ class ServiceHTTP:
 
     async def _refresh(self) -> None:
         changes = self.svc.changes
-        doc = await asyncio.get_running_loop().run_in_executor(self._pool, self.data.build)
-        self._doc, self._body = doc, json.dumps(doc, allow_nan=False).encode()
+        doc, body = await asyncio.get_running_loop().run_in_executor(self._pool, self._rebuild)
+        self._doc, self._body = doc, body
         self._changes = changes
         assert self._fresh is not None
         self._fresh.set()
         self._fresh = asyncio.Event()
+
+    def _rebuild(self) -> tuple[dict[str, Any], bytes]:
+        doc = self.data.build()
+        return doc, self.data.encode(doc)
 
     # -- access -------------------------------------------------------------------------------
     def _role(self, request: Any) -> str | None:
@@ -310,7 +321,11 @@ class ServiceHTTP:
             spec, arrival, where = body["spec"], body.get("arrival"), body.get("where")
         except (ValueError, KeyError, TypeError):
             return web.json_response({"error": "expected JSON with 'spec'"}, status=400)
-        return web.json_response(await self._call(self._submit, spec, arrival, where))
+        t0 = time.perf_counter()
+        out = await self._call(self._submit, spec, arrival, where)
+        response = web.json_response(out)
+        response.headers["Server-Timing"] = f"submit;dur={(time.perf_counter() - t0) * 1e3:.1f}"
+        return response
 
     async def _post_cancel(self, request: Any) -> Any:
         from aiohttp import web

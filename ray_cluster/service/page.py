@@ -28,6 +28,7 @@ import json
 import math
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +38,22 @@ from psched.model import RESOURCES
 from psched.prices import log_prices
 from ray_cluster.service.core import LiveView, SchedulerService
 
-__all__ = ["AHEAD_SLOTS", "EVENTS_SHOWN", "PAST_SLOTS", "PageData"]
+__all__ = ["AHEAD_SLOTS", "CHUNK", "EVENTS_SHOWN", "JOBS_SHOWN", "MAX_CELLS", "PAST_SLOTS",
+           "PageData"]
 
 PAST_SLOTS = 40  #: slots before the current one the Gantt chart shows
 #: slots from the current one on that it shows at most (the plan ahead; fewer when every
 #: plan ends sooner: up to 3 past the last planned slot, at least 10)
 AHEAD_SLOTS = 80
 EVENTS_SHOWN = 40  #: journal entries listed
+#: most Gantt cells in one document: past this, the window narrows around the current slot
+#: (whole slots, nearest first), so a document stays near 100 kB however busy the cluster
+MAX_CELLS = 5000
+#: most jobs listed: those in the chart's window, then the live ones (running, waiting, held,
+#: queued), then the latest others; ``counts`` still counts every job
+JOBS_SHOWN = 300
+CHUNK = 1000  #: list items encoded between two looks at the slot loop (:meth:`PageData.encode`)
+_LIVE = ("running", "waiting", "held", "queued")
 RAN, NOW, PLANNED = 0, 1, 2  #: a cell's kind
 _POOLS = ("worker", "ps")
 
@@ -58,10 +68,14 @@ class PageData:
         :meth:`~SchedulerService.price_bounds` only).
     journal
         Its journal file, opened read-only here.
+    pause
+        Called between the steps of a rebuild (the server's: wait while a slot boundary is
+        in progress, :meth:`SchedulerService.wait_quiet`).
     """
 
-    def __init__(self, svc: SchedulerService, journal: Path) -> None:
-        self.svc = svc
+    def __init__(self, svc: SchedulerService, journal: Path, *,
+                 pause: Callable[[], object] = lambda: None) -> None:
+        self.svc, self._pause = svc, pause
         self._db = sqlite3.connect(f"file:{journal}?mode=ro", uri=True,
                                    check_same_thread=False)
         self._ran: dict[int, dict[str, Any]] = {}  # slot -> executed plan (journal JSON)
@@ -70,8 +84,11 @@ class PageData:
         self._db.close()
 
     def build(self) -> dict[str, Any]:
-        """The document now (see the module docstring)."""
+        """The document now (see the module docstring), in small steps with ``pause()``
+        between them."""
+        self._pause()
         view = self.svc.view()
+        self._pause()
         self._read_slots()
         st = view.status
         t, running = int(st["slot"]), st["phase"] == "run"
@@ -80,7 +97,20 @@ class PageData:
         last = min(view.horizon, t + AHEAD_SLOTS, max(t + 10, planned + 3))
         index = {j["job_id"]: i for i, j in enumerate(st["jobs"])}
         cells = self._cells(view, index, t, running, first, last)
+        first, last, cells = _narrow(cells, t, first, last)
+        shown = _shown(st["jobs"], {c[1] for c in cells})
+        renumber = {i: k for k, i in enumerate(shown)}
+        cells = [[c[0], renumber[c[1]], *c[2:]] for c in cells]
+        jobs = [st["jobs"][i] for i in shown]
+        index = {j["job_id"]: k for k, j in enumerate(jobs)}
+        self._pause()
         usage = self._usage(view, cells, index, first, last)
+        self._pause()
+        prices = self._prices(view, usage)
+        self._pause()
+        counts: dict[str, int] = {}
+        for j in st["jobs"]:
+            counts[j["state"]] = counts.get(j["state"], 0) + 1
         return {
             "changes": view.changes, "now": time.time(),
             "service": {**{k: st[k] for k in ("slot", "phase", "policy", "slot_seconds",
@@ -91,13 +121,32 @@ class PageData:
             "servers": [{"id": s.server_id, "pool": s.pool.value,
                          "capacity": [float(getattr(s.capacity, r)) for r in RESOURCES]}
                         for s in view.cluster.servers],
-            "jobs": [_job_row(j, view.demands.get(j["job_id"])) for j in st["jobs"]],
+            "counts": counts,
+            "jobs": [{**_job_row(j, view.demands.get(j["job_id"])), "seq": i}
+                     for j, i in zip(jobs, shown, strict=True)],
             "window": [first, last],
             "cells": cells,
             "usage": {p: _clean(u) for p, u in _pool_shares(view, usage).items()},
-            "prices": self._prices(view, usage),
+            "prices": prices,
             "events": self._events(),
         }
+
+    def encode(self, doc: dict[str, Any]) -> bytes:
+        """``doc`` as compact JSON, its long lists :data:`CHUNK` items at a time with
+        ``pause()`` between: no one call holds the interpreter for long."""
+        parts = []
+        for key, value in doc.items():
+            head = json.dumps(key) + ":"
+            if isinstance(value, list) and len(value) > CHUNK:
+                pieces = []
+                for i in range(0, len(value), CHUNK):
+                    self._pause()
+                    pieces.append(_dumps(value[i:i + CHUNK])[1:-1])
+                parts.append(head + "[" + ",".join(p for p in pieces if p) + "]")
+            else:
+                self._pause()
+                parts.append(head + _dumps(value))
+        return ("{" + ",".join(parts) + "}").encode()
 
     # -- the schedule -------------------------------------------------------------------------
     def _read_slots(self) -> None:
@@ -111,6 +160,8 @@ class PageData:
         """``[slot, job, server, role (0 worker, 1 PS), count, kind]`` in the window."""
         out: list[list[int]] = []
         for s in range(first, min(t, last)):
+            if (s - first) % 10 == 0:
+                self._pause()
             for job_id, (workers, ps) in self._ran.get(s, {}).items():
                 if job_id in index:
                     out += [[s, index[job_id], int(h), 0, int(n), RAN] for h, n in workers]
@@ -181,6 +232,45 @@ class PageData:
             rows.append({"at": at, "slot": slot, "job": job, "kind": kind, "info": info})
         rows.sort(key=lambda r: -float(r["at"]))
         return rows[:EVENTS_SHOWN]
+
+
+def _narrow(cells: list[list[int]], t: int, first: int,
+            last: int) -> tuple[int, int, list[list[int]]]:
+    """The window ``[first, last)`` and its cells, narrowed to the whole slots nearest ``t``
+    that hold at most :data:`MAX_CELLS` cells."""
+    if len(cells) <= MAX_CELLS:
+        return first, last, cells
+    per = [0] * (last - first)
+    for c in cells:
+        per[c[0] - first] += 1
+    lo, hi, n = t, t + 1, per[t - first] if first <= t < last else 0
+    while True:
+        grown = False
+        for s in (hi, lo - 1):
+            if first <= s < last and n + per[s - first] <= MAX_CELLS:
+                n += per[s - first]
+                lo, hi = min(lo, s), max(hi, s + 1)
+                grown = True
+        if not grown:
+            break
+    hi = min(hi, last)
+    lo = min(lo, hi)
+    return lo, hi, [c for c in cells if lo <= c[0] < hi]
+
+
+def _shown(jobs: list[dict[str, Any]], charted: set[int]) -> list[int]:
+    """Indices of the jobs listed, in the service's order: every job with a cell in the
+    window, then the live ones, then the latest others, :data:`JOBS_SHOWN` in all (more only
+    if the window's cells name more)."""
+    live = [i for i, j in enumerate(jobs) if i not in charted and j["state"] in _LIVE]
+    rest = [i for i, j in enumerate(jobs) if i not in charted and j["state"] not in _LIVE]
+    keep = sorted(charted) + live[:max(0, JOBS_SHOWN - len(charted))]
+    room = JOBS_SHOWN - len(keep)
+    return sorted(keep + (rest[-room:] if room > 0 else []))
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, allow_nan=False, separators=(",", ":"))
 
 
 def _job_row(j: dict[str, Any], demand: Any) -> dict[str, Any]:

@@ -100,12 +100,11 @@
   function jobsTable(d) {
     const body = $("jobs").querySelector("tbody");
     body.replaceChildren();
-    const counts = {};
-    d.jobs.forEach((j, i) => {
-      counts[j.state] = (counts[j.state] || 0) + 1;
+    const counts = d.counts;
+    d.jobs.forEach((j) => {
       const tr = el("tr", { "data-job": j.job_id }, body);
       const name = el("td", { class: "l job" }, tr);
-      el("span", { class: "swatch" }, name).style.background = colour(i);
+      el("span", { class: "swatch" }, name).style.background = colour(j.seq);
       name.appendChild(document.createTextNode(j.job_id));
       const st = el("td", { class: "l state" }, tr);
       el("span", { class: `st st-${j.state}` }, st, j.state);
@@ -122,7 +121,9 @@
       el("td", { class: "utility" }, tr, fmt(j.utility, 3));
       el("td", { class: "l loss" }, tr, j.loss || "");
     });
-    $("counts").textContent = Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(", ");
+    const listed = Object.values(counts).reduce((a, b) => a + b, 0);
+    $("counts").textContent = Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(", ") +
+      (listed > d.jobs.length ? ` (${d.jobs.length} listed: those in the chart, the live ones, the latest others)` : "");
   }
 
   // -- the schedule ----------------------------------------------------------------------------
@@ -187,13 +188,13 @@
       if (h <= 0) continue;
       const y = TOP + row.get(server) * ROW + 2 + (ROW - 4) * Math.min(1, below);
       const rect = el("svg:rect", { x: sx.x(slot) + 0.5, y, width: Math.max(1, sx.w - 1), height: h,
-        fill: colour(job), "fill-opacity": [1, 1, 0.35][kind] * (role ? 0.55 : 1),
-        stroke: kind === 2 ? colour(job) : "none", "stroke-dasharray": kind === 2 ? "3 2" : "",
+        fill: colour(j.seq), "fill-opacity": [1, 1, 0.35][kind] * (role ? 0.55 : 1),
+        stroke: kind === 2 ? colour(j.seq) : "none", "stroke-dasharray": kind === 2 ? "3 2" : "",
         class: `cell k${kind}`, "data-job": j.job_id, "data-slot": slot }, svg);
       el("svg:title", {}, rect, `${j.job_id}: ${count} ${role ? "PS" : "worker(s)"} on ${d.servers[server].id}, slot ${slot} (${KIND[kind]})`);
     }
     const ran = d.cells.filter((c) => c[5] < 2).length, planned = d.cells.length - ran;
-    $("gantt-note").textContent = `Slots ${d.window[0]}–${d.window[1] - 1} (up to 40 back, the plans ahead up to 80): ` +
+    $("gantt-note").textContent = `Slots ${d.window[0]}–${d.window[1] - 1} (up to 40 back, the plans ahead up to 80, at most 5,000 placements: nearest the current slot first): ` +
       `${ran} container placements ran or run now (solid), ${planned} planned ahead (pale, dashed; ` +
       `shaded region). Height = share of the server (dominant resource); PS paler; colour = job.`;
   }
