@@ -6,7 +6,8 @@ service's process. Reading never takes the service's lock for long: the page's d
 when the service's change counter moved (checked every :data:`POLL_S` seconds), in small
 steps that each first wait while a slot boundary is in progress
 (:meth:`SchedulerService.wait_quiet`), so a boundary never shares the interpreter with more
-than one step; every client is answered from that one encoded copy. ``GET
+than one step; a request arriving during a boundary is answered after it. Every client is
+answered from that one encoded copy. ``GET
 /api/state?after=N`` waits (up to :data:`LONG_POLL_S`) until the document is newer than
 ``N``, so the page updates as soon as the service changes.
 
@@ -50,7 +51,7 @@ from ray_cluster.service.core import SchedulerService
 from ray_cluster.service.page import PageData
 
 __all__ = ["ADDRESS_FILE", "CONTROL_TOKEN", "LONG_POLL_S", "PAGE_TOKEN", "PAUSE_MAX_S", "POLL_S",
-           "ServiceHTTP", "read_token", "write_private"]
+           "QUIET_POLL_S", "ServiceHTTP", "read_token", "write_private"]
 
 log = logging.getLogger("ray_cluster.service")
 
@@ -61,6 +62,10 @@ POLL_S = 0.2  #: how often the server looks at the service's change counter
 LONG_POLL_S = 20.0  #: longest wait of ``GET /api/state?after=N``
 #: longest a rebuild of the page's document waits, at each step, for a slot boundary to end
 PAUSE_MAX_S = 10.0
+#: how often a request that came during a slot boundary looks whether it ended (it is
+#: handled after it: the server's thread sleeps meanwhile instead of competing with the
+#: boundary for the interpreter)
+QUIET_POLL_S = 0.002
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]", "::1")
 _STATIC = Path(__file__).with_name("page_static")
 
@@ -261,6 +266,8 @@ class ServiceHTTP:
                 request.host or "").startswith("[") else request.host.split("]")[0] + "]"
             if host not in _LOOPBACK:
                 return self._headers(web.Response(status=403, text="not a loopback host\n"))
+            while not self.svc.wait_quiet(0):  # a slot boundary in progress: let it run
+                await asyncio.sleep(QUIET_POLL_S)
             role = self._role(request)
             needs = "write" if request.method == "POST" else "read"
             if role is None or (needs == "write" and role != "write"):
