@@ -354,9 +354,14 @@ def _http(door: tuple[str, str], verb: str, path: str, body: Any,
     req = urllib.request.Request(url + path, data=data, method=verb, headers={
         "Authorization": f"token {token}", "Content-Type": "application/json"})
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
+    t0 = time.perf_counter()
     try:
         with opener.open(req, timeout=timeout_s) as answer:
-            return json.loads(answer.read())
+            out = json.loads(answer.read())
+            log.debug("%s %s: answered in %.1f ms (the service's own: %s)", verb, path,
+                      (time.perf_counter() - t0) * 1e3,
+                      answer.headers.get("Server-Timing", "not given"))
+            return out
     except urllib.error.HTTPError as err:
         if err.code == 401:
             return _UNREACHABLE
