@@ -32,11 +32,19 @@ __all__ = ["main"]
 
 log = logging.getLogger("psched")
 
-#: Modules adding commands: each has ``register(commands, trace_actions)`` taking the
-#: sub-parser collections of ``psched`` and ``psched trace``; handlers are set with
-#: ``set_defaults(func=...)``, take the parsed namespace and return the exit code.
-COMMAND_MODULES: tuple[str, ...] = ("psched.commands_trace", "psched.commands_ratio",
-                                     "psched.commands_service")
+#: Modules adding commands, with the commands each adds: each has ``register(commands,
+#: trace_actions)`` taking the sub-parser collections of ``psched`` and ``psched trace``;
+#: handlers are set with ``set_defaults(func=...)``, take the parsed namespace and return the
+#: exit code. ``psched COMMAND`` imports only the modules adding COMMAND (``submit`` imports
+#: no policy, no numpy: ``tests/test_client_imports.py``).
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "psched.commands_trace": ("trace", "sweep"),
+    "psched.commands_ratio": ("ratio",),
+    "psched.commands_service": ("serve", "stop", "submit", "status", "cancel", "logs", "page",
+                                "run"),
+}
+#: The commands this module adds itself.
+OWN_COMMANDS: tuple[str, ...] = ("simulate", "report", "trace")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -69,10 +77,10 @@ def _choices(names: Sequence[str]) -> str:
     return ", ".join(names)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of ``psched``; with ``command``, of that command only (its modules alone
+    are imported), unless no module adds it (then every command, for the usage message)."""
     from psched import __version__
-    from psched.policies.base import available_policies
-    from psched.traces.detect import FORMATS
 
     p = _Parser(prog="psched", description=(__doc__ or "").splitlines()[0])
     p.add_argument("--version", action="version", version=f"psched {__version__}",
@@ -81,6 +89,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="more logging (-v info, -vv debug)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
+    modules = [m for m, names in COMMAND_MODULES.items() if command in names]
+    if not modules and command not in OWN_COMMANDS:
+        modules = list(COMMAND_MODULES)  # no command, or an unknown one: all of them
+    tsub = None
+    if command in OWN_COMMANDS or any("trace" in COMMAND_MODULES[m] for m in modules):
+        tsub = _add_own_commands(sub)
+    for module in modules:
+        importlib.import_module(module).register(sub, tsub)
+    return p
+
+
+def _add_own_commands(sub: Any) -> Any:
+    """Add ``simulate``, ``report`` and ``trace synth``; return the sub-parsers of
+    ``psched trace``."""
+    from psched.policies.base import available_policies
+    from psched.traces.detect import FORMATS
 
     s = sub.add_parser("simulate", help="replay a trace or scenario through policies",
                        epilog=_simulate_epilog(), formatter_class=_HelpFormatter)
@@ -145,9 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--out", metavar="FILE", required=True, help="trace file to write")
     sy.add_argument("--cluster-out", metavar="FILE", help="also write the scenario's cluster")
     sy.set_defaults(func=_cmd_trace_synth)
-    for module in COMMAND_MODULES:
-        importlib.import_module(module).register(sub, tsub)
-    return p
+    return tsub
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -209,9 +231,10 @@ def _show_warning(message: Warning | str, category: type[Warning], *_a: Any,
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``psched`` and ``python -m psched``; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(next((a for a in given if not a.startswith("-")), None))
+    args = parser.parse_args(given)
+    args.argv = given
     logging.basicConfig(
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="%(levelname)s %(name)s: %(message)s",

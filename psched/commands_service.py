@@ -5,8 +5,12 @@ actor: on an embedded local Ray by default (loopback only; ``serve`` then stays 
 foreground and holds that Ray), on an existing cluster with ``--address`` (or from inside
 ``ray job submit -- psched serve``, which sets ``RAY_ADDRESS``). The other commands find the
 service by name, on the Ray at ``--address``, ``RAY_ADDRESS`` or the address ``serve`` wrote
-into ``--dir``. ``run`` needs no service: it runs a whole trace through a fresh one in this
-process and writes what really ran as ``psched simulate --out`` does. Ray is imported lazily.
+into ``--dir``; ``submit``, ``status``, ``logs`` and ``cancel`` go first to the service's own
+HTTP door on 127.0.0.1 (:mod:`ray_cluster.service.http`, address and token in ``--dir``: no
+Ray client, so ~0.3 s a call), and through Ray when it is not there (``--address``, an older
+service). ``page`` prints the address of the service's live page, with its token. ``run``
+needs no service: it runs a whole trace through a fresh one in this process and writes what
+really ran as ``psched simulate --out`` does. Ray is imported lazily.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from typing import Any
 
 from psched.errors import InputError
 
-__all__ = ["DEFAULT_DIR", "TOKEN_FILE", "ensure_token", "format_status", "init_ray",
-           "policy_options", "register", "submit_line", "use_token"]
+__all__ = ["CLIENT_LOG", "DEFAULT_DIR", "TOKEN_FILE", "ensure_token", "format_status",
+           "init_ray", "page_address", "policy_options", "register", "submit_line",
+           "use_token"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +37,8 @@ log = logging.getLogger(__name__)
 DEFAULT_DIR = ".psched"
 #: The embedded Ray's authentication token, in ``--dir`` (mode 0600).
 TOKEN_FILE = "auth_token"
+#: Ray's own messages below warnings, from the commands that connect to it, in ``--dir``.
+CLIENT_LOG = "psched.log"
 _BAR = 20
 
 
@@ -82,6 +89,9 @@ def register(commands: Any, trace_actions: Any) -> None:
     s = commands.add_parser("serve", help="start the scheduler service on Ray")
     common(s)
     service_options(s)
+    s.add_argument("--page-port", type=int, default=0, metavar="PORT",
+                   help="port of the live page on 127.0.0.1 (default 0: the earlier one if "
+                        "free, else any; -1: no page); 'psched page' prints its address")
     s.add_argument("--fresh", action="store_true",
                    help="start afresh if the journal cannot be read, or is empty while "
                         "checkpoints exist (both are set aside as *.bad-<time>)")
@@ -109,6 +119,11 @@ def register(commands: Any, trace_actions: Any) -> None:
     common(lg)
     lg.add_argument("job_id", help="id of the job whose log to print")
     lg.set_defaults(func=_cmd_logs)
+    pg = commands.add_parser("page", help="the address of the service's live page, with its "
+                                          "access token")
+    pg.add_argument("--dir", default=DEFAULT_DIR,
+                    help=f"service folder (default {DEFAULT_DIR})")
+    pg.set_defaults(func=_cmd_page)
     r = commands.add_parser("run", help="run a trace on Ray through the service (real training)")
     r.add_argument("trace", metavar="TRACE",
                    help="native trace whose jobs name a workload to train for real")
@@ -127,7 +142,7 @@ def register(commands: Any, trace_actions: Any) -> None:
 # -- Ray connection -------------------------------------------------------------------------
 def init_ray(address: str | None, *, num_cpus: int | None = None,
              resources: dict[str, float] | None = None,
-             token_dir: str | Path | None = None) -> str:
+             token_dir: str | Path | None = None, log_dir: str | Path | None = None) -> str:
     """Connect to ``address`` (or ``RAY_ADDRESS``), else start an embedded Ray on 127.0.0.1.
 
     Returns the GCS address. The embedded Ray binds to the loopback interface only
@@ -137,6 +152,8 @@ def init_ray(address: str | None, *, num_cpus: int | None = None,
     Connecting to a loopback address keeps it on the loopback (Ray would rewrite
     127.0.0.1 to the host's first interface). ``resources``: custom resources of the
     embedded node (for instance ``psched_worker_cpu``, see :mod:`ray_cluster.cluster_model`).
+    A client's connection prints Ray's warnings only; its lower messages go to
+    ``log_dir/psched.log`` (mode 0600) when ``log_dir`` is given.
     """
     if "ray" in sys.modules and sys.modules["ray"].is_initialized():
         import ray
@@ -155,13 +172,28 @@ def init_ray(address: str | None, *, num_cpus: int | None = None,
         if embedded or _is_loopback(address or ""):
             ray_constants.ENABLE_RAY_CLUSTER = False  # Ray was imported before: loopback
         if address:
-            ray.init(address=address, namespace=_namespace(), log_to_driver=False)
+            _quiet_ray(log_dir)
+            ray.init(address=address, namespace=_namespace(), log_to_driver=False,
+                     configure_logging=False)
         else:
             ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
                      num_cpus=num_cpus or os.cpu_count() or 1,
                      object_store_memory=300 * 2**20, namespace=_namespace(),
                      resources=dict(resources or {}), log_to_driver=False)
     return str(ray.get_runtime_context().gcs_address)
+
+
+def _quiet_ray(log_dir: str | Path | None) -> None:
+    """Ray's messages below warnings off the terminal (``ray.init(configure_logging=False)``
+    leaves Ray's logger without a handler: Python then prints warnings only), and its
+    connection's messages into ``log_dir/psched.log`` (0600)."""
+    if log_dir is None or not Path(log_dir).is_dir():
+        return
+    path = Path(log_dir) / CLIENT_LOG
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger("ray._private.worker").addHandler(handler)  # Ray's config keeps it
 
 
 def _is_loopback(address: str) -> bool:
@@ -255,12 +287,130 @@ def _service(args: argparse.Namespace) -> Any:
         if why is not None:
             raise InputError(f"no service at {address} ({why}): the address is stale; "
                              "start 'psched serve'", path=str(f))
-    init_ray(address)
+    init_ray(address, log_dir=args.dir)
     try:
         return ray.get_actor(SERVICE_NAME, namespace=SERVICE_NAMESPACE)
     except ValueError:
         raise InputError(f"no service named {SERVICE_NAME!r} on this Ray; start "
                          "'psched serve'", field="address") from None
+
+
+_UNREACHABLE = object()
+
+
+class _Client:
+    """The service: through its HTTP door in ``--dir`` (``page.json``, ``control_token``)
+    while it answers and the Ray it runs on is up, else through Ray (``--address``, a
+    service without the door, or an actor left behind by a killed ``serve``)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self._actor: Any = None
+        self.door: tuple[str, str] | None = None
+        folder = Path(args.dir)
+        if not (args.address or os.environ.get("RAY_ADDRESS")):
+            try:
+                self.door = (json.loads((folder / "page.json").read_text())["url"],
+                             (folder / "control_token").read_text().strip())
+                if _reachable((folder / "address").read_text().strip(), 1.0) is not None:
+                    self.door = None  # its Ray is gone (serve killed): Ray's path says so
+            except (OSError, ValueError, KeyError, TypeError):
+                self.door = None
+
+    def call(self, method: str, http: tuple[str, str, Any], *args: Any, **kwargs: Any) -> Any:
+        """``method`` of the service: ``http`` (verb, path, JSON body) at the door, else the
+        actor's ``method(*args, **kwargs)`` through Ray."""
+        if self.door is not None:
+            out = _http(self.door, *http)
+            if out is not _UNREACHABLE:
+                return out
+            self.door = None  # gone, or another server's port now: Ray decides
+        import ray
+
+        return ray.get(getattr(self.actor(), method).remote(*args, **kwargs))
+
+    def actor(self) -> Any:
+        """The service actor, through Ray (connecting once)."""
+        if self._actor is None:
+            self._actor = _service(self.args)
+        return self._actor
+
+
+def _http(door: tuple[str, str], verb: str, path: str, body: Any,
+          timeout_s: float = 900.0) -> Any:
+    """The door's JSON answer; :data:`_UNREACHABLE` if nothing listens there (or a server
+    that does not know this folder's token).
+
+    Raises
+    ------
+    InputError
+        Any other failure, in one line.
+    """
+    import urllib.error
+    import urllib.request
+
+    url, token = door
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url + path, data=data, method=verb, headers={
+        "Authorization": f"token {token}", "Content-Type": "application/json"})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
+    t0 = time.perf_counter()
+    try:
+        with opener.open(req, timeout=timeout_s) as answer:
+            out = json.loads(answer.read())
+            log.debug("%s %s: answered in %.1f ms (the service's own: %s)", verb, path,
+                      (time.perf_counter() - t0) * 1e3,
+                      answer.headers.get("Server-Timing", "not given"))
+            return out
+    except urllib.error.HTTPError as err:
+        if err.code == 401:
+            return _UNREACHABLE
+        raise InputError(f"the service answered HTTP {err.code}: "
+                         f"{err.read().decode(errors='replace').strip()[:200]}",
+                         field=url) from None
+    except ConnectionRefusedError:
+        return _UNREACHABLE
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        if isinstance(reason, ConnectionRefusedError):
+            return _UNREACHABLE
+        raise InputError(f"the service did not answer: {reason}", field=url) from None
+
+
+def page_address(workdir: str | Path, *, timeout_s: float = 5.0) -> str:
+    """The live page's address with its token, once it answers.
+
+    Raises
+    ------
+    InputError
+        No page recorded in ``workdir``, or the recorded one does not answer, in one line.
+    """
+    folder = Path(workdir)
+    record, token_file = folder / "page.json", folder / "page_token"
+    if not folder.is_dir():
+        raise InputError("no such service folder", path=str(folder))
+    try:
+        url = str(json.loads(record.read_text())["url"])
+        token = token_file.read_text().strip()
+    except FileNotFoundError as err:
+        raise InputError("no live page: start 'psched serve' (it serves the page)",
+                         path=str(err.filename)) from None
+    except (ValueError, KeyError, TypeError):
+        raise InputError("cannot be read: start 'psched serve' again", path=str(record)
+                         ) from None
+    ray_address = folder / "address"
+    ray_gone = ray_address.exists() and _reachable(ray_address.read_text().strip(), 1.0)
+    out = _UNREACHABLE if ray_gone else _http((url, token), "GET", "api/status", None,
+                                               timeout_s=timeout_s)
+    if out is _UNREACHABLE:
+        raise InputError(f"no page answers at {url}: the address is stale; start "
+                         "'psched serve'", path=str(record))
+    return f"{url}?token={token}"
+
+
+def _cmd_page(args: argparse.Namespace) -> int:
+    print(page_address(args.dir))
+    return 0
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -369,9 +519,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     config = _config(args)
     config.make_policy()  # fails now, in one line: unknown policy, or no price bounds
+    if not -1 <= args.page_port <= 65535:
+        raise InputError(f"must be a port (0: any, -1: no page), got {args.page_port}",
+                         field="--page-port")
     embedded = not (args.address or os.environ.get("RAY_ADDRESS"))
     workdir = Path(args.dir).resolve()
+    os.umask(0o077)  # every file of the folder, and of the embedded Ray, the owner's only
     workdir.mkdir(parents=True, exist_ok=True)
+    workdir.chmod(0o700)
     if embedded:
         _refuse_if_serving(workdir)
         reap_orphans(workdir)  # of a serve killed before it could stop its Ray
@@ -395,11 +550,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         get_if_exists=True,
         scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
     ).remote(str(workdir), config.to_json(), cluster.to_dict(),
-             {str(k): v for k, v in node_of.items()})
+             {str(k): v for k, v in node_of.items()},
+             None if args.page_port < 0 else args.page_port)
     ray.get(actor.ping.remote())
     print(f"psched service on {address} (policy {config.policy}, slot "
           f"{config.slot_seconds:g} s, {len(cluster.servers)} servers); journal "
-          f"{workdir / 'journal.db'}; stop it with 'psched stop --dir {args.dir}'", flush=True)
+          f"{workdir / 'journal.db'}; "
+          + ("" if args.page_port < 0 else f"its live page: 'psched page --dir {args.dir}'; ")
+          + f"stop it with 'psched stop --dir {args.dir}'", flush=True)
     if stop is None:
         return 0
     # the embedded Ray lives as long as this process; actor restarts are ridden out
@@ -599,14 +757,15 @@ def _cmd_stop(args: argparse.Namespace) -> int:
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
-    import ray
-
     from ray_cluster.journal import spec_to_json
 
-    actor, specs = _submissions(args)  # all checked here first; the service re-checks each
+    client = _Client(args)
+    specs = _submissions(args, client)  # all checked here first; the service re-checks each
     failed = 0
     for spec, where in specs:
-        out = ray.get(actor.submit.remote(spec_to_json(spec), where=where.to_dict()))
+        text, place = spec_to_json(spec), where.to_dict()
+        out = client.call("submit", ("POST", "api/submit", {"spec": text, "where": place}),
+                          text, where=place)
         if "error" in out:
             print(f"psched: error: {out['error']}", file=sys.stderr)
             failed += 1
@@ -634,12 +793,10 @@ def submit_line(job_id: str, out: dict[str, Any]) -> str:
             + (f", payoff {out['payoff']:.4g}" if out.get("payoff") is not None else ""))
 
 
-def _submissions(args: argparse.Namespace) -> tuple[Any, list[Any]]:
-    """The service actor, and every job file of ``psched submit`` as ``(spec, where)``,
-    parsed and checked before anything is sent: import paths only if the service allows
-    them, no id twice in one command (nothing is submitted then)."""
-    import ray
-
+def _submissions(args: argparse.Namespace, client: _Client) -> list[Any]:
+    """Every job file of ``psched submit`` as ``(spec, where)``, parsed and checked before
+    anything is sent: import paths only if the service allows them, no id twice in one
+    command (nothing is submitted then)."""
     from psched.limits import MAX_SUBMIT_JOBS
     from ray_cluster.jobspec import ImportRefused, load_jobspec_where
 
@@ -652,18 +809,23 @@ def _submissions(args: argparse.Namespace) -> tuple[Any, list[Any]]:
             parsed.append(load_jobspec_where(f, allow_import=False))
         except ImportRefused:
             parsed.append(f)  # decided once the service says whether it allows imports
-    actor = _service(args)
     if any(isinstance(p, str) for p in parsed):
-        allow = bool(ray.get(actor.status.remote()).get("allow_import", False))
+        allow = bool(_status(client).get("allow_import", False))
         parsed = [load_jobspec_where(p, allow_import=allow) if isinstance(p, str) else p
                   for p in parsed]
+    elif client.door is None:
+        client.actor()  # no service: one line before anything else
     first: dict[str, Any] = {}
     for spec, where in parsed:
         if spec.job_id in first:
             raise where.error("job_id", f"id {spec.job_id!r} also in {first[spec.job_id].path}"
                               "; nothing submitted")
         first[spec.job_id] = where
-    return actor, parsed
+    return parsed
+
+
+def _status(client: _Client) -> dict[str, Any]:
+    return dict(client.call("status", ("GET", "api/status", None)))
 
 
 def format_status(st: dict[str, Any]) -> str:
@@ -687,11 +849,9 @@ def format_status(st: dict[str, Any]) -> str:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    import ray
-
-    actor = _service(args)
+    client = _Client(args)
     while True:
-        st = ray.get(actor.status.remote())
+        st = _status(client)
         if args.json:
             print(json.dumps(st))
         else:
@@ -706,18 +866,19 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
-    import ray
-
-    if not ray.get(_service(args).cancel.remote(args.job_id)):
+    client = _Client(args)
+    if not client.call("cancel", ("POST", "api/cancel", {"job_id": args.job_id}), args.job_id):
         raise InputError(f"no active job {args.job_id!r}", field="job_id")
     print(f"{args.job_id}: cancelled at the next slot boundary")
     return 0
 
 
 def _cmd_logs(args: argparse.Namespace) -> int:
-    import ray
+    from urllib.parse import quote
 
-    lines = ray.get(_service(args).logs.remote(args.job_id))
+    client = _Client(args)
+    lines = client.call("logs", ("GET", f"api/logs/{quote(args.job_id, safe='')}", None),
+                        args.job_id)
     if not lines:
         raise InputError(f"no job {args.job_id!r} in the journal", field="job_id")
     print("\n".join(lines))

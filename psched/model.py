@@ -17,10 +17,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from psched.utility import Utility
+
+if TYPE_CHECKING:  # numpy is imported where used: the commands' client path never needs it
+    import numpy as np
 
 __all__ = [
     "EPS",
@@ -79,6 +81,8 @@ class Resources:
 
     def as_array(self) -> np.ndarray:
         """The amounts as a float array in :data:`RESOURCES` order."""
+        import numpy as np
+
         return np.array([getattr(self, r) for r in RESOURCES], dtype=float)
 
     def to_dict(self) -> dict[str, float]:
@@ -127,6 +131,8 @@ class Cluster:
     @cached_property
     def capacity(self) -> np.ndarray:
         """Capacity matrix, servers x resources (read-only, computed once)."""
+        import numpy as np
+
         cap = np.array([s.capacity.as_array() for s in self.servers], dtype=float)
         cap = cap.reshape(-1, len(RESOURCES))
         cap.setflags(write=False)
@@ -134,6 +140,8 @@ class Cluster:
 
     @cached_property
     def _pool_indices(self) -> dict[Pool, np.ndarray]:
+        import numpy as np
+
         out = {}
         for pool in Pool:
             idx = np.array([i for i, s in enumerate(self.servers) if s.pool == pool], dtype=int)
@@ -255,6 +263,8 @@ def window_length(spec: JobSpec, fastest: int, cap: int) -> int:
     puts the crossing (:func:`_crossing_guess`), so a job whose utility decays is read over
     tens of durations, not the whole horizon; if the crossing is not in it, the scan goes on.
     """
+    import numpy as np
+
     del fastest
     if cap < 1:
         return 0
@@ -276,6 +286,8 @@ def _crossing_guess(u: Utility, cap: int) -> int:
     """A duration a little past where a sigmoid falls below ``1e-6 f(1)`` (closed form:
     ``target + (ln(1 + e^(decay (1 - target))) + ln 1e6) / decay``, plus 2); ``cap`` for
     any other utility or a flat one. Only the scan's first block depends on it. O(1)."""
+    import numpy as np
+
     if u.kind != "sigmoid" or u.decay <= 0.0:
         return cap
     lead = float(np.logaddexp(0.0, u.decay * (1.0 - u.target))) - math.log(WINDOW_UTILITY_FLOOR)
@@ -286,6 +298,8 @@ def _crossing_guess(u: Utility, cap: int) -> int:
 def window_length_reference(spec: JobSpec, fastest: int, cap: int) -> int:
     """:func:`window_length` in fixed blocks from duration 1: the reference it is tested
     against. O(cap)."""
+    import numpy as np
+
     del fastest
     if cap < 1:
         return 0

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # imported where used: parsing a job file needs no numpy
+    import numpy as np
 
 __all__ = ["UTILITY_KINDS", "Utility", "make_utility"]
 
@@ -47,7 +48,11 @@ class Utility:
     def __call__(self, d: Any) -> Any:
         """f(d) for a duration or an array of durations (slots). A Python or numpy integer
         takes :meth:`scalar` (the same float, a fraction of the cost)."""
-        if isinstance(d, (int, np.integer)):
+        if isinstance(d, int):
+            return self.scalar(d)
+        import numpy as np
+
+        if isinstance(d, np.integer):
             return self.scalar(d)
         return self.reference(d)
 
@@ -59,6 +64,8 @@ class Utility:
         x = float(d)
         kind = self.kind
         if kind == "sigmoid":
+            import numpy as np
+
             a = -self.decay * (x - self.target)
             z = float(np.exp(-abs(a)))
             return self.value * (1.0 / (1.0 + z) if a >= 0 else z / (1.0 + z))
@@ -71,6 +78,8 @@ class Utility:
     def reference(self, d: Any) -> Any:
         """f(d) for a duration or an array of durations, on numpy arrays (the reference
         :meth:`scalar` is tested against)."""
+        import numpy as np
+
         x = np.asarray(d, dtype=float)
         if self.kind == "sigmoid":
             out = self.value * _expit(-self.decay * (x - self.target))
@@ -86,6 +95,8 @@ class Utility:
 def _expit(x: np.ndarray) -> np.ndarray:
     """The logistic function ``1 / (1 + exp(-x))`` without overflow (numpy only: this module is
     imported by every Ray worker, which should not pay for importing scipy)."""
+    import numpy as np
+
     z = np.exp(-np.abs(x))
     return np.asarray(np.where(x >= 0, 1.0 / (1.0 + z), z / (1.0 + z)))
 

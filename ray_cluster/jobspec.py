@@ -57,6 +57,7 @@ import tomllib
 from psched.errors import InputError
 from psched.limits import MAX_SPEC_BYTES, MAX_WORKLOAD_CHARS, Where, shown, validate_spec
 from psched.model import RESOURCES, JobSpec
+from ray_cluster.hparams import builtin_workloads, check_hparams
 
 __all__ = [
     "TAU_UNKNOWN",
@@ -217,8 +218,6 @@ def _utility(table: Any, where: Where) -> dict[str, Any]:
 
 def _hparams_text(workload: Any, hparams: dict[str, Any], where: Where) -> str:
     """The hyper-parameters as canonical JSON, after the workload's schema is checked."""
-    from ray_cluster.workloads import check_hparams
-
     check_hparams(workload, hparams, where)
     try:
         return json.dumps(hparams, sort_keys=True, default=str) if hparams else ""
@@ -227,8 +226,6 @@ def _hparams_text(workload: Any, hparams: dict[str, Any], where: Where) -> str:
 
 
 def _check_workload(workload: Any, allow_import: bool, where: Where) -> None:
-    from ray_cluster.workloads import available_workloads
-
     if not isinstance(workload, str) or not workload or len(workload) > MAX_WORKLOAD_CHARS:
         raise where.error("workload", f"expected a built-in name or pkg.module:Class (at most "
                           f"{MAX_WORKLOAD_CHARS} characters)", workload)
@@ -239,9 +236,9 @@ def _check_workload(workload: Any, allow_import: bool, where: Where) -> None:
                 "workloads (serve --allow-import)", path=where.path,
                 line=where.lines.get("workload", where.line), field="workload")
         return
-    if workload not in available_workloads():
+    if workload not in builtin_workloads():
         raise where.error("workload", f"unknown workload (built-in: "
-                          f"{', '.join(available_workloads())})", workload)
+                          f"{', '.join(builtin_workloads())})", workload)
 
 
 def check_submission(spec: JobSpec | Mapping[str, Any], *, where: Where | None = None,
@@ -263,8 +260,6 @@ def check_submission(spec: JobSpec | Mapping[str, Any], *, where: Where | None =
     if out.tau_s < 0 and out.tau_s != TAU_UNKNOWN:
         raise where.error("tau_s", "must be >= 0", out.tau_s)
     _check_workload(out.workload, allow_import, where)
-    from ray_cluster.workloads import check_hparams
-
     check_hparams(out.workload, json.loads(out.hparams) if out.hparams else {}, where)
     return out
 

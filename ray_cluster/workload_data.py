@@ -18,13 +18,12 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from psched.errors import InputError
+from ray_cluster.hparams import DATASETS
 
 __all__ = ["DATASETS", "Batch", "Dataset", "Partition", "Workload", "data_cache_dir",
            "load_dataset"]
 
 log = logging.getLogger("ray_cluster.workloads")
-
-DATASETS: tuple[str, ...] = ("digits", "digits-hard")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)  # arrays: compare by identity

@@ -1,6 +1,6 @@
 """A page opened in headless Chromium over the DevTools protocol (a tiny client on aiohttp's
 websocket): console messages and uncaught exceptions, a JavaScript expression's value, and a
-full-page screenshot. Used by ``tests/test_report_browser.py`` and
+full-page screenshot. Used by ``tests/test_report_browser.py``, ``tests/test_page.py`` and
 ``benchmarks/report_screenshots.py``.
 """
 
@@ -128,10 +128,11 @@ async def _drive(ws_url: str, url: str, expression: str, width: int) -> PageRun:
     return run
 
 
-def open_page(path: Path, expression: str = "null", *, width: int = 1280,
+def open_page(target: Path | str, expression: str = "null", *, width: int = 1280,
               timeout_s: float = 120.0) -> PageRun:
-    """Open ``path`` in a fresh headless Chromium, evaluate ``expression`` after the load
-    event, take a full-page screenshot."""
+    """Open ``target`` (a file, or a URL) in a fresh headless Chromium, evaluate
+    ``expression`` after the load event (awaited if it is a promise), take a full-page
+    screenshot. The browser makes no request of its own (no background networking)."""
     exe = chromium()
     if exe is None:
         raise RuntimeError("no chromium on PATH")
@@ -143,7 +144,9 @@ def open_page(path: Path, expression: str = "null", *, width: int = 1280,
         proc = subprocess.Popen(
             [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
              "--remote-debugging-port=0", f"--user-data-dir={profile}", "--no-first-run",
-             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             "--disable-quic", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             assert proc.stderr is not None
             ws_url = None
@@ -157,7 +160,8 @@ def open_page(path: Path, expression: str = "null", *, width: int = 1280,
             drain = threading.Thread(target=proc.stderr.read, daemon=True)  # never block it
             drain.start()
             return asyncio.run(asyncio.wait_for(
-                _drive(ws_url, path.resolve().as_uri(), expression, width), timeout_s))
+                _drive(ws_url, target if isinstance(target, str) else target.resolve().as_uri(),
+                       expression, width), timeout_s))
         finally:
             proc.terminate()
             try:

@@ -14,6 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -355,12 +356,6 @@ def test_checkpoint_folder_is_refused_outside_the_service_folder(tmp_path: Path)
 
 
 # -- psched submit: parsed with imports refused, one command all-or-nothing -----------------
-class _FakeActor:
-    def __init__(self, allow_import: bool) -> None:
-        self.allow_import = allow_import
-        self.status = SimpleNamespace(remote=lambda: {"allow_import": allow_import})
-
-
 def _submit_args(tmp_path: Path, texts: dict[str, str]) -> SimpleNamespace:
     files = []
     for name, text in texts.items():
@@ -369,46 +364,47 @@ def _submit_args(tmp_path: Path, texts: dict[str, str]) -> SimpleNamespace:
     return SimpleNamespace(jobs=files)
 
 
-@pytest.fixture
-def fake_service(monkeypatch: pytest.MonkeyPatch):
-    import ray
+class _FakeClient:
+    """``psched submit``'s client of a service that allows imports or not (no Ray, no door)."""
 
-    from psched import commands_service
+    door = None
 
-    def use(allow: bool) -> None:
-        monkeypatch.setattr(commands_service, "_service", lambda args: _FakeActor(allow))
-        monkeypatch.setattr(ray, "get", lambda x: x)
+    def __init__(self, allow_import: bool) -> None:
+        self.allow_import = allow_import
 
-    return use
+    def actor(self) -> _FakeClient:
+        return self
+
+    def call(self, method: str, _http: Any, *_args: Any, **_kwargs: Any) -> dict[str, Any]:
+        assert method == "status"
+        return {"allow_import": self.allow_import}
 
 
 def test_submit_refuses_a_duplicate_id_in_one_command_before_sending_any(
-        tmp_path: Path, fake_service) -> None:
+        tmp_path: Path) -> None:
     from psched.commands_service import _submissions
 
-    fake_service(False)
     args = _submit_args(tmp_path, {"a.toml": SPEC, "b.toml": SPEC})
     with pytest.raises(InputError) as err:
-        _submissions(args)
+        _submissions(args, _FakeClient(False))
     assert str(err.value).startswith(f"{tmp_path / 'b.toml'}:2: id: ")
     assert "nothing submitted" in str(err.value)
 
 
 @pytest.mark.parametrize("allow", [False, True])
 def test_submit_parses_import_paths_only_if_the_service_allows_them(
-        tmp_path: Path, fake_service, allow: bool) -> None:
+        tmp_path: Path, allow: bool) -> None:
     from psched.commands_service import _submissions
 
-    fake_service(allow)
     text = SPEC.replace('workload = "softmax"', 'workload = "mypkg.mod:Net"').replace(
         '[hparams]\ndataset = "digits"\n', "")
     args = _submit_args(tmp_path, {"imp.toml": text})
     if not allow:
         with pytest.raises(ImportRefused) as err:
-            _submissions(args)
+            _submissions(args, _FakeClient(allow))
         assert str(err.value).startswith(f"{tmp_path / 'imp.toml'}:3: workload: ")
     else:
-        _, parsed = _submissions(args)
+        parsed = _submissions(args, _FakeClient(allow))
         assert parsed[0][0].workload == "mypkg.mod:Net"
 
 

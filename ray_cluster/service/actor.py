@@ -29,6 +29,7 @@ from ray_cluster.service.config import (
     cluster_from_dict,
 )
 from ray_cluster.service.core import SchedulerService
+from ray_cluster.service.http import ServiceHTTP
 
 __all__ = ["run_trace", "service_actor", "watch_service"]
 
@@ -44,7 +45,8 @@ def service_actor() -> Any:
         """A detached, named service; Ray restarts it from its journal after a crash."""
 
         def __init__(self, workdir: str, config: dict[str, Any] | None,
-                     cluster: dict[str, Any] | None, node_of: dict[str, str] | None) -> None:
+                     cluster: dict[str, Any] | None, node_of: dict[str, str] | None,
+                     page_port: int | None = 0) -> None:
             logging.basicConfig(level=logging.WARNING)
             log.setLevel(logging.INFO)
             nodes = None if node_of is None else {int(k): v for k, v in node_of.items()}
@@ -63,6 +65,10 @@ def service_actor() -> Any:
                 workdir, config=ServiceConfig.from_json(config) if config else None,
                 cluster=cl, node_of=nodes)
             self.svc.start()
+            self.http: ServiceHTTP | None = None
+            if page_port is not None:  # the page and the commands' door on 127.0.0.1
+                self.http = ServiceHTTP(self.svc, workdir, submit=self.submit, port=page_port)
+                self.http.start()
 
         def submit(self, spec_json: str, arrival: int | None = None,
                    where: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -88,6 +94,8 @@ def service_actor() -> Any:
             return True
 
         def stop(self) -> None:
+            if self.http is not None:
+                self.http.close()
             self.svc.close()
 
     options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 32, "max_restarts": -1}

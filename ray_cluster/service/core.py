@@ -53,12 +53,15 @@ prices exactly as before.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +90,46 @@ from ray_cluster.service.replay import DEFERRED, HOLD, restore_loop
 from ray_cluster.service.revisions import PlanRevisions
 from ray_cluster.service.rules import Commitments, LiveRules, decision_row
 
-__all__ = ["RealtimeClock", "SchedulerService"]
+__all__ = ["LiveView", "RealtimeClock", "SchedulerService", "private_folder"]
 
 log = logging.getLogger("ray_cluster.service")
+
+
+#: Slot boundaries whose time the service keeps (:attr:`SchedulerService.boundary_ms`).
+BOUNDARIES_KEPT = 1000
+
+
+def private_folder(workdir: Path) -> None:
+    """Make ``workdir`` (mode 0700) and its journal (0600) readable by the owner only, before
+    the journal opens: SQLite gives its ``-wal`` and ``-shm`` files the journal's mode."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    workdir.chmod(0o700)
+    path = workdir / "journal.db"
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for name in ("journal.db", "journal.db-wal", "journal.db-shm"):
+        if (workdir / name).exists():
+            (workdir / name).chmod(0o600)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LiveView:
+    """What a watcher of the service sees at one moment (:meth:`SchedulerService.view`)."""
+
+    changes: int  #: :attr:`SchedulerService.changes` when it was taken
+    status: dict[str, Any]  #: :meth:`SchedulerService.status`
+    cluster: Cluster  #: the servers now
+    horizon: int  #: slots the service runs at most
+    #: each job's committed schedule (shared, never edited: a decision replaces it)
+    schedules: dict[str, dict[int, Alloc]]
+    slot_plan: dict[str, Alloc]  #: what runs in the current slot
+    #: per job, one worker's and one PS's demand (resources in :data:`RESOURCES` order)
+    demands: dict[str, tuple[tuple[float, ...], tuple[float, ...]]]
+    slot_started: float  #: wall time the current slot began (0 before the first)
+    boundary_ms: tuple[float, ...]  #: the latest slot boundaries' times, oldest first
+
+
+def _vec(res: Any) -> tuple[float, ...]:
+    return tuple(float(getattr(res, r)) for r in RESOURCES)
 
 
 class RealtimeClock:
@@ -127,7 +167,8 @@ class SchedulerService:
                  cluster: Cluster | None = None, node_of: dict[int, str] | None = None,
                  executor: Executor | None = None) -> None:
         self.workdir = Path(workdir)
-        check_journal(self.workdir)  # unreadable, or empty while checkpoints exist: one line
+        check_journal(self.workdir)
+        private_folder(self.workdir)  # unreadable, or empty while checkpoints exist: one line
         self.journal = Journal(self.workdir / "journal.db")
         meta = self.journal.meta()
         self.restored = "config" in meta
@@ -156,6 +197,14 @@ class SchedulerService:
         self._slot_plan: SlotPlan = {}
         self._slot_info: dict[str, tuple[str, str]] = {}
         self._thread: threading.Thread | None = None
+        #: bumped under the lock whenever what :meth:`status` shows may have changed
+        self.changes = 0
+        #: wall time of each recent slot boundary, ms: the clock's tick (or the previous
+        #: slot's end) to the executor's start, plus the slot's end to its journaled record
+        self.boundary_ms: deque[float] = deque(maxlen=BOUNDARIES_KEPT)
+        self._quiet = threading.Event()  # set while no slot boundary is in progress
+        self._quiet.set()
+        self._price_bounds: dict[str, Any] | None = None
         self.policy = config.make_policy()
         self.loop = SchedulerLoop(
             cluster=cluster, policy=self.policy, horizon=config.horizon,
@@ -282,6 +331,7 @@ class SchedulerService:
                                      field="id") from None
                 self.loop.book(spec)
                 self._booked.add(spec.job_id)
+                self.changes += 1
                 return {"job_id": spec.job_id, "arrival": arrival, "decided": False}
             spec = dataclasses.replace(spec, arrival=now)
             adm = self.loop.admit(now, [spec])[0]
@@ -293,6 +343,7 @@ class SchedulerService:
             except sqlite3.IntegrityError:
                 raise InputError(f"job {spec.job_id!r} was submitted before",
                                  field="id") from None
+            self.changes += 1
         out = {"job_id": spec.job_id, "arrival": now, "decided": row.kind != HOLD,
                "admitted": row.admitted, "reason": row.reason, "payoff": row.payoff,
                "planned_completion": max(row.schedule) if row.schedule else None,
@@ -317,6 +368,7 @@ class SchedulerService:
             if job_id not in self.loop.state.active:
                 return False
             self.journal.event(job_id, self._phase[1], "cancel_requested")
+            self.changes += 1
             if self._phase[0] != "run":
                 self._apply_cancel(job_id, self._phase[1])
             else:
@@ -343,6 +395,34 @@ class SchedulerService:
                     "slot_seconds": self.config.slot_seconds, "error": self.error,
                     "running": self._thread is not None and self._thread.is_alive(),
                     "jobs": jobs}
+
+    def view(self) -> LiveView:
+        """What the service shows now, for its page: copied under the lock in O(jobs)
+        (schedules and plans by reference: a decision replaces them, never edits them)."""
+        with self._lock:
+            records = self.loop.state.records
+            demands = {j: (_vec(r.job.spec.worker_demand),
+                           _vec(r.job.spec.ps_demand)) for j, r in records.items()}
+            demands.update({s.job_id: (_vec(s.worker_demand),
+                                       _vec(s.ps_demand))
+                            for s in self.loop.state.booked})
+            return LiveView(changes=self.changes, status=self.status(),
+                            cluster=self.loop.cluster, horizon=self.config.horizon,
+                            schedules=dict(self.commitments.schedules),
+                            slot_plan=dict(self._slot_plan) if self._phase[0] == "run" else {},
+                            demands=demands, slot_started=self._slot_started,
+                            boundary_ms=tuple(self.boundary_ms))
+
+    def price_bounds(self) -> dict[str, Any] | None:
+        """A priced policy's U and L (``U_worker``, ``L_worker``, ``U_ps``, ``L_ps``: the
+        OASiS family's), read once from its report; None for a policy without prices."""
+        if self._price_bounds is None and getattr(self.policy, "takes_price_bounds", False):
+            with self._lock:
+                report = self.policy.report()
+            keys = ("U_worker", "L_worker", "U_ps", "L_ps")
+            if all(k in report for k in keys):
+                self._price_bounds = {k: report[k] for k in keys}
+        return self._price_bounds
 
     def _job_status(self, job_id: str) -> dict[str, Any]:
         st = self.loop.state
@@ -417,7 +497,9 @@ class SchedulerService:
             log.exception("service loop failed")
             self.error = f"{type(err).__name__}: {err}"
         finally:
-            self._phase = ("stopped", st.t)
+            with self._lock:
+                self._phase = ("stopped", st.t)
+                self.changes += 1
 
     def _step(self) -> None:
         """One slot, as :meth:`SchedulerLoop.step`, with the lock held except while the clock
@@ -426,21 +508,43 @@ class SchedulerService:
         with self._lock:
             t = loop.state.t
             self._phase = ("wait", t)
+            self.changes += 1
             for job_id in self._cancels:
                 self._apply_cancel(job_id, t)
             self._cancels.clear()
         self.clock.wait_until(t)
         if self._stop.is_set():
             return
-        with self._lock:
+        tick = time.perf_counter()
+        with self._boundary(), self._lock:
             plan, jobs = loop.begin_slot(t)
             self.journal.revise(*self.revisions.capture(t, executed=plan))
             self._slot_started, self._slot_plan = time.time(), dict(plan)
             self._phase = ("run", t)
+            self.changes += 1
+        begun = time.perf_counter() - tick
         report = self.executor.apply(t, plan, jobs)
-        with self._lock:
+        tick = time.perf_counter()
+        with self._boundary(), self._lock:
             self._slot_info = self._runtime_info(plan)
             loop.end_slot(t, plan, jobs, report)
+            self.changes += 1
+            self.boundary_ms.append((begun + time.perf_counter() - tick) * 1e3)
+
+    @contextlib.contextmanager
+    def _boundary(self) -> Iterator[None]:
+        """A slot boundary in progress: :meth:`wait_quiet` waits while it lasts."""
+        self._quiet.clear()
+        try:
+            yield
+        finally:
+            self._quiet.set()
+
+    def wait_quiet(self, timeout_s: float) -> bool:
+        """Wait until no slot boundary is in progress (at most ``timeout_s``; False if one
+        still is). Work beside the loop in this process (the live page's document) calls it
+        between small steps, so it never holds the interpreter while a boundary runs."""
+        return self._quiet.wait(timeout_s)
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
