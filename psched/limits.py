@@ -137,6 +137,11 @@ MAX_SPEC_BYTES = 1_000_000
 MAX_ECHO_CHARS = 60
 
 
+def _printable(text: str) -> str:
+    """``text`` with every non-printable character escaped as ``repr`` would."""
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
 def shown(value: Any, limit: int = MAX_ECHO_CHARS) -> str:
     """``repr(value)``, cut to ``limit`` characters with the full length said."""
     if isinstance(value, str) and len(value) > limit:
@@ -173,8 +178,10 @@ class Where:
         return spec_field
 
     def error(self, spec_field: str, problem: str, value: Any = ...) -> InputError:
-        """The one-line error for ``spec_field`` (a JobSpec field, dotted for nested)."""
-        name = self.name(spec_field)
+        """The one-line error for ``spec_field`` (a JobSpec field, dotted for nested; a name
+        taken from the input, such as an unknown key, is shown with its control characters
+        escaped, so the error stays one line)."""
+        name = self.name(_printable(spec_field))
         line = self.lines.get(name, self.line)
         text = problem if value is ... else f"{problem}, got {shown(value)}"
         return InputError(text, path=self.path, line=line, field=name)

@@ -482,6 +482,18 @@ def test_any_json_a_client_sends_gives_a_job_or_an_input_error(data: st.DataObje
     assert check_submission(spec) == spec
 
 
+@pytest.mark.parametrize("section", ["utility", "worker_demand", "ps_demand", "other"])
+def test_a_key_with_a_line_break_gives_a_one_line_error(section: str) -> None:
+    """An unknown key is echoed with its control characters escaped."""
+    fields = json.loads(spec_to_json(_good()))
+    fields[section] = {"a\nb\r": 1}
+    with pytest.raises(InputError) as err:
+        submission_from_json(json.dumps(fields))
+    assert "\n" not in str(err.value) and "\r" not in str(err.value)
+    if section != "other":
+        assert "a\\nb\\r" in str(err.value)
+
+
 # -- memory: refused before allocating, under a 2 GB address-space limit ------------------------
 _UNDER_2GB = textwrap.dedent("""
     import resource, sys
