@@ -481,14 +481,15 @@ def _ratio(a: float, b: float) -> str:
 def eval_verdict(cells: dict[tuple[str, str, str], Cell], scenario: str, seed: int,
                  policies: Sequence[str], focus: str) -> tuple[str, bool | None]:
     """One row of the verdict table, and whether ``focus`` is at or above the best rival
-    there (None where either is not measured)."""
+    there (None where either is not measured; False where ``focus`` was capped or failed)."""
     family = [p for p in policies if takes_price_bounds(p)]
     rivals = [p for p in policies if p not in family]
     mine, mine_v = trace_summary(cells, scenario, focus, [seed])
     fam, fam_v, _ = best_of(cells, scenario, seed, family)
     riv, riv_v, unknown = best_of(cells, scenario, seed, rivals)
     jobs = next((c.jobs for p in policies if (c := cells.get((scenario, str(seed), p)))), 0)
-    at_least = None if math.isnan(mine_v) or math.isnan(riv_v) else mine_v >= riv_v
+    at_least = None if math.isnan(riv_v) or not mine else \
+        False if math.isnan(mine_v) else mine_v >= riv_v
     mark = {True: "✓ ", False: "✗ ", None: ""}[at_least]
     note = f" [{unknown} of {len(rivals)} capped or missing]" if unknown else ""
     return (f"| {scenario} | {seed} | {jobs or ''} | {mine} | {_named(fam, fam_v)} | "

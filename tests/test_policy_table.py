@@ -182,6 +182,8 @@ philly-2000,1,rrh,800.0,95,2000,2.0,ok,,
 efsplit-195job,0,oasis-rp,2800.0,52,98,3.0,ok,,
 efsplit-195job,0,srtf,2000.0,90,98,0.1,ok,,
 efsplit-195job,0,rrh,nan,-1,98,900.3,cap,,
+efsplit-195job,1,oasis-rp,nan,-1,98,900.1,cap,,
+efsplit-195job,1,srtf,2000.0,90,98,0.1,ok,,
 """
 
 
@@ -189,10 +191,11 @@ def test_the_evaluation_table_sets_the_focus_against_the_best_rival_row_by_row(
         tmp_path: Path) -> None:
     (tmp_path / "cells.csv").write_text(_EVAL_CSV)
     cells = pt.read_cells(tmp_path / "cells.csv")
-    rows = {"philly-2000": (0, 1), "efsplit-195job": (0,)}
+    rows = {"philly-2000": (0, 1), "efsplit-195job": (0, 1, 2)}
     text = pt.render_eval(cells, ["oasis", "oasis-rp", "rrh", "srtf"], rows, "oasis-rp")
-    assert text.startswith("**oasis-rp is at or above the best rival on 2 of 3 measured rows** "
-                           "(3 rows in all); below on: philly-2000 seed 1")
+    assert text.startswith("**oasis-rp is at or above the best rival on 2 of 4 measured rows** "
+                           "(5 rows in all); below on: philly-2000 seed 1, efsplit-195job seed 1")
+    assert "| efsplit-195job | 1 | 98 | > 900 s (cap) |  | srtf 2,000 [1 of 2 capped or" in text
     assert ("| philly-2000 | 0 | 2000 | 1,200 (90) | oasis-rp 1,200 | srtf 1,000 | 1.200 | "
             "✓ 1.200 |") in text
     assert ("| philly-2000 | 1 | 2000 | 900 (90) | oasis 1,500 | srtf 1,000 | 1.500 | "
