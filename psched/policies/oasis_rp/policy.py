@@ -136,6 +136,10 @@ class OasisRpPolicy:
         #: ``probe(job_id, cpu_s)`` after each decision of a batch with its own CPU seconds
         #: (:meth:`admit_held`; the ordering and the boundary's upkeep are not in them)
         self.decision_probe: Callable[[str, float], None] | None = None
+        #: a test's probe, or None (the default): called as ``probe(t, job_id, outcome)`` for
+        #: each held job the queue takes at the boundary of slot ``t``
+        #: (:data:`~psched.policies.oasis_rp.queue.OUTCOMES`)
+        self.queue_probe: Callable[[int, str, str], None] | None = None
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._st: RunState | None = None
@@ -298,9 +302,11 @@ class OasisRpPolicy:
             probe(job.job_id, time.process_time() - c0)
             return got
 
+        seen = self.queue_probe
         return queue_boundary(st, jobs, t, arrive=arrive,
                               below_floor=lambda job, found: self._below_floor(job, found, t),
-                              rtol=self.promise_rtol)
+                              rtol=self.promise_rtol,
+                              probe=None if seen is None else lambda j, what: seen(t, j, what))
 
     # -- slot boundaries -----------------------------------------------------------------------
     def plan(self, view: View) -> SlotPlan:
