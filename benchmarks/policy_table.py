@@ -14,6 +14,22 @@ so a newly registered one appears by itself); columns are scenarios:
   OPT is the exact offline optimum (:func:`psched.offline.solve_offline`); the cell gives
   OPT / policy: median, p90, max (``inf`` where the policy earned nothing).
 
+The **evaluation table** (``--table eval``, issue 26; none of its rows was used to tune
+``oasis-rp``) has one row per (scenario, seed) of :data:`EVAL_ROWS`, not means:
+
+* ``oasis-100`` .. ``oasis-400`` at seeds 5..9;
+* ``efsplit-cluster10``, ``efsplit-195job``: the second half of the ElasticFlow trace, with its
+  first half as the price history (``bench_oasis_rp_history.py --history split``), mapping
+  seeds 0..4. A policy that declares ``takes_price_bounds`` (the OASiS family) prices from that
+  history (``price_source="history"``); the rivals ignore it;
+* ``philly-2000``, ``philly-10000``, ``philly-80000``: ``psched trace synth --scenario philly``
+  at that many jobs, seeds 0..2, loaded as ``bench_oasis_rp_scale.load``.
+
+Each row gives the ``--focus`` policy (``oasis-rp``), the best OASiS-family policy and the best
+rival with their ratios (``✓`` where the focus is at or above the best rival), then every
+policy's value. Its cells share the cache (instance = seed), so when one policy changes only
+its row is re-run: ``--table eval --policies oasis-rp --force``.
+
 Every cell (scenario, seed or instance, policy) is cached in ``--cache`` (CSV, appended as it
 is measured; the last row of a cell wins), so a re-run measures only what is missing:
 ``--policies oasis-rp`` adds one policy's row; ``--force`` re-measures the selected cells (on
@@ -27,8 +43,13 @@ number. Partial cells (fewer seeds or instances than asked) show how many they h
     python benchmarks/policy_table.py --policies oasis-rp  # add one policy's row
     python benchmarks/policy_table.py --table-only         # print the table from the cache
     python benchmarks/policy_table.py --table-only --compare old_cells.csv  # what changed
+    python benchmarks/policy_table.py --table eval --table-only  # the evaluation table
+    nice -n 10 python benchmarks/policy_table.py --table eval --policies oasis-rp --force
+    python benchmarks/policy_table.py --table eval --scenarios oasis-100 --seeds 5-9,12
 
-Writes ``benchmarks/results/policy_table_cells.csv`` and ``benchmarks/results/policy_table.md``.
+``--seeds N`` means seeds 0..N-1; a list of seeds and ranges (``5-9``, ``0,2``, ``0-2,7``)
+means those. Writes ``benchmarks/results/policy_table_cells.csv`` and
+``benchmarks/results/policy_table.md`` (``policy_table_eval.md`` for ``--table eval``).
 """
 
 from __future__ import annotations
@@ -44,18 +65,20 @@ import math  # noqa: E402
 import multiprocessing as mp  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable, Iterator, Sequence  # noqa: E402
+from collections.abc import Callable, Iterator, Mapping, Sequence  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from datetime import UTC, datetime  # noqa: E402
+from functools import cache  # noqa: E402
 from pathlib import Path  # noqa: E402
 from queue import Empty  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
+from bench_oasis_rp_scale import load as scale_load  # noqa: E402
 from bench_offline import PRIORITIES  # noqa: E402
 from rivals_tables import load  # noqa: E402
 
-from psched.model import resolve_job  # noqa: E402
+from psched.model import Cluster, JobSpec, resolve_job  # noqa: E402
 from psched.offline import solve_offline  # noqa: E402
 from psched.policies import available_policies, make_policy  # noqa: E402
 from psched.ratio import instance_seed, read_csv  # noqa: E402
@@ -70,13 +93,21 @@ FIG5_SERVERS = (3, 6, 9, 12)
 FIELDS = ("scenario", "instance", "policy", "utility", "completed", "jobs", "wall_s",
           "status", "measured_at", "commit")
 OPT = "OPT"  #: the policy name under which a fig5 instance's offline optimum is cached
+MAIN_SEEDS = 5  #: the main table's oasis-paper seeds, 0..4
+#: the evaluation table's rows: scenario -> seeds, cheapest first (the order they are measured)
+EVAL_ROWS: dict[str, tuple[int, ...]] = {
+    **{f"oasis-{n}": tuple(range(5, 10)) for n in (100, 200, 300, 400)},
+    "efsplit-cluster10": tuple(range(5)),
+    "efsplit-195job": tuple(range(5)),
+    **{f"philly-{n}": (0, 1, 2) for n in (2000, 10000, 80000)},
+}
 
 
 @dataclass(frozen=True, kw_only=True)
 class Cell:
     """One measured cell: a policy's run of one scenario instance."""
 
-    scenario: str  #: oasis-<n>, ef-<trace> or fig5
+    scenario: str  #: oasis-<n>, ef-<trace>, efsplit-<trace>, philly-<n> or fig5
     instance: str  #: the seed (traces) or "servers:lo:hi:seed" (fig5)
     policy: str  #: policy name, or OPT
     utility: float  #: total utility (nan unless status is ok/optimal)
@@ -133,13 +164,43 @@ def _commit() -> str:
         return ""
 
 
-# ---------------------------------------------------------------- traces (oasis-paper, EF)
+# ---------------------------------------------------------------- traces (oasis-paper, EF, Philly)
 
-def _run_policy(specs: Any, cluster: Any, horizon: int, name: str, seed: int,
-                queue: Any) -> None:
-    """Child process: one simulation; puts (utility, completed, wall_s) on ``queue``."""
+def load_scenario(scenario: str, seed: int) -> tuple[list[JobSpec], Cluster, int,
+                                                      list[JobSpec]]:
+    """Jobs, cluster, horizon and price history (empty but for ``efsplit-``) of one instance:
+    ``oasis-<n>`` and ``ef-<trace>`` as ``rivals_tables.load``, ``philly-<n>`` as
+    ``bench_oasis_rp_scale.load``, ``efsplit-<trace>`` as ``bench_oasis_rp_history.split_trace``
+    (the second half of ``ef-<trace>``, the first half its history)."""
+    kind, _, name = scenario.partition("-")
+    if kind == "philly":
+        specs, cluster, horizon = scale_load(scenario, seed)
+        return specs, cluster, horizon, []
+    if kind == "efsplit":
+        from bench_oasis_rp_history import split_trace  # here: that module imports this one
+
+        specs, cluster, _, _ = load(f"ef-{name}", seed)
+        history, run, horizon = split_trace(specs)
+        return run, cluster, horizon, history
+    specs, cluster, horizon, _ = load(scenario, seed)
+    return specs, cluster, horizon, []
+
+
+@cache
+def takes_price_bounds(name: str) -> bool:
+    """Whether policy ``name`` is of the OASiS family (prices with U and L, and can take them
+    from a history trace)."""
+    return bool(getattr(make_policy(name), "takes_price_bounds", False))
+
+
+def _run_policy(specs: Any, cluster: Any, horizon: int, history: list[JobSpec], name: str,
+                seed: int, queue: Any) -> None:
+    """Child process: one simulation (an OASiS-family policy priced from ``history`` if there
+    is one); puts (utility, completed, wall_s) on ``queue``."""
     t0 = time.perf_counter()
-    res = simulate(specs, cluster, make_policy(name), horizon, seed=seed)
+    priced = bool(history) and takes_price_bounds(name)
+    policy = make_policy(name, price_source="history") if priced else make_policy(name)
+    res = simulate(specs, cluster, policy, horizon, seed=seed, history=history if priced else ())
     util = float(sum(r.utility for r in res.records.values()))
     done = sum(r.completion is not None for r in res.records.values())
     queue.put((util, done, time.perf_counter() - t0))
@@ -171,9 +232,10 @@ def run_capped(target: Any, args: tuple[Any, ...], cap_s: float) -> tuple[Any, f
 def trace_cells(scenario: str, seed: int, policies: Sequence[str],
                 cap_s: float) -> Iterator[Cell]:
     """Run every policy on one trace instance, each in a forked child capped at ``cap_s``."""
-    specs, cluster, horizon, _ = load(scenario, seed)
+    specs, cluster, horizon, history = load_scenario(scenario, seed)
     for name in policies:
-        got, wall = run_capped(_run_policy, (specs, cluster, horizon, name, seed), cap_s)
+        got, wall = run_capped(_run_policy, (specs, cluster, horizon, history, name, seed),
+                               cap_s)
         if got is not None:
             status, (util, done, wall) = "ok", got
         else:
@@ -325,6 +387,34 @@ def _seed_list(text: str) -> list[int]:
     return seeds
 
 
+def parse_seeds(text: str) -> int | list[int]:
+    """``--seeds``: ``N`` (seeds 0..N-1, a count), or a comma-separated list of seeds and
+    inclusive ranges (``5-9``, ``0,2``, ``0-2,7``; one seed alone is ``7-7``)."""
+    if text.isdigit():
+        return int(text)
+    seeds = []
+    for part in text.split(","):
+        lo, dash, hi = part.partition("-")
+        hi = hi if dash else lo
+        if not (lo.isdigit() and hi.isdigit()) or int(hi) < int(lo):
+            raise argparse.ArgumentTypeError(
+                f"not a count or a list of seeds and ranges (5-9,12): {text!r}")
+        seeds += range(int(lo), int(hi) + 1)
+    return seeds
+
+
+def scenario_seeds(args: argparse.Namespace, scenario: str) -> Sequence[int]:
+    """The seeds measured of a trace scenario: ``--map-seeds`` for ``ef-``; else ``--seeds``,
+    by default the table's (:data:`EVAL_ROWS` for ``--table eval``, 0..4 for the main one)."""
+    if scenario.startswith("ef-"):
+        return list(args.map_seeds)
+    seeds = args.seeds
+    if seeds is None:
+        return EVAL_ROWS[scenario] if getattr(args, "table", "main") == "eval" \
+            else range(MAIN_SEEDS)
+    return range(seeds) if isinstance(seeds, int) else seeds
+
+
 def render_map_seeds(cells: dict[tuple[str, str, str], Cell], policies: Sequence[str],
                      scenarios: Sequence[str], map_seeds: Sequence[int], focus: str) -> str:
     """Two markdown tables over ElasticFlow mapping draws: every policy per (trace, mapping
@@ -372,6 +462,77 @@ def compare(old: dict[tuple[str, str, str], Cell], new: dict[tuple[str, str, str
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------- the evaluation table
+
+def best_of(cells: dict[tuple[str, str, str], Cell], scenario: str, seed: int,
+            names: Sequence[str]) -> tuple[str, float, int]:
+    """The best of ``names`` on one instance: its name and utility ("" and nan if none is
+    measured), and how many of ``names`` are not known there (capped, failed or missing)."""
+    got = [cells.get((scenario, str(seed), p)) for p in names]
+    ok = [(c.utility, c.policy) for c in got if c is not None and c.status == "ok"]
+    val, who = max(ok, default=(math.nan, ""))
+    return who, val, len(names) - len(ok)
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.3f}" if b > 0 and math.isfinite(a) else "–"
+
+
+def eval_verdict(cells: dict[tuple[str, str, str], Cell], scenario: str, seed: int,
+                 policies: Sequence[str], focus: str) -> tuple[str, bool | None]:
+    """One row of the verdict table, and whether ``focus`` is at or above the best rival
+    there (None where either is not measured; False where ``focus`` was capped or failed)."""
+    family = [p for p in policies if takes_price_bounds(p)]
+    rivals = [p for p in policies if p not in family]
+    mine, mine_v = trace_summary(cells, scenario, focus, [seed])
+    fam, fam_v, _ = best_of(cells, scenario, seed, family)
+    riv, riv_v, unknown = best_of(cells, scenario, seed, rivals)
+    jobs = next((c.jobs for p in policies if (c := cells.get((scenario, str(seed), p)))), 0)
+    at_least = None if math.isnan(riv_v) or not mine else \
+        False if math.isnan(mine_v) else mine_v >= riv_v
+    mark = {True: "✓ ", False: "✗ ", None: ""}[at_least]
+    note = f" [{unknown} of {len(rivals)} capped or missing]" if unknown else ""
+    return (f"| {scenario} | {seed} | {jobs or ''} | {mine} | {_named(fam, fam_v)} | "
+            f"{_named(riv, riv_v)}{note} | {_ratio(fam_v, riv_v)} | "
+            f"{mark}{_ratio(mine_v, riv_v)} |"), at_least
+
+
+def _named(name: str, value: float) -> str:
+    return f"{name} {_fmt(value)}" if name else ""
+
+
+def eval_matrix(cells: dict[tuple[str, str, str], Cell], policies: Sequence[str],
+                rows: Sequence[tuple[str, int]]) -> str:
+    """Every policy's utility (completed) per row, the best of each row in bold."""
+    lines = ["| scenario | seed | " + " | ".join(policies) + " |",
+             "|---|---:|" + "---:|" * len(policies)]
+    for sc, seed in rows:
+        got = [trace_summary(cells, sc, p, [seed]) for p in policies]
+        best = max((v for _, v in got if not math.isnan(v)), default=math.nan)
+        lines.append(f"| {sc} | {seed} | " + " | ".join(
+            f"**{t}**" if t and v == best else t for t, v in got) + " |")
+    return "\n".join(lines)
+
+
+def render_eval(cells: dict[tuple[str, str, str], Cell], policies: Sequence[str],
+                rows: Mapping[str, Sequence[int]], focus: str) -> str:
+    """The evaluation table: a headline, then one verdict row per (scenario, seed) -- the
+    focus, the best OASiS-family policy, the best rival and the ratios -- then the matrix of
+    every policy's value per row."""
+    keys = [(sc, seed) for sc, seeds in rows.items() for seed in seeds]
+    verdicts = [eval_verdict(cells, sc, seed, policies, focus) for sc, seed in keys]
+    below = [f"{sc} seed {seed}" for (sc, seed), (_, ok) in zip(keys, verdicts, strict=True)
+             if ok is False]
+    known = sum(ok is not None for _, ok in verdicts)
+    head = (f"**{focus} is at or above the best rival on {known - len(below)} of {known} "
+            f"measured rows** ({len(keys)} rows in all)"
+            + (f"; below on: {', '.join(below)}" if below else ""))
+    table = [f"| scenario | seed | jobs | {focus}: utility (completed) | best OASiS family | "
+             f"best rival | family / rival | {focus} / rival (✓ at or above) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|", *(v for v, _ in verdicts)]
+    return "\n\n".join([head, "\n".join(table), eval_matrix(cells, policies, keys)])
+
+
 # ---------------------------------------------------------------- driver
 
 def measure(args: argparse.Namespace, policies: Sequence[str], scenarios: Sequence[str],
@@ -395,48 +556,25 @@ def measure(args: argparse.Namespace, policies: Sequence[str], scenarios: Sequen
                     keep(lambda n=n, prio=prio, seed=seed, todo=todo: fig5_cells(
                         n, prio, seed, todo, args.time_limit))
             continue
-        for seed in (args.map_seeds if sc.startswith("ef-") else range(args.seeds)):
+        for seed in scenario_seeds(args, sc):
             todo = missing(sc, str(seed), policies)
             if todo:
                 keep(lambda sc=sc, seed=seed, todo=todo: trace_cells(sc, seed, todo, args.cap_s))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--policies", default="all", help="comma-separated, or all (registered)")
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
-    ap.add_argument("--seeds", type=int, default=5, help="oasis-paper seeds 0..n-1")
-    ap.add_argument("--map-seeds", type=_seed_list, default=[0],
-                    help="ElasticFlow mapping seeds, comma-separated (default 0); with more "
-                    "than seed 0 the mapping-draw table is printed (and written) too")
-    ap.add_argument("--focus", default="oasis-rp",
-                    help="the policy the mapping-draw table compares with its best rival")
-    ap.add_argument("--fig5-instances", type=int, default=7,
-                    help="instances per (servers, priority) cell; 16 cells (7 -> 112)")
-    ap.add_argument("--cap-s", type=float, default=900.0,
-                    help="wall-time cap per trace cell, s; a capped cell shows '> cap'")
-    ap.add_argument("--time-limit", type=float, default=300.0, help="OPT MILP limit, s")
-    ap.add_argument("--cache", type=Path, default=RESULTS / "policy_table_cells.csv")
-    ap.add_argument("--md", type=Path, default=RESULTS / "policy_table.md")
-    ap.add_argument("--import-ratio", type=Path,
-                    help="seed the fig5 cells from this ratio-study CSV first")
-    ap.add_argument("--force", action="store_true",
-                    help="re-measure the selected cells (fig5: the policies, not OPT)")
-    ap.add_argument("--force-opt", action="store_true",
-                    help="also re-solve the fig5 offline optima (OPT) already cached")
-    ap.add_argument("--table-only", action="store_true", help="only print the cached table")
-    ap.add_argument("--compare", type=Path, metavar="OLD_CSV",
-                    help="also print the cells that differ from this older cache")
-    args = ap.parse_args()
+    args = _parser().parse_args()
     known = available_policies()
     policies = known if args.policies == "all" else args.policies.split(",")
     unknown = sorted(set(policies) - set(known))
     if unknown:
         raise SystemExit(f"policy_table: --policies: unknown {unknown}; known {known}")
-    scenarios = args.scenarios.split(",")
-    bad = sorted(set(scenarios) - set(SCENARIOS))
+    own = list(SCENARIOS) if args.table == "main" else list(EVAL_ROWS)
+    scenarios = args.scenarios.split(",") if args.scenarios else own
+    bad = sorted(set(scenarios) - set(own))
     if bad:
-        raise SystemExit(f"policy_table: --scenarios: unknown {bad}; known {list(SCENARIOS)}")
+        raise SystemExit(f"policy_table: --scenarios: unknown {bad} for --table "
+                         f"{args.table}; known {own}")
     RESULTS.mkdir(exist_ok=True)
     writer = CellWriter(args.cache)
     if args.import_ratio is not None:
@@ -445,18 +583,64 @@ def main() -> None:
     if not args.table_only:
         measure(args, policies, scenarios, cells, writer)
     shown = [p for p in known if any(k[2] == p for k in cells)]
-    table = render(cells, shown, list(SCENARIOS), args.seeds, args.fig5_instances)
+    table = render_eval(cells, shown, EVAL_ROWS, args.focus) if args.table == "eval" \
+        else main_table(args, cells, shown)
+    print(table)
+    md = args.md or RESULTS / ("policy_table.md" if args.table == "main"
+                               else "policy_table_eval.md")
+    tmp = md.with_suffix(".md.tmp")
+    tmp.write_text(table + "\n")
+    tmp.replace(md)
+
+
+def main_table(args: argparse.Namespace, cells: dict[tuple[str, str, str], Cell],
+               shown: Sequence[str]) -> str:
+    """The main table (and the mapping-draw tables, and ``--compare``'s, printed)."""
+    seeds = args.seeds if isinstance(args.seeds, int) else MAIN_SEEDS
+    table = render(cells, shown, list(SCENARIOS), seeds, args.fig5_instances)
     if args.map_seeds != [0]:
         efs = [sc for sc in SCENARIOS if sc.startswith("ef-")
                and any(k[0] == sc and k[1] != "0" for k in cells)]
         table += "\n\n" + render_map_seeds(cells, shown, efs, args.map_seeds, args.focus)
-    print(table)
     if args.compare is not None:
-        print(compare(read_cells(args.compare), cells, shown, list(SCENARIOS), args.seeds,
+        print(compare(read_cells(args.compare), cells, shown, list(SCENARIOS), seeds,
                       args.fig5_instances))
-    tmp = args.md.with_suffix(".md.tmp")
-    tmp.write_text(table + "\n")
-    tmp.replace(args.md)
+    return table
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--table", choices=("main", "eval"), default="main",
+                    help="the main table, or the evaluation table (its rows: EVAL_ROWS)")
+    ap.add_argument("--policies", default="all", help="comma-separated, or all (registered)")
+    ap.add_argument("--scenarios", help="comma-separated; default: every one of --table")
+    ap.add_argument("--seeds", type=parse_seeds,
+                    help="N (seeds 0..N-1) or a list such as 5-9,12; default: the table's "
+                    "(main: 0..4; eval: each row's)")
+    ap.add_argument("--map-seeds", type=_seed_list, default=[0],
+                    help="ElasticFlow mapping seeds, comma-separated (default 0); with more "
+                    "than seed 0 the mapping-draw table is printed (and written) too")
+    ap.add_argument("--focus", default="oasis-rp",
+                    help="the policy the mapping-draw and evaluation tables set against its "
+                    "best rival")
+    ap.add_argument("--fig5-instances", type=int, default=7,
+                    help="instances per (servers, priority) cell; 16 cells (7 -> 112)")
+    ap.add_argument("--cap-s", type=float, default=900.0,
+                    help="wall-time cap per trace cell, s; a capped cell shows '> cap'")
+    ap.add_argument("--time-limit", type=float, default=300.0, help="OPT MILP limit, s")
+    ap.add_argument("--cache", type=Path, default=RESULTS / "policy_table_cells.csv")
+    ap.add_argument("--md", type=Path, help="default results/policy_table.md "
+                    "(policy_table_eval.md for --table eval)")
+    ap.add_argument("--import-ratio", type=Path,
+                    help="seed the fig5 cells from this ratio-study CSV first")
+    ap.add_argument("--force", action="store_true",
+                    help="re-measure the selected cells (fig5: the policies, not OPT)")
+    ap.add_argument("--force-opt", action="store_true",
+                    help="also re-solve the fig5 offline optima (OPT) already cached")
+    ap.add_argument("--table-only", action="store_true", help="only print the cached table")
+    ap.add_argument("--compare", type=Path, metavar="OLD_CSV",
+                    help="also print the main-table cells that differ from this older cache")
+    return ap
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from psched.model import RESOURCES, WINDOW_UTILITY_FLOOR, Cluster, Job, Pool, Re
 __all__ = [
     "POOLS",
     "PriceParams",
+    "end_utility_log",
     "fixed_params",
     "log_prices",
     "log_utility",
@@ -138,7 +139,7 @@ def log_utility_one(job: Job, duration: int) -> float:
     return math.log(u.value) - float(np.logaddexp(0.0, u.decay * (float(duration) - u.target)))
 
 
-def _log_end_utility(job: Job, log_first: float | None = None) -> float:
+def end_utility_log(job: Job, log_first: float | None = None) -> float:
     """log of the utility at the end of the job's window, floored at ``1e-6 f(1)``
     (``log_first``: ``log f(1)`` if known)."""
     end = log_utility_one(job, job.window)
@@ -158,7 +159,7 @@ def params_from_jobs(jobs: Sequence[Job], cluster: Cluster, horizon: int,
         raise ValueError(f"no reference jobs for {source} prices (need a non-empty window "
                          "and positive utility)")
     log_fast = np.array([log_utility_one(j, j.fastest) for j in ref])
-    log_end = np.array([_log_end_utility(j, lf) for j, lf in first if math.isfinite(lf)])
+    log_end = np.array([end_utility_log(j, lf) for j, lf in first if math.isfinite(lf)])
     work = np.array([float(j.work) for j in ref])
     log_u: list[np.ndarray] = []
     log_l: list[float] = []

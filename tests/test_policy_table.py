@@ -133,3 +133,81 @@ def test_compare_lists_exactly_the_cells_that_changed() -> None:
     new = {**old, **_cells(_cell("ef-cluster04", "0", "optimus", 665339.4, completed=15802))}
     out = pt.compare(old, new, ["optimus", "srtf"], ["ef-cluster04"], seeds=5, fig5_per_cell=1)
     assert out.splitlines()[2:] == ["| optimus | ef-cluster04 | > 301 s (cap) | 665,339 (15802) |"]
+
+
+@pytest.mark.parametrize(("text", "want"), [("3", 3), ("5-9", [5, 6, 7, 8, 9]),
+                                            ("0-2,7", [0, 1, 2, 7]), ("7-7", [7])])
+def test_seeds_are_a_count_or_a_list_of_seeds_and_ranges(text: str, want: int | list[int]) -> None:
+    assert pt.parse_seeds(text) == want
+
+
+@pytest.mark.parametrize("bad", ["", "a", "5-", "-1", "9-5", "1,,2"])
+def test_a_malformed_seed_list_is_refused(bad: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        pt.parse_seeds(bad)
+
+
+@pytest.mark.parametrize(("table", "seeds", "want"), [
+    ("eval", None, {"oasis-100": [5, 6, 7, 8, 9], "philly-80000": [0, 1, 2]}),
+    ("main", None, {"oasis-100": [0, 1, 2, 3, 4]}),
+    ("eval", 2, {"oasis-100": [0, 1], "philly-80000": [0, 1]}),
+    ("eval", [7, 9], {"efsplit-195job": [7, 9], "philly-2000": [7, 9]}),
+])
+def test_each_scenario_is_measured_at_its_tables_seeds_unless_seeds_are_given(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: str,
+        seeds: int | list[int] | None, want: dict[str, list[int]]) -> None:
+    asked: dict[str, list[int]] = {}
+
+    def fake(scenario: str, seed: int, policies: Sequence[str],
+             cap_s: float) -> Iterator[pt.Cell]:
+        asked.setdefault(scenario, []).append(seed)
+        yield from (_cell(scenario, str(seed), p, 1.0) for p in policies)
+
+    monkeypatch.setattr(pt, "trace_cells", fake)
+    args = argparse.Namespace(table=table, seeds=seeds, map_seeds=[0], force=False,
+                              force_opt=False, cap_s=1.0)
+    pt.measure(args, ["fifo"], list(want), {}, pt.CellWriter(tmp_path / "cells.csv"))
+    assert asked == want
+
+
+_EVAL_CSV = """scenario,instance,policy,utility,completed,jobs,wall_s,status,measured_at,commit
+philly-2000,0,oasis,900.0,80,2000,9.0,ok,,
+philly-2000,0,oasis-rp,1200.0,90,2000,30.0,ok,,
+philly-2000,0,srtf,1000.0,99,2000,2.0,ok,,
+philly-2000,0,rrh,800.0,95,2000,2.0,ok,,
+philly-2000,1,oasis,1500.0,80,2000,9.0,ok,,
+philly-2000,1,oasis-rp,900.0,90,2000,30.0,ok,,
+philly-2000,1,srtf,1000.0,99,2000,2.0,ok,,
+philly-2000,1,rrh,800.0,95,2000,2.0,ok,,
+efsplit-195job,0,oasis-rp,2800.0,52,98,3.0,ok,,
+efsplit-195job,0,srtf,2000.0,90,98,0.1,ok,,
+efsplit-195job,0,rrh,nan,-1,98,900.3,cap,,
+efsplit-195job,1,oasis-rp,nan,-1,98,900.1,cap,,
+efsplit-195job,1,srtf,2000.0,90,98,0.1,ok,,
+"""
+
+
+def test_the_evaluation_table_sets_the_focus_against_the_best_rival_row_by_row(
+        tmp_path: Path) -> None:
+    (tmp_path / "cells.csv").write_text(_EVAL_CSV)
+    cells = pt.read_cells(tmp_path / "cells.csv")
+    rows = {"philly-2000": (0, 1), "efsplit-195job": (0, 1, 2)}
+    text = pt.render_eval(cells, ["oasis", "oasis-rp", "rrh", "srtf"], rows, "oasis-rp")
+    assert text.startswith("**oasis-rp is at or above the best rival on 2 of 4 measured rows** "
+                           "(5 rows in all); below on: philly-2000 seed 1, efsplit-195job seed 1")
+    assert "| efsplit-195job | 1 | 98 | > 900 s (cap) |  | srtf 2,000 [1 of 2 capped or" in text
+    assert ("| philly-2000 | 0 | 2000 | 1,200 (90) | oasis-rp 1,200 | srtf 1,000 | 1.200 | "
+            "✓ 1.200 |") in text
+    assert ("| philly-2000 | 1 | 2000 | 900 (90) | oasis 1,500 | srtf 1,000 | 1.500 | "
+            "✗ 0.900 |") in text  # the best of the family is not the focus here
+    assert ("| efsplit-195job | 0 | 98 | 2,800 (52) | oasis-rp 2,800 | srtf 2,000 "
+            "[1 of 2 capped or missing] | 1.400 | ✓ 1.400 |") in text
+    assert ("| efsplit-195job | 0 |  | **2,800 (52)** | > 900 s (cap) | 2,000 (90) |"
+            in text)  # the matrix: every policy's value, the row's best in bold
+
+
+def test_the_committed_evaluation_table_is_the_one_its_cache_renders() -> None:
+    cells = pt.read_cells(pt.RESULTS / "policy_table_cells.csv")
+    shown = [p for p in pt.available_policies() if any(k[2] == p for k in cells)]
+    table = pt.render_eval(cells, shown, pt.EVAL_ROWS, "oasis-rp")
+    assert (pt.RESULTS / "policy_table_eval.md").read_text().strip() == table

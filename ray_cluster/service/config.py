@@ -69,6 +69,8 @@ class ServiceConfig:
         """A fresh policy as configured. A policy that declares ``takes_price_bounds``
         (``oasis``, ``oasis-rp``) gets its U and L from ``prices`` (``price_source="fixed"``)
         or from the ``history`` jobs, and ``estimate_factor``; the service has no hindsight.
+        With neither, a policy whose own default ``price_source`` is ``"online"``
+        (``oasis-rp``) estimates them from the jobs submitted so far.
 
         Raises
         ------
@@ -96,6 +98,9 @@ class ServiceConfig:
                             **({"prices": bounds} if "prices" in takes else bounds))
             elif self.history:
                 opts.update(price_source="history")
+            elif takes.get("price_source") is not None and \
+                    takes["price_source"].default == "online":
+                pass
             else:
                 raise InputError(f"{self.policy} needs price bounds: give --prices or "
                                  "--history", field="prices")

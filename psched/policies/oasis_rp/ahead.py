@@ -150,5 +150,4 @@ def grow(st: RunState, job: Job, old: dict[int, Alloc], t: int) -> Schedule | No
     book.add(job, {s: new[s] for s in diff if s in new})
     st.stats["ahead_jobs"] += 1
     st.stats["ahead_moved"] += new[t].n_workers - (old[t].n_workers if t in old else 0)
-    st.freed = True
     return Schedule(new)

@@ -20,31 +20,31 @@ from psched.policies.oasis_rp import restore as journal
 from psched.policies.oasis_rp.admission import (
     REJECT_DENSITY,
     clearing_density,
-    density_order,
     density_quantile,
     job_size,
     pool_totals,
 )
 from psched.policies.oasis_rp.ahead import work_ahead
 from psched.policies.oasis_rp.book import PlanLedger
-from psched.policies.oasis_rp.bump import bump, due
 from psched.policies.oasis_rp.effort import SlotBank
+from psched.policies.oasis_rp.estimates import LocalFloor, OnlineBounds, RunningQuantile
 from psched.policies.oasis_rp.plans import Found
 from psched.policies.oasis_rp.promises import REJECT_PAYOFF, completion_utility, promise_for
+from psched.policies.oasis_rp.queue import queue_boundary
 from psched.policies.oasis_rp.repack import pull_one, repack
 from psched.policies.oasis_rp.reservations import Reservation
 from psched.policies.oasis_rp.state import RunState
 from psched.policies.oasis_rp.steady import reconcile
 from psched.prices import PriceParams, fixed_params, params_from_jobs
 
-__all__ = ["DEFER_LIMIT", "PRICE_KEYS", "PULL_LIMIT", "OasisRpPolicy"]
+__all__ = ["PRICE_KEYS", "PRICE_SOURCES", "PULL_LIMIT", "OasisRpPolicy"]
 
-#: most held jobs searched again per boundary (``defer``), in arrival order
-DEFER_LIMIT = 64
 #: most jobs pulled forward per boundary, tightest promise first
 PULL_LIMIT = 64
 #: the keys of ``prices`` (``price_source="fixed"``): U and L of each pool
 PRICE_KEYS = ("u_worker", "l_worker", "u_ps", "l_ps")
+#: where U, L, the density floor and the re-pack guard's quantile come from
+PRICE_SOURCES = ("online", "history", "hindsight", "fixed")
 
 log = logging.getLogger(__name__)
 
@@ -55,24 +55,30 @@ class OasisRpPolicy:
 
     Parameters
     ----------
-    price_source : ``"hindsight"`` (U and L from the whole trace), ``"history"`` (from the
-        run context's history jobs: a live service has no hindsight) or ``"fixed"``.
+    price_source : ``"online"`` (the default: U, L, the density floor and the re-pack
+        guard's quantile estimated from the jobs that have arrived,
+        :mod:`~psched.policies.oasis_rp.estimates`), ``"history"`` (from the run context's
+        history jobs), ``"hindsight"`` (from the whole trace, jobs not yet arrived included:
+        an oracle, for comparison) or ``"fixed"``.
     estimate_factor : multiplies U and L's estimates (> 0).
     prices : for ``"fixed"``: a mapping with the keys of :data:`PRICE_KEYS` (each U a number
         or a mapping by resource; each L a number), the service's ``--prices``.
     certificate : compute the dual certificate in :meth:`report`.
-    density_floor : reject an arrival that earns less than this times the clearing density
-        per unit of its size (0: no floor; :mod:`~psched.policies.oasis_rp.admission`).
+    density_floor : hold, rather than admit, a job that earns less than this times the
+        clearing density per unit of its size (0: no floor;
+        :mod:`~psched.policies.oasis_rp.admission`; online, the recent arrivals' clearing
+        density, :class:`~psched.policies.oasis_rp.estimates.LocalFloor`).
     promise_rtol : promise the latest slot within this relative utility of the planned
         completion's (in [0, 1); :mod:`~psched.policies.oasis_rp.promises`).
     repack_gap : re-pack for an arrival whose best schedule earns less than ``1 - gap`` of
         its utility at the fastest duration (in (0, 1]; :mod:`~psched.policies.oasis_rp.repack`).
     repack_quantile : re-pack only for an arrival at least this quantile of the price jobs'
-        densities (in [0, 1); 0: every arrival).
+        densities (online: of the arrivals so far; in [0, 1); 0: every arrival).
     effort_slots : slot-searches credited to the slot bank per arrival (None: no bank;
         :mod:`~psched.policies.oasis_rp.effort`).
-    defer : hold a job that finds no schedule and search it again at later boundaries when
-        plans moved (:meth:`admit_held`), instead of rejecting it.
+
+    A job that is not admitted on arrival is held and searched again at every boundary
+    while its window is open (:mod:`~psched.policies.oasis_rp.queue`).
     """
 
     name = "oasis-rp"
@@ -80,12 +86,13 @@ class OasisRpPolicy:
     #: ``plan`` says what runs in each slot (a revised plan is a resize at the next boundary),
     #: and decision time is per event slot (arrivals plus the boundary's revisions)
     commits_on_arrival = False
-    #: prices with U and L: ``price_source`` may be ``"fixed"`` (``prices``) or ``"history"``
+    #: prices with U and L: ``price_source`` may be ``"fixed"`` (``prices``), ``"history"`` or
+    #: ``"online"`` (needs nothing: a live service may run it without bounds)
     takes_price_bounds = True
 
     def __init__(
         self,
-        price_source: str = "hindsight",
+        price_source: str = "online",
         estimate_factor: float = 1.0,
         prices: Mapping[str, float | Mapping[str, float]] | None = None,
         certificate: bool = True,
@@ -94,10 +101,9 @@ class OasisRpPolicy:
         repack_gap: float = 0.05,
         repack_quantile: float = 0.1,
         effort_slots: float | None = 50.0,
-        defer: bool = False,
     ) -> None:
-        if price_source not in ("hindsight", "history", "fixed"):
-            raise ValueError("price_source must be 'hindsight', 'history' or 'fixed', "
+        if price_source not in PRICE_SOURCES:
+            raise ValueError(f"price_source must be one of {', '.join(PRICE_SOURCES)}, "
                              f"got {price_source!r}")
         if prices is not None and set(prices) != set(PRICE_KEYS):
             raise ValueError(f"prices must have the keys {', '.join(PRICE_KEYS)}, "
@@ -126,11 +132,14 @@ class OasisRpPolicy:
         self.repack_gap = float(repack_gap)
         self.repack_quantile = float(repack_quantile)
         self.effort_slots = None if effort_slots is None else float(effort_slots)
-        self.defer = bool(defer)
         #: a benchmark's probe, or None (the default: nothing is timed): called as
         #: ``probe(job_id, cpu_s)`` after each decision of a batch with its own CPU seconds
-        #: (:meth:`_admit_batch`; the ordering and the boundary's upkeep are not in them)
+        #: (:meth:`admit_held`; the ordering and the boundary's upkeep are not in them)
         self.decision_probe: Callable[[str, float], None] | None = None
+        #: a test's probe, or None (the default): called as ``probe(t, job_id, outcome)`` for
+        #: each held job the queue takes at the boundary of slot ``t``
+        #: (:data:`~psched.policies.oasis_rp.queue.OUTCOMES`)
+        self.queue_probe: Callable[[int, str, str], None] | None = None
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._st: RunState | None = None
@@ -138,11 +147,25 @@ class OasisRpPolicy:
         self._floor_cluster: Cluster | None = None  # sizes are measured against it
         self._totals: tuple[np.ndarray, np.ndarray] | None = None
         self._repack_min = 0.0  # the density a re-pack's newcomer needs (repack_quantile)
+        #: online estimates (``price_source="online"``), None otherwise
+        self._bounds: OnlineBounds | None = None
+        self._local: LocalFloor | None = None
+        self._quantile: RunningQuantile | None = None
         self._boundary_ms: list[float] = []
         self._report: dict[str, Any] | None = None
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self, ctx: RunContext) -> None:
+        self._bounds = self._local = self._quantile = None
+        if self.price_source == "online":  # flat until the first arrival is observed
+            self._start(ctx, fixed_params(1.0, 1.0, 1.0, 1.0))
+            self._bounds = OnlineBounds(ctx.cluster, ctx.horizon)
+            if self.density_floor > 0.0:
+                self._floor_cluster, self._totals = ctx.cluster, pool_totals(ctx.cluster)
+                self._local = LocalFloor(ctx.cluster)
+            if self.repack_quantile > 0.0:
+                self._quantile = RunningQuantile(self.repack_quantile)
+            return
         if self.price_source == "fixed":
             assert self.prices is not None
             self._start(ctx, fixed_params(*(self.prices[k] for k in PRICE_KEYS)))  # type: ignore[arg-type]
@@ -185,11 +208,37 @@ class OasisRpPolicy:
         st = self._state()
         st.book.grow(cluster)
         st.cluster, st.dens = cluster, {}
-        st.dirty = st.freed = True
+        st.dirty = True
+        if self._bounds is not None:
+            self._bounds.grow(cluster)
+            self._set_params(st)
+
+    def _observe(self, st: RunState, job: Job) -> None:
+        """Online estimates: take the arrival ``job`` in (nothing with other price sources)."""
+        if self._bounds is not None and self._bounds.observe(job):
+            self._set_params(st)
+        if self._local is not None:
+            self._local.observe(job)
+        if self._quantile is not None:
+            self._quantile.observe(st.density(job))
+            self._repack_min = self._quantile.value
+
+    def _set_params(self, st: RunState) -> None:
+        """The book prices with the online bounds from now on (scaled by
+        ``estimate_factor``)."""
+        assert self._bounds is not None
+        params = self._bounds.params()
+        if params is None:
+            return
+        if self.estimate_factor != 1.0:
+            params = params.scaled(self.estimate_factor)
+        self.params = st.book.params = params
 
     # -- arrivals -----------------------------------------------------------------------------
     def on_arrival(self, job: Job, view: View) -> Decision:
         st = self._state()
+        self._observe(st, job)
+        st.decided[job.job_id] = (job, 0.0)
         if view.t < job.last_slot:  # decided with the slot's others, densest first
             st.batch.append(job.job_id)
             return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0, hold=True)
@@ -197,17 +246,15 @@ class OasisRpPolicy:
 
     def _arrive(self, st: RunState, job: Job, t: int) -> Decision:
         """Decide the arrival of ``job`` in slot ``t``: the floor, the search, a re-pack if
-        its best is poor, a bump if it finds none, then a reservation or a promise."""
+        its best is poor, then a reservation or a promise; a job that finds nothing is held."""
         if st.slot_bank is not None:
             st.slot_bank.credit()
         found = st.search_new(job, t)
-        if self._rho > 0.0 and self._below_floor(job, found):
-            st.decided.append((job, 0.0))
-            return Decision(admitted=False, reason=REJECT_DENSITY, payoff=0.0, hold=self.defer)
+        if self._below_floor(job, found, t):
+            return Decision(admitted=False, reason=REJECT_DENSITY, payoff=0.0, hold=True)
         base = completion_utility(job, found.completion)
         if not found.schedule or base < (1.0 - self.repack_gap) * job.utility_at(job.fastest):
-            got = repack(st, job, t, base, gap=self.repack_gap, min_density=self._repack_min,
-                         defer=self.defer)
+            got = repack(st, job, t, base, gap=self.repack_gap, min_density=self._repack_min)
             if got.schedule:
                 found = got
             elif found.schedule:
@@ -215,79 +262,51 @@ class OasisRpPolicy:
         elif found.schedule:
             st.place(job, found.schedule)
         if not found.schedule:
-            found = bump(st, job, t, self.repack_gap)
-        if not found.schedule:
-            st.decided.append((job, 0.0))
-            return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0, hold=self.defer)
+            return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0, hold=True)
         if min(found.schedule) > t:  # a reservation until it starts
             plan = st.plans.pop(job.job_id)
             st.soft[job.job_id] = Reservation(job=job, plan=plan, payoff=found.payoff,
                                               density=st.density(job))
             st.stats["soft_reserved"] += 1
             return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0, hold=True)
-        st.decided.append((job, found.payoff))
+        st.decided[job.job_id] = (job, found.payoff)
         return promise_for(st, job, found, self.promise_rtol)
 
-    def _below_floor(self, job: Job, found: Found) -> bool:
-        """``job``'s best schedule ``found`` (or, with none, its utility at the fastest
-        duration) earns less than the density floor times its size."""
+    def _below_floor(self, job: Job, found: Found, t: int) -> bool:
+        """``job``'s best schedule ``found`` from slot ``t`` (or, with none, its utility at
+        the fastest duration) earns less than the density floor times its size."""
+        if self._local is not None:
+            self._rho = self.density_floor * self._local.rho(t)
+        if self._rho <= 0.0:
+            return False
         best = (completion_utility(job, found.completion) if found.schedule
                 else job.utility_at(job.fastest))
         assert self._floor_cluster is not None  # set with the floor, in start
         return best < self._rho * job_size(job, self._floor_cluster, self._totals)
 
     def admit_held(self, jobs: Sequence[Job], view: View) -> dict[str, Decision]:
-        """Decide the held ``jobs`` at the boundary of slot ``view.t``: this slot's arrivals
-        (densest first), the reservations that start now; with ``defer``, if plans moved
-        since, search the others again from ``view.t`` (at most :data:`DEFER_LIMIT`, in
-        arrival order) and admit each whose payoff is now positive. Jobs not in the answer
-        stay held. O(arrivals + DEFER_LIMIT) decisions."""
+        """Decide the held ``jobs`` at the boundary of slot ``view.t``: the queue
+        (:func:`~psched.policies.oasis_rp.queue.queue_boundary`), this slot's arrivals among
+        them, densest first. Jobs not in the answer stay held. O(arrivals +
+        :data:`~psched.policies.oasis_rp.queue.QUEUE_LIMIT`) decisions."""
         st = self._state()
-        out: dict[str, Decision] = {}
-        if self.defer:
-            # jobs gone or behind since the last plan free or take room; once, before
-            # anything is admitted here (the view does not hold jobs admitted now)
-            reconcile(st, view)
-        skip: set[str] = set()
-        if st.batch:  # this slot's arrivals; those rejected are searched no more now
-            skip.update(st.batch)
-            out.update(self._admit_batch(st, jobs, view.t))
-        out.update(due(st, view.t, self.promise_rtol))
-        skip.update(st.soft, out)
-        jobs = [j for j in jobs if j.job_id not in skip]
-        if not self.defer or not st.freed:
-            return out
-        st.freed = False
-        for job in jobs[:DEFER_LIMIT]:
-            st.stats["deferred_searches"] += 1
-            found = st.search_new(job, view.t)
-            if not found.schedule:
-                continue
-            st.place(job, found.schedule)
-            st.stats["deferred_admitted"] += 1
-            st.dirty = True
-            out[job.job_id] = promise_for(st, job, found, self.promise_rtol)
-        return out
-
-    def _admit_batch(self, st: RunState, jobs: Sequence[Job], t: int) -> dict[str, Decision]:
-        """Decide the jobs held on arrival in slot ``t`` as arrivals, densest first
-        (:func:`~psched.policies.oasis_rp.admission.density_order`). A job rejected stays
-        held if ``defer`` is on, else is rejected now. O(arrival decisions)."""
-        mine = set(st.batch)
-        st.batch = []
-        out: dict[str, Decision] = {}
+        t = view.t
+        reconcile(st, view)  # jobs gone or behind since the last plan free or take room
         probe = self.decision_probe
-        for job in density_order([j for j in jobs if j.job_id in mine], st.cluster,
-                                 st.density):
+
+        def arrive(job: Job) -> Decision:
             if probe is None:
-                got = self._arrive(st, job, t)
-            else:
-                c0 = time.process_time()
-                got = self._arrive(st, job, t)
-                probe(job.job_id, time.process_time() - c0)
-            if got.admitted or not self.defer:  # with defer, a rejected job stays held
-                out[job.job_id] = got
-        return out
+                return self._arrive(st, job, t)
+            c0 = time.process_time()
+            got = self._arrive(st, job, t)
+            probe(job.job_id, time.process_time() - c0)
+            return got
+
+        seen = self.queue_probe
+        return queue_boundary(st, jobs, t, arrive=arrive,
+                              below_floor=lambda job, found: self._below_floor(job, found, t),
+                              rtol=self.promise_rtol,
+                              probe=None if seen is None else lambda j, what: seen(t, j, what))
 
     # -- slot boundaries -----------------------------------------------------------------------
     def plan(self, view: View) -> SlotPlan:
@@ -332,7 +351,9 @@ class OasisRpPolicy:
     def restore(self, job: Job, decision: Decision) -> None:
         """Re-apply an arrival decision made before (a restarted service replaying its
         journal; :func:`psched.policies.oasis_rp.restore.restore`)."""
-        journal.restore(self._state(), job, decision)
+        st = self._state()
+        self._observe(st, job)
+        journal.restore(st, job, decision)
 
     def restore_held(self, job: Job, decision: Decision) -> None:
         """Re-apply a deferred decision made before at a slot boundary
@@ -362,7 +383,7 @@ class OasisRpPolicy:
             return {}
         out: dict[str, Any] = {}
         if self.certificate:
-            out = dual_objective(st.book, st.decided)
+            out = dual_objective(st.book, list(st.decided.values()))
             out.pop("dual_bound_recorded", None)
         out["promised_utility"] = st.promised_utility
         out["committed_utility"] = st.promised_utility
@@ -380,7 +401,7 @@ class OasisRpPolicy:
                          "certificate": self.certificate, "density_floor": self.density_floor,
                          "promise_rtol": self.promise_rtol, "repack_gap": self.repack_gap,
                          "repack_quantile": self.repack_quantile,
-                         "effort_slots": self.effort_slots, "defer": self.defer}
+                         "effort_slots": self.effort_slots}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor

@@ -25,8 +25,7 @@ least ``lb_j = max(t, a_j) + ceil(W_j / N_j) - 1`` (``W_j`` its work left) and
 ``f_j(c_j) <= f_j(lb_j)``; when ``f_new(done) - base + sum_j max(0, f_j(lb_j) - f_j(s_j))`` is not
 positive the re-pack is undone whatever the pulls find (floating-point sums are monotone).
 Their slot-searches are still counted (:func:`pull_spans`), so the slot bank is debited
-exactly as if they had run. What does not follow: the ``pulled`` counter and the ``freed``
-flag a pull sets (read only by deferred admission: the test is off with ``defer``).
+exactly as if they had run. What does not follow: the ``pulled`` counter.
 """
 
 from __future__ import annotations
@@ -49,12 +48,12 @@ REPACK_LIMIT = 64
 
 
 def repack(st: RunState, job: Job, t: int, base: float, *, gap: float,
-           min_density: float, defer: bool) -> Found:
+           min_density: float) -> Found:
     """Make room for ``job`` in slot ``t`` (its utility without a re-pack: ``base``) by
     re-planning admitted jobs within their promises (the module docstring). Returns the
     newcomer's schedule, placed, or :data:`NONE_FOUND` (nothing changed). ``gap`` is
     ``repack_gap`` (the newcomer's good slots, for the slot bank), ``min_density`` the
-    density it needs (``repack_quantile``), ``defer`` whether deferred admission is on.
+    density it needs (``repack_quantile``).
     O(moved jobs) exact searches."""
     if min_density > 0.0 and st.density(job) < min_density:
         st.stats["repack_guarded"] += 1
@@ -71,7 +70,7 @@ def repack(st: RunState, job: Job, t: int, base: float, *, gap: float,
                                     Ranked(cands, st.plans, t, good_end(job, t, gap)))
         if not cands:
             return NONE_FOUND
-    return st.banked(lambda: _repack(st, job, t, base, cands, defer))
+    return st.banked(lambda: _repack(st, job, t, base, cands))
 
 
 def good_end(job: Job, t: int, gap: float) -> int:
@@ -81,7 +80,7 @@ def good_end(job: Job, t: int, gap: float) -> int:
 
 
 def _repack(st: RunState, job: Job, t: int, base: float, cands: list[str],
-            defer: bool) -> Found:
+) -> Found:
     """:func:`repack` with its jobs chosen (``cands``, in their order)."""
     book = st.book
     st.stats["repack_tried"] += 1
@@ -110,7 +109,7 @@ def _repack(st: RunState, job: Job, t: int, base: float, cands: list[str],
     if found.schedule:
         assert moved is not None
         st.plans[job.job_id] = found.schedule
-        if not _pulls_vain(st, job, t, base, found, moved, saved, defer):
+        if not _pulls_vain(st, job, t, base, found, moved, saved):
             for j in moved:
                 pull_one(st, j, t)
         done = found.completion
@@ -121,7 +120,6 @@ def _repack(st: RunState, job: Job, t: int, base: float, cands: list[str],
             for j in moved)
         if gain > 0:
             st.stats["repack_kept"] += 1
-            st.freed = True
             st.stats["repack_moved"] += len(moved)
             st.stats["repack_admitted_utility"] += job.utility_at(done - job.arrival + 1)
             return Found(payoff=found.payoff, schedule=st.plans[job.job_id])
@@ -164,12 +162,9 @@ def _refit(st: RunState, cands: list[str], saved: dict[str, dict[int, Alloc]], t
 
 
 def _pulls_vain(st: RunState, job: Job, t: int, base: float, found: Found, moved: list[str],
-                saved: dict[str, dict[int, Alloc]], defer: bool) -> bool:
+                saved: dict[str, dict[int, Alloc]]) -> bool:
     """True if no pull of ``moved`` can make the re-pack's gain positive (:func:`gain_bound`);
-    their slot-searches are then counted as run and the skip in ``repack_prechecked``. Off
-    with ``defer`` (a pull's ``freed`` flag is read there)."""
-    if defer:
-        return False
+    their slot-searches are then counted as run and the skip in ``repack_prechecked``."""
     newcomer = completion_utility(job, found.completion)
     if gain_bound(newcomer, base, moved, st.jobs, saved, t) > 0:
         return False
@@ -226,7 +221,6 @@ def pull_one(st: RunState, j: str, t: int, steady: bool = False) -> bool:
         book.add(jj, got.schedule)
         st.plans[j] = got.schedule
         st.stats["pulled"] += 1
-        st.freed = True
         return True
     book.add(jj, old)
     return False

@@ -31,7 +31,7 @@ def boundary_state(st: RunState) -> dict[str, Any]:
     held jobs (the slot's undecided arrivals, the reservations) and the slot bank.
     O(jobs + new reservation entries)."""
     ran = {j: [list(a.workers), list(a.ps)] for j, a in sorted(st.ran.items())}
-    out: dict[str, Any] = {"dirty": st.dirty, "freed": st.freed, "stats": dict(st.stats),
+    out: dict[str, Any] = {"dirty": st.dirty, "stats": dict(st.stats),
                            "ran": ran, "batch": list(st.batch)}
     out.update(st.soft.to_json())  # reservations (their usage is in the book), jobs that lost one
     if st.slot_bank is not None:
@@ -45,13 +45,13 @@ def restore(st: RunState, job: Job, decision: Decision) -> None:
     whatever deciding again would give. A held job is kept for :func:`resume`.
     O(schedule entries)."""
     if not decision.admitted or not decision.schedule:
-        st.decided.append((job, 0.0))
+        st.decided[job.job_id] = (job, 0.0)
         if decision.hold:  # a batch or a reservation may hold it: see resume
             st.restored[job.job_id] = job
         return
     payoff = decision.payoff or 0.0
-    st.decided.append(
-        (job, math.exp(math.log(payoff) - st.book.log_scale) if payoff > 0 else 0.0))
+    st.decided[job.job_id] = (
+        job, math.exp(math.log(payoff) - st.book.log_scale) if payoff > 0 else 0.0)
     _admit(st, job, decision)
 
 
@@ -98,7 +98,6 @@ def resume(st: RunState, t: int, state: Mapping[str, Any] | None = None) -> None
             del st.plans[j]
     if state:
         st.dirty = bool(state.get("dirty", st.dirty))
-        st.freed = bool(state.get("freed", st.freed))
         st.stats.update(state.get("stats", {}))
         st.ran = {j: Alloc.of(dict(w), dict(p)) for j, (w, p) in state.get("ran", {}).items()}
         _resume_held(st, state)
@@ -110,15 +109,11 @@ def resume(st: RunState, t: int, state: Mapping[str, Any] | None = None) -> None
 
 def _resume_held(st: RunState, state: Mapping[str, Any]) -> None:
     """The held jobs' part of :func:`resume`: the slot's arrivals not decided yet, the
-    reservations with their usage back in the book and the jobs that lost theirs. Those
-    jobs are not decided yet: the certificate's entries the replay gave them go (they come
-    back when they are decided, as in an uninterrupted run). O(reservation entries)."""
+    reservations with their usage back in the book. O(reservation entries)."""
     st.batch = [j for j in state.get("batch", ()) if j in st.restored]
     st.soft = Reservations.from_json(state, st.restored)
     for r in list(st.soft.values()):
         plan = Schedule(r.plan)
         st.soft[r.job.job_id] = replace(r, plan=plan)
         st.book.add(r.job, plan)
-    pending = {*st.batch, *st.soft, *(job.job_id for job in st.soft.dropped)}
-    if pending:
-        st.decided = [(j, mu) for j, mu in st.decided if j.job_id not in pending]
+

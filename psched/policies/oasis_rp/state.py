@@ -33,10 +33,9 @@ def new_stats() -> dict[str, float]:
     """The counters of a run's report, all zero, in report order."""
     return {"repack_tried": 0, "repack_kept": 0, "repack_moved": 0,
             "repack_admitted_utility": 0.0,
-            "deferred_admitted": 0, "deferred_searches": 0,
+            "queue_admitted": 0, "queue_searches": 0,
             "pulled": 0, "replanned_behind": 0, "promise_at_risk": 0,
-            "kept_running": 0, "soft_reserved": 0, "soft_bumps": 0,
-            "soft_dropped": 0, "ahead_jobs": 0, "ahead_moved": 0,
+            "kept_running": 0, "soft_reserved": 0, "ahead_jobs": 0, "ahead_moved": 0,
             "repack_guarded": 0, "repack_prechecked": 0}
 
 
@@ -54,13 +53,13 @@ class RunState:
     batch: list[str] = field(default_factory=list)  #: held on arrival this slot, undecided
     restored: dict[str, Job] = field(default_factory=dict)  #: held jobs replayed, until resume
     ran: dict[str, Alloc] = field(default_factory=dict)  #: jobs that ran in the last slot
-    #: every decided job and its payoff (cost units) for the certificate
-    decided: list[tuple[Job, float]] = field(default_factory=list)
+    #: every job that arrived, by id, with its payoff when admitted (cost units; 0 until
+    #: then): the jobs the certificate counts
+    decided: dict[str, tuple[Job, float]] = field(default_factory=dict)
     promised_utility: float = 0.0  #: utility of every promise made
     stats: dict[str, float] = field(default_factory=new_stats)  #: the report's counters
     slots: int = 0  #: slots spanned by the exact searches so far (the slot bank's measure)
     dirty: bool = False  #: plans changed: the next boundary pulls jobs forward
-    freed: bool = False  #: plans moved since the held jobs were last searched (``defer``)
     #: density per job id on :attr:`cluster`, and the container counts it is computed from
     dens: dict[str, float] = field(default_factory=dict)
     fits: FitCounts | None = None

@@ -168,7 +168,6 @@ def reconcile(st: RunState, view: View) -> None:
     for j in [j for j in st.plans if j not in view.active]:
         gone = {s: a for s, a in st.plans[j].items() if s >= t}
         book.add(st.jobs[j], gone, sign=-1)
-        st.freed = st.freed or bool(gone)
         del st.plans[j]
     todo = []
     for j, status in view.active.items():
@@ -181,7 +180,6 @@ def reconcile(st: RunState, view: View) -> None:
     todo.sort(key=lambda x: rank[x[0]])
     for j, left in todo:
         st.stats["replanned_behind"] += 1
-        st.freed = True
         st.dirty = True
         if _steady_one(st, j, left, t):
             continue
