@@ -13,7 +13,7 @@ process as the baseline. Variants are ``name[:opt=value...]``, options going to
 off its default.
 
     nice -n 5 python benchmarks/bench_oasis_rp.py --jobs 400 --seeds 0,1,2 \\
-        --variants oasis,oasis-rp,oasis-rp:defer=1
+        --variants oasis,oasis-rp,oasis-rp:price_source=hindsight
     python benchmarks/bench_oasis_rp.py --jobs 400 --seeds 0 --levers
     python benchmarks/bench_oasis_rp.py --jobs 100,200,300,400 --seeds 0,1,2,3,4 \\
         --variants oasis,oasis-rp,srtf
@@ -38,7 +38,8 @@ from psched.simulator import simulate  # noqa: E402
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs  # noqa: E402
 
 #: oasis-rp's options that change decisions, each moved off its default
-LEVERS = ("defer=1", "density_floor=0", "repack_quantile=0", "promise_rtol=0", "repack_gap=1")
+LEVERS = ("price_source=hindsight", "density_floor=0", "repack_quantile=0", "promise_rtol=0",
+          "repack_gap=1")
 
 
 def lever_variants() -> list[str]:

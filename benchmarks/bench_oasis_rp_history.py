@@ -1,9 +1,11 @@
 """oasis-rp with prices (and the density floor) estimated from a HISTORY trace, not hindsight.
 
-In simulation ``oasis`` and ``oasis-rp`` price with U and L computed from the whole trace
-("hindsight", the paper's "known from past experience"); ``oasis-rp``'s density floor also
-reads the trace (its clearing density). A live service has no hindsight: it prices from a
-history trace (``price_source="history"``). This benchmark runs each cell both ways and
+``oasis`` prices with U and L computed from the whole trace ("hindsight", the paper's "known
+from past experience"); ``oasis-rp`` with ``price_source="hindsight"`` does the same, its
+density floor the trace's clearing density, an oracle. A live service has no hindsight: it
+prices from the arrivals so far (``"online"``, the default) or from a history trace
+(``price_source="history"``). This benchmark runs each cell with hindsight and with history
+prices (a ``price_source`` in ``--variant`` replaces hindsight in the first column) and
 prints utility per seed (oasis-paper, ElasticFlow) and OPT / policy over the Fig. 5
 instances (OPT cached in ``results/policy_table_cells.csv``). The history (``--history``):
 
@@ -57,6 +59,8 @@ def _run(variant: str, specs: list[JobSpec], cluster: Cluster, horizon: int,
     kw.setdefault("certificate", False)
     if history is not None:
         kw["price_source"] = "history"
+    else:
+        kw.setdefault("price_source", "hindsight")
     res = simulate(specs, cluster, make_policy(name, **kw), horizon, seed=seed,
                    history=history or ())
     if broken_promises(res):

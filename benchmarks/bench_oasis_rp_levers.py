@@ -10,7 +10,7 @@ missing; ``--force`` re-measures). Every run is checked: broken promises (comple
 re-derived from the allocation rows) must be 0, else the script stops.
 
     python benchmarks/bench_oasis_rp_levers.py --scenarios fig5 \\
-        --variants oasis-rp,oasis-rp:defer=1,oasis-rp:repack_quantile=0
+        --variants oasis-rp,oasis-rp:price_source=hindsight,oasis-rp:repack_quantile=0
     python benchmarks/bench_oasis_rp_levers.py --scenarios oasis-100,oasis-200 --seeds 0,1,2,3,4
     python benchmarks/bench_oasis_rp_levers.py --table-only
 
@@ -43,7 +43,7 @@ from psched.traces.synth import fig5_instance  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 FIELDS = ("scenario", "instance", "variant", "utility", "completed", "cpu_s", "broken",
-          "deferred_admitted", "measured_at")
+          "queue_admitted", "measured_at")
 #: rivals of the table (every registered policy but the OASiS family)
 RIVALS = ("dorm", "drf", "elastic-mip", "fifo", "greedy-fill", "greedy-gain", "optimus",
           "rrh", "srtf")
@@ -87,7 +87,7 @@ def checked_row(scenario: str, instance: str, variant: str, res: RunResult, cpu:
 def measure_cell(scenario: str, instance: str, variant: str) -> dict[str, object]:
     """Run one cell; raise if a promise was broken."""
     res, cpu = run_variant(variant, *cell_inputs(scenario, instance))
-    return checked_row(scenario, instance, variant, res, cpu, ("deferred_admitted",))
+    return checked_row(scenario, instance, variant, res, cpu, ("queue_admitted",))
 
 
 def read_cache(path: Path) -> dict[tuple[str, str, str], dict[str, str]]:

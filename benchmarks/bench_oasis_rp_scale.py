@@ -141,7 +141,7 @@ def _child(trace: str, policy: str, seed: int, out: Any, max_cpu_s: float | None
 
 
 #: report counters shown per row (the re-pack and the bounded effort of ``oasis-rp``)
-COUNTERS = ("repack_tried", "repack_kept", "soft_bumps",
+COUNTERS = ("repack_tried", "repack_kept", "queue_admitted",
             "effort_slot_trimmed", "effort_slot_skipped", "effort_slot_spent")
 
 

@@ -28,7 +28,7 @@ from psched.simulator import (
 )
 from psched.traces.synth import fig5_instance
 
-#: the reference loop predates deferred admission (``Decision.hold``, ``admit_held``):
+#: the reference loop predates held jobs (``Decision.hold``, ``admit_held``):
 #: ``oasis-rp``, which holds every arrival to its slot's boundary, is not compared with it
 POLICIES = [p for p in available_policies() if p != "oasis-rp"]
 

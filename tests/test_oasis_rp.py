@@ -33,7 +33,7 @@ from psched.utility import Utility
 #: the defaults, and the options that change how admission and re-packing work
 VARIANTS = [
     {},
-    {"defer": True},
+    {"price_source": "hindsight"},
     {"promise_rtol": 0.0},
     {"repack_gap": 1.0, "repack_quantile": 0.0},
     {"density_floor": 0.0, "effort_slots": None},
@@ -233,7 +233,7 @@ def test_the_report_lists_exactly_the_ten_options_in_order() -> None:
     res = simulate(specs, cluster, make_policy("oasis-rp"), 8)
     assert list(res.report["levers"]) == list(inspect.signature(OasisRpPolicy).parameters) == [
         "price_source", "estimate_factor", "prices", "certificate", "density_floor",
-        "promise_rtol", "repack_gap", "repack_quantile", "effort_slots", "defer"]
+        "promise_rtol", "repack_gap", "repack_quantile", "effort_slots"]
 
 
 def test_fixed_prices_are_the_u_and_l_the_policy_runs_with() -> None:

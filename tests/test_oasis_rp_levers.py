@@ -1,5 +1,5 @@
-"""oasis-rp's quality levers (d) deferred admission and (f) own-usage pricing, and the loop's
-deferred-admission hook they use.
+"""oasis-rp's queue (a job not admitted is held and searched again at each boundary) and
+own-usage pricing, and the loop's hook for held jobs the queue uses.
 
 The hook is tested with a plain re-planning policy (no OASiS) so that its semantics -- held,
 admitted later, rejected when the window closes or the run ends, ``decided`` in ``jobs.csv``
@@ -46,10 +46,10 @@ from psched.simulator import HELD, RunResult, SchedulerLoop, TraceArrivals, simu
 from psched.utility import Utility
 
 OPTIONS = [
-    {"defer": True},
+    {"price_source": "hindsight"},
     {},  # the default
-    {"defer": True, "promise_rtol": 0.0},
-    {"defer": True, "repack_gap": 1.0, "repack_quantile": 0.0},
+    {"promise_rtol": 0.0},
+    {"repack_gap": 1.0, "repack_quantile": 0.0},
 ]
 SETTINGS = settings(max_examples=15, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -171,7 +171,7 @@ def test_decided_is_written_to_jobs_csv(tmp_path: Path) -> None:
     assert rows["a"]["admitted"] == "1"
 
 
-# ---------------------------------------------------------------- oasis-rp, lever (d)
+# ---------------------------------------------------------------- oasis-rp, the queue
 
 class _Ahead:
     """A simulated executor on which one job does ``factor`` times its planned work in one
@@ -192,7 +192,7 @@ class _Ahead:
         return None
 
 
-def _deferred_pair() -> tuple[Cluster, list[JobSpec]]:
+def _held_pair() -> tuple[Cluster, list[JobSpec]]:
     """A dense job books every GPU for slots 0-1, promised slot 1 (its deadline: no slack to
     re-pack); an urgent job (deadline: slot 1) arrives in slot 0 with it and finds no room."""
     busy = _spec("busy", 0, 4, 2, Utility(kind="deadline", value=100.0, target=2.0))
@@ -200,24 +200,33 @@ def _deferred_pair() -> tuple[Cluster, list[JobSpec]]:
     return _small_cluster(), [busy, urgent]
 
 
-@pytest.mark.parametrize("defer", [False, True])
-def test_a_job_held_for_deferred_admission_is_admitted_when_room_frees(defer: bool) -> None:
+@pytest.mark.parametrize("price_source", ["online", "hindsight"])
+def test_a_held_job_is_admitted_by_the_queue_when_room_frees(price_source: str) -> None:
     """The busy job finishes in slot 0 (twice the planned progress): its slot 1 frees, and
-    the held urgent job is admitted at the boundary of slot 1, promised slot 1, and meets it.
-    Without ``defer`` it was rejected at its arrival's boundary."""
-    cluster, specs = _deferred_pair()
+    the urgent job, held since it found no room on arrival, is admitted by the queue at the
+    boundary of slot 1, promised slot 1, and meets it."""
+    cluster, specs = _held_pair()
     loop = SchedulerLoop(cluster=cluster, horizon=6, arrivals=TraceArrivals(specs),
-                         policy=make_policy("oasis-rp", defer=defer),
+                         policy=make_policy("oasis-rp", price_source=price_source),
                          executor=_Ahead("busy", 0, 2.0), known_jobs=specs)
     res = loop.run()
     urgent = res.records["urgent"]
     assert res.records["busy"].completion == 0
-    if defer:
-        assert (urgent.admitted, urgent.decided, urgent.promised) == (True, 1, 1)
-        assert urgent.completion == 1 and urgent.utility == 50.0
-        assert res.report["deferred_admitted"] == 1
-    else:
-        assert (urgent.admitted, urgent.reason, urgent.decided) == (False, "payoff<=0", 0)
+    assert (urgent.admitted, urgent.decided, urgent.promised) == (True, 1, 1)
+    assert urgent.completion == 1 and urgent.utility == 50.0
+    assert res.report["queue_admitted"] == 1 and res.report["queue_searches"] >= 1
+
+
+def test_a_held_job_that_never_finds_room_is_rejected_when_its_window_closes() -> None:
+    """Without the early finish the urgent job finds no room at any boundary of its window
+    (the busy job's): held, searched again at each boundary, rejected the slot after its
+    window's last with its reason."""
+    cluster, specs = _held_pair()
+    res = simulate(specs, cluster, make_policy("oasis-rp"), 6)
+    urgent = res.records["urgent"]
+    assert (urgent.admitted, urgent.reason, urgent.decided) == (
+        False, "payoff<=0", urgent.job.last_slot + 1)
+    assert res.report["queue_admitted"] == 0 and res.report["queue_searches"] >= 1
     # the executor's progress is not the allocation rows' (it ran ahead), so the promises are
     # checked on the loop's measured completions here
     assert all(r.completion is not None and r.completion <= r.promised
@@ -287,7 +296,7 @@ def test_same_seed_same_run_with_each_lever(options: dict[str, object],
         (r.admitted, r.promised, r.decided) for r in runs[1].records.values()]
 
 
-@pytest.mark.parametrize("bad", [{"own_price": "after"}, {"defer_limit": 8},
+@pytest.mark.parametrize("bad", [{"own_price": "after"}, {"defer_limit": 8}, {"defer": True},
                                  {"repack": False}, {"u_worker": 1.0}])
 def test_a_removed_option_is_refused(bad: dict[str, object]) -> None:
     with pytest.raises(TypeError):

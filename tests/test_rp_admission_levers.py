@@ -23,6 +23,7 @@ from test_oasis_rp_levers import run_keeping_every_promise
 from psched.model import Cluster, Job, resolve_job
 from psched.output import write_run
 from psched.policies import make_policy
+from psched.policies.oasis_rp import OasisRpPolicy
 from psched.policies.oasis_rp.admission import REJECT_DENSITY, clearing_density, job_size
 from psched.promises import broken_promises_in
 from psched.simulator import simulate
@@ -30,7 +31,7 @@ from psched.traces.synth import fig5_instance
 
 OPTIONS = [
     {"density_floor": 0.5},
-    {"density_floor": 2.0, "defer": True},
+    {"density_floor": 2.0, "price_source": "hindsight"},
     {"density_floor": 0.0},
 ]
 SETTINGS = settings(max_examples=15, deadline=None,
@@ -131,15 +132,25 @@ def test_job_size_is_work_times_the_dominant_share() -> None:
 def test_the_floor_rejects_exactly_the_arrivals_below_it(n: int, seed: int) -> None:
     specs, cluster = fig5_instance(n, seed=seed, priority=(1.0, 100.0))
     jobs = [resolve_job(s, cluster.slot_seconds, 10) for s in specs]
+    """With hindsight prices the floor is the whole trace's clearing density: a job that
+    could earn less is held below it at every boundary of its window (the queue's probe
+    says so), never reserved nor admitted; an admitted job reached it."""
     theta = 1.0
     rho = theta * clearing_density(jobs, cluster, 10)
-    res = simulate(specs, cluster, make_policy("oasis-rp", density_floor=theta), 10)
-    for rec in res.records.values():
+    pol = OasisRpPolicy(price_source="hindsight", density_floor=theta)
+    seen: dict[str, set[str]] = {}
+    pol.queue_probe = lambda t, j, what: seen.setdefault(j, set()).add(what)
+    res = simulate(specs, cluster, pol, 10)
+    for job_id, rec in res.records.items():
         floor = rho * job_size(rec.job, cluster)
         if rec.admitted:  # checked before any re-pack: its best schedule reached the floor
             assert rec.job.utility_at(rec.job.fastest) >= floor
-        elif rec.job.utility_at(rec.job.fastest) < floor:
-            assert rec.reason == REJECT_DENSITY  # nothing it could earn reaches the floor
+        elif rec.job.utility_at(rec.job.fastest) < floor:  # nothing it could earn reaches it
+            # held below the floor (or, searched again, with no schedule at all, or not
+            # searched: the queue's limits), never reserved; decided on arrival in its last
+            # slot: rejected for the floor
+            assert seen.get(job_id, set()) <= {"floor", "none", "limit"}
+            assert job_id in seen or rec.reason == REJECT_DENSITY
     assert res.report["levers"]["density_floor"] == theta
 
 

@@ -23,7 +23,7 @@ from psched.promises import broken_promises
 from psched.simulator import simulate
 from psched.utility import Utility
 
-OPTIONS = [{}, {"defer": True}, {"promise_rtol": 0.0}]
+OPTIONS = [{}, {"price_source": "hindsight"}, {"promise_rtol": 0.0}]
 SETTINGS = settings(max_examples=10, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

@@ -29,7 +29,7 @@ from psched.utility import Utility
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_oasis_rp
 
-OPTIONS = [{}, {"defer": True}]
+OPTIONS = [{}, {"price_source": "hindsight"}]
 
 
 def _ids(v: dict[str, object]) -> str:
@@ -101,7 +101,7 @@ def test_runs_are_the_same_with_the_probe_set_and_unset(options: dict[str, objec
         assert len({j for j, _ in seen}) == len(seen)  # once per job per call
 
 
-@pytest.mark.parametrize("variant", ["oasis", "oasis-rp", "oasis-rp:defer=1"])
+@pytest.mark.parametrize("variant", ["oasis", "oasis-rp", "oasis-rp:price_source=hindsight"])
 def test_the_bench_splits_decision_cpu_without_losing_or_doubling_any(variant: str) -> None:
     got = bench_oasis_rp.measure(variant, 30, 0)
     assert abs(got["conserved_ms"]) <= 1e-6 * max(1.0, got["calls_s"] * 1e3)

@@ -14,7 +14,7 @@ from psched.simulator import simulate
 COUNTERS = ("ahead_jobs", "ahead_moved", "repack_tried", "repack_kept", "soft_reserved")
 
 
-@pytest.mark.parametrize("options", [{}, {"defer": True}])
+@pytest.mark.parametrize("options", [{}, {"price_source": "hindsight"}])
 def test_report_counts_every_ahead_move_at_the_boundary_it_happens(
         options: dict[str, object]) -> None:
     specs = [_spec("long", 0, n=4, work=10, deadline=4, value=10.0),

@@ -28,7 +28,7 @@ from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 
 RUNS = settings(max_examples=6, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-#: a slot bank that acts on most re-packs and bumps, with its cap lowered to TIGHT_CAP
+#: a slot bank that acts on most re-packs, with its cap lowered to TIGHT_CAP
 TIGHT = {"effort_slots": 20.0}
 TIGHT_CAP = 300.0
 

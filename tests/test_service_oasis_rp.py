@@ -9,6 +9,7 @@ a service never interrupted; a job that runs behind is re-planned and not forgot
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import random
 
 import pytest
@@ -37,10 +38,16 @@ def test_oasis_and_oasis_rp_declare_that_they_take_price_bounds():
 
 
 @pytest.mark.parametrize("policy", PRICED)
-def test_a_priced_policy_gets_its_bounds_from_prices_or_history(policy):
+def test_a_priced_policy_gets_its_bounds_from_prices_or_history_or_prices_online(policy):
+    """Prices or history when given; without either, a policy that can price online
+    (``oasis-rp``'s default) does, any other is refused."""
     fixed = _config(policy, history=(), prices=(50.0, 0.5, 20.0, 0.2)).make_policy()
     assert fixed.price_source == "fixed"  # type: ignore[attr-defined]
     assert _config(policy).make_policy().price_source == "history"  # type: ignore[attr-defined]
+    if inspect.signature(type(fixed)).parameters["price_source"].default == "online":
+        online = _config(policy, history=()).make_policy()
+        assert online.price_source == "online"  # type: ignore[attr-defined]
+        return
     with pytest.raises(InputError, match=f"{policy} needs price bounds"):
         _config(policy, history=()).make_policy()
 
