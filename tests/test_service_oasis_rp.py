@@ -313,7 +313,7 @@ def test_with_real_valued_demands_a_restart_keeps_every_promise(tmp_path_factory
 
 
 @pytest.mark.parametrize(("policy", "says"), [("nope", "unknown policy 'nope'"),
-                                              ("oasis-rp", "oasis-rp needs price bounds")])
+                                              ("oasis", "oasis needs price bounds")])
 def test_serve_refuses_a_policy_it_cannot_make_in_one_line_before_ray_starts(
         tmp_path, capsys, policy, says):
     from psched.cli import main
@@ -322,3 +322,4 @@ def test_serve_refuses_a_policy_it_cannot_make_in_one_line_before_ray_starts(
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "d").exists()  # nothing started, nothing written
+
