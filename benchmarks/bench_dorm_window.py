@@ -74,9 +74,9 @@ def load_scenario(scenario: str, seed: int) -> tuple[list[Any], Any, int]:
                          "(oasis-<n> or philly-<N>)")
     from bench_traces import _philly_trace
 
-    from psched.clusters import default_cluster_for_trace
-    from psched.horizon import trace_horizon
+    from psched.core.horizon import trace_horizon
     from psched.traces import load_any
+    from psched.traces.clusters import default_cluster_for_trace
 
     n = int(scenario.split("-", 1)[1])
     specs = load_any(_philly_trace(80000), slot_seconds=3600.0)[:n]
@@ -92,8 +92,8 @@ def _report(rep: dict[str, Any], key: str) -> Any:
 def _child(specs: Any, cluster: Any, horizon: int, seed: int, policy: tuple[str, dict],
            max_jobs: int, queue: Any) -> None:
     """One run; puts its figures on ``queue``."""
+    from psched.core.simulator import simulate
     from psched.policies import make_policy
-    from psched.simulator import simulate
 
     pol = make_policy(policy[0], max_jobs=max_jobs, **policy[1])
     c0, t0 = time.process_time(), time.perf_counter()

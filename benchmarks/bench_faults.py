@@ -2,7 +2,7 @@
 
     python benchmarks/bench_faults.py [--out benchmarks/results/faults.md] [--only NAME ...]
 
-Runs the scenarios of :mod:`ray_cluster.faults` (the same ones ``tests/test_faults.py``
+Runs the scenarios of :mod:`ray_cluster.service.faults` (the same ones ``tests/test_faults.py``
 asserts on) on a local Ray started here (a ``ray.cluster_utils.Cluster`` on 127.0.0.1 with
 token authentication on; a second node joins for the node-loss row), and ``psched serve`` as a
 subprocess for the driver row. Prints a Markdown table: fault, jobs accepted / lost /
@@ -42,8 +42,7 @@ def _last_slot_end(db: Path) -> float:
 def _actor(work: Path, cfg, head: str):
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from ray_cluster import faults
-    from ray_cluster.service import SERVICE_NAME, SERVICE_NAMESPACE, service_actor
+    from ray_cluster.service import SERVICE_NAME, SERVICE_NAMESPACE, faults, service_actor
 
     cluster = faults.one_server_cluster(cfg.slot_seconds)
     return service_actor().options(
@@ -75,9 +74,8 @@ def _stop_named() -> None:
 def service_actor_kill(work: Path, cluster, head: str, raylet_pid: int):
     import ray
 
-    from ray_cluster import faults
-    from ray_cluster.journal import spec_to_json
-    from ray_cluster.service import ServiceConfig
+    from ray_cluster.service import ServiceConfig, faults
+    from ray_cluster.workloads.jobspec import spec_to_json
 
     specs = [faults.small_spec(f"a{i}", minibatches=600, tau_s=TAU_S) for i in range(3)]
     cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=80, history=tuple(specs),
@@ -105,8 +103,7 @@ def service_actor_kill(work: Path, cluster, head: str, raylet_pid: int):
 def writer_burst(work: Path, cluster, head: str, raylet_pid: int):
     import ray
 
-    from ray_cluster import faults
-    from ray_cluster.service import ServiceConfig
+    from ray_cluster.service import ServiceConfig, faults
 
     specs = [faults.small_spec(f"b{i:03d}", minibatches=200, tau_s=TAU_S,
                                value=40.0 if i % 50 == 7 else 0.05) for i in range(200)]
@@ -127,9 +124,8 @@ def writer_burst(work: Path, cluster, head: str, raylet_pid: int):
 def node_loss(work: Path, cluster, head: str, raylet_pid: int):
     import ray
 
-    from psched.model import Cluster, Pool, Resources, Server
-    from ray_cluster import faults
-    from ray_cluster.service import SchedulerService, ServiceConfig
+    from psched.core.model import Cluster, Pool, Resources, Server
+    from ray_cluster.service import SchedulerService, ServiceConfig, faults
 
     extra = cluster.add_node(num_cpus=2, object_store_memory=100 * 2**20)
     cluster.wait_for_nodes()
@@ -173,7 +169,7 @@ def node_loss(work: Path, cluster, head: str, raylet_pid: int):
 
 
 def driver_kill(work: Path, *_: object):
-    from ray_cluster import faults
+    from ray_cluster.service import faults
 
     work.mkdir(parents=True, exist_ok=True)
     files = []
@@ -210,8 +206,8 @@ def driver_kill(work: Path, *_: object):
 
 
 def journal_damage(work: Path, *_: object):
-    from ray_cluster import faults
-    from ray_cluster.journal import Journal
+    from ray_cluster.service import faults
+    from ray_cluster.service.journal import Journal
 
     j = Journal(work / "journal.db")
     j.set_meta({"config": {"policy": "fifo"}})
@@ -231,7 +227,7 @@ def journal_damage(work: Path, *_: object):
 
 
 def runtime_rows(work: Path, *_: object):
-    from ray_cluster import faults
+    from ray_cluster.service import faults
 
     (work / "w").mkdir(parents=True)
     (work / "s").mkdir(parents=True)
@@ -258,7 +254,7 @@ def main() -> int:
     ap.add_argument("--out", help="also write the table here")
     ap.add_argument("--only", nargs="*", choices=sorted(SCENARIOS), help="run only these")
     args = ap.parse_args()
-    from psched.commands_service import ensure_token, use_token
+    from psched.cli.connect import ensure_token, use_token
 
     tmp = Path(tempfile.mkdtemp(prefix="psched-faults-"))
     use_token(ensure_token(tmp / "token"))

@@ -1,6 +1,6 @@
 """CPU cost of starting psched: ``import psched``, importing the policies, ``psched --help``,
 and the first exact search of ``oasis-rp`` (where numba is imported and loads its compiled
-code since :mod:`psched.lazy_numba`), each in a fresh interpreter.
+code since :mod:`psched.core.lazy_numba`), each in a fresh interpreter.
 
 Each command runs ``--repeat`` times in a new ``python`` process; the figure is the median
 CPU time (user + system) of the child process (``resource.getrusage(RUSAGE_CHILDREN)``),

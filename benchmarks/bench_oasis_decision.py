@@ -28,17 +28,17 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from psched.model import (  # noqa: E402
+from psched.core.model import (  # noqa: E402
     WINDOW_FASTEST_FACTOR,
     WINDOW_MIN_SLOTS,
     JobSpec,
     ceil_eps,
     resolve_job,
 )
+from psched.core.policy import RunContext, View  # noqa: E402
+from psched.core.records import cannot_fit  # noqa: E402
 from psched.oasis.literal import solve_literal  # noqa: E402
 from psched.policies import make_policy  # noqa: E402
-from psched.policies.base import RunContext, View  # noqa: E402
-from psched.simulator import cannot_fit  # noqa: E402
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs  # noqa: E402
 
 

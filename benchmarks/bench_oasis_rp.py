@@ -32,9 +32,9 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from psched.core.policy import Policy  # noqa: E402
+from psched.core.simulator import simulate  # noqa: E402
 from psched.policies import make_policy  # noqa: E402
-from psched.policies.base import Policy  # noqa: E402
-from psched.simulator import simulate  # noqa: E402
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs  # noqa: E402
 
 #: oasis-rp's options that change decisions, each moved off its default

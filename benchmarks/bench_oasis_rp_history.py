@@ -42,11 +42,11 @@ from bench_oasis_rp import parse_variant  # noqa: E402
 from policy_table import OPT, RESULTS, fig5_key, fig5_keys, read_cells  # noqa: E402
 from rivals_tables import load  # noqa: E402
 
-from psched.horizon import trace_horizon  # noqa: E402
-from psched.model import Cluster, JobSpec  # noqa: E402
+from psched.core.horizon import trace_horizon  # noqa: E402
+from psched.core.model import Cluster, JobSpec  # noqa: E402
+from psched.core.promises import broken_promises  # noqa: E402
+from psched.core.simulator import simulate  # noqa: E402
 from psched.policies import make_policy  # noqa: E402
-from psched.promises import broken_promises  # noqa: E402
-from psched.simulator import simulate  # noqa: E402
 from psched.traces.synth import fig5_instance  # noqa: E402
 
 #: the history of a cell: the same scenario drawn with this much added to the seed

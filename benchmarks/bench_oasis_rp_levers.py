@@ -36,9 +36,10 @@ from bench_oasis_rp import parse_variant  # noqa: E402
 from policy_table import OPT, fig5_key, fig5_keys, read_cells  # noqa: E402
 from rivals_tables import load  # noqa: E402
 
+from psched.core.promises import broken_promises  # noqa: E402
+from psched.core.records import RunResult  # noqa: E402
+from psched.core.simulator import simulate  # noqa: E402
 from psched.policies import make_policy  # noqa: E402
-from psched.promises import broken_promises  # noqa: E402
-from psched.simulator import RunResult, simulate  # noqa: E402
 from psched.traces.synth import fig5_instance  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"

@@ -7,7 +7,7 @@ revised window rule) or ``ef-<name>`` (an ElasticFlow trace, loaded as
 ``benchmarks/rivals_tables.py`` does). Each policy runs in its own child process, so that the
 peak resident memory (``ru_maxrss`` of that child) is the policy's run alone, trace loading
 included. One markdown row per policy; its last column counts broken promises (re-derived
-from the allocation rows, :func:`psched.promises.broken_promises`) and the policy's re-pack and
+from the allocation rows, :func:`psched.core.promises.broken_promises`) and the policy's re-pack and
 slot-bank counters (:mod:`psched.policies.oasis_rp.effort`).
 
     python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 \
@@ -45,8 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 def load(trace: str, seed: int) -> tuple[list[Any], Any, int]:
     """Jobs, cluster and horizon of ``trace``."""
-    from psched.clusters import default_cluster_for_trace
-    from psched.horizon import trace_horizon
+    from psched.core.horizon import trace_horizon
+    from psched.traces.clusters import default_cluster_for_trace
 
     if trace.startswith("philly-"):
         from psched.traces.synth_philly import philly_jobs
@@ -91,8 +91,9 @@ def _policy_kw(policy: str) -> tuple[str, dict[str, Any]]:
 def _setup_child(trace: str, policy: str, seed: int, out: Any) -> None:
     """``--setup-only``: CPU s of loading the trace, and of the loop's set-up (each job
     resolved, the policy's ``start``: hindsight prices, density floor and guard), nothing run."""
+    from psched.core.arrivals import TraceArrivals
+    from psched.core.loop import SchedulerLoop
     from psched.policies import make_policy
-    from psched.simulator import SchedulerLoop, TraceArrivals
 
     c0 = time.process_time()
     specs, cluster, horizon = load(trace, seed)
@@ -104,9 +105,9 @@ def _setup_child(trace: str, policy: str, seed: int, out: Any) -> None:
 
 
 def _child(trace: str, policy: str, seed: int, out: Any, max_cpu_s: float | None = None) -> None:
-    from psched.metrics import summarize
+    from psched.core.simulator import simulate
     from psched.policies import make_policy
-    from psched.simulator import simulate
+    from psched.results.metrics import summarize
 
     w0, c0 = time.perf_counter(), time.process_time()
     specs, cluster, horizon = load(trace, seed)
@@ -122,7 +123,7 @@ def _child(trace: str, policy: str, seed: int, out: Any, max_cpu_s: float | None
                   "cpu_s": time.process_time() - c0,
                   "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0})
         return
-    from psched.promises import broken_promises
+    from psched.core.promises import broken_promises
 
     s = summarize(res)
     broken = len(broken_promises(res))  # re-derived from the allocation rows

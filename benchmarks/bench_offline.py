@@ -17,7 +17,8 @@ one run, interleaved instance by instance: ``old`` (the previous module, frozen 
 ``old_offline.py``: its model, scipy.optimize.milp, HiGHS 1.12), ``scipy`` (the new model on
 scipy's HiGHS 1.12, presolve on, no warm start, no guard), ``highspy`` (HiGHS 1.16, guarded, cold),
 ``warm`` (guarded, started from the best policy's schedule), and each change of
-:class:`psched.offline.Formulation` alone against ``highspy`` (``per-server``: no aggregation
+:class:`psched.offline.formulation.Formulation` alone against ``highspy`` (``per-server``: no
+aggregation
 of identical servers; ``cumulative``, ``symmetry``: the two strengthenings). CPU seconds
 (``time.process_time``) and wall seconds; an answer below the best one found for the instance
 by more than the relative gap (1e-7, doubled) is counted wrong. Writes ``results/solvers_fig5.csv``.
@@ -46,13 +47,21 @@ matplotlib.use("Agg")
 import numpy as np
 import old_offline
 
-from psched.milp import scipy_solver
-from psched.model import resolve_job
-from psched.offline import Formulation, lp_bound, solve_offline, window_tail
+from psched.core.model import resolve_job
+from psched.core.simulator import simulate
+from psched.offline.formulation import Formulation, window_tail
+from psched.offline.milp import scipy_solver
+from psched.offline.optimum import lp_bound, solve_offline
 from psched.policies import available_policies, make_policy
-from psched.ratio import RatioRow, instance_seed, ratio_study, read_csv, summarise, write_csv
-from psched.ratio_plots import save_all
-from psched.simulator import simulate
+from psched.runs.ratio import (
+    RatioRow,
+    instance_seed,
+    ratio_study,
+    read_csv,
+    summarise,
+    write_csv,
+)
+from psched.runs.ratio_plots import save_all
 from psched.traces.synth import fig5_instance, oasis_paper_cluster, oasis_paper_jobs
 
 RESULTS = Path(__file__).parent / "results"

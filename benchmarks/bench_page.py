@@ -53,12 +53,12 @@ def _pct(a: list[float]) -> dict[str, float]:
 
 def boundary(*, slots: int, clients: int, slot_seconds: float, jobs: int, rounds: int = 10,
              seed: int = 0) -> dict[str, Any]:
-    from psched.errors import InputError
-    from psched.executor import SimulatedExecutor
+    from psched.core.errors import InputError
+    from psched.core.executor import SimulatedExecutor
     from psched.traces.synth import SCENARIOS
-    from ray_cluster.journal import spec_from_json
     from ray_cluster.service import SchedulerService, ServiceConfig
     from ray_cluster.service.http import ServiceHTTP
+    from ray_cluster.workloads.jobspec import spec_from_json
 
     jobs_fn, cluster_fn = SCENARIOS["oasis-paper"]
     specs, _ = jobs_fn(jobs, seed=seed, slots=300, slot_seconds=3600.0, options={})
@@ -142,7 +142,7 @@ def _clients(url: str, token: str, pages: int, hammer: bool, stop: Any, count: A
 
 
 def _psched(*args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
-    from ray_cluster.faults import operator_env
+    from ray_cluster.service.faults import operator_env
 
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "psched", *args], capture_output=True,
@@ -151,7 +151,7 @@ def _psched(*args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
 
 
 def submit_latency(*, submits: int, ray_submits: int, split_calls: int = 10) -> dict[str, Any]:
-    from ray_cluster import faults
+    from ray_cluster.service import faults
 
     toml = (Path(__file__).resolve().parents[1] / "tests" / "test_page.py").read_text()
     template = toml.split('JOB_TOML = """\\\n', 1)[1].split('"""', 1)[0]
@@ -190,10 +190,11 @@ def submit_latency(*, submits: int, ray_submits: int, split_calls: int = 10) -> 
 
 
 #: What ``psched submit`` imports and runs before its request (``_cmd_submit``).
-_CLIENT_PATH = ("import sys\nfrom psched.cli import build_parser\n"
+_CLIENT_PATH = ("import sys\nfrom psched.cli.main import build_parser\n"
                 "a = build_parser('submit').parse_args(['submit', '--dir', sys.argv[1], "
-                "sys.argv[2]])\nfrom psched.commands_service import _Client, _submissions\n"
-                "from ray_cluster.journal import spec_to_json\n"
+                "sys.argv[2]])\nfrom psched.cli.connect import _Client\n"
+                "from psched.cli.jobs import _submissions\n"
+                "from ray_cluster.workloads.jobspec import spec_to_json\n"
                 "spec_to_json(_submissions(a, _Client(a))[0][0])")
 
 

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from psched.milp import scipy_solver
-from psched.model import resolve_job
+from psched.core.model import resolve_job
+from psched.offline.milp import scipy_solver
 from psched.policies import JobStatus, RunContext, View, make_policy
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 

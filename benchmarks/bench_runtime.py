@@ -17,8 +17,9 @@ Three measurements, each against a baseline measured in the same run:
 2. **Slot-boundary latency**: from the ``resize`` call at a slot boundary until every worker of
    the new size has applied a push; for adding workers (1 -> 4) and for re-sharding the PS
    (1 -> 2 shards): cold (new actors in new Ray processes), new actors in Ray processes
-   pre-started during the previous slot (:class:`~ray_cluster.warmpool.WarmProcesses`, which
-   :class:`~ray_cluster.executor.RayExecutor` keeps filled on every node), and the job's actors
+   pre-started during the previous slot (:class:`~ray_cluster.runtime.warmpool.WarmProcesses`, which
+   :class:`~ray_cluster.runtime.executor.RayExecutor` keeps filled on every node), and the job's
+   actors
    pre-started during the previous slot (the executor's lookahead).
 3. **Iterations per second** of the MLP on digits: the runtime (1 and 2 workers, async and
    sync) against a single-process numpy loop of the same model and optimizer.
@@ -49,11 +50,11 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import ray
 
-from ray_cluster.actors import UPDATE_THREADS
-from ray_cluster.optim import MomentumSGD, MomentumState
+from ray_cluster.ps.actors import UPDATE_THREADS
+from ray_cluster.ps.optim import MomentumSGD, MomentumState
 from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob
-from ray_cluster.warmpool import WarmProcesses
-from ray_cluster.workloads import Batch, Partition, get_workload
+from ray_cluster.runtime.warmpool import WarmProcesses
+from ray_cluster.workloads.builtin import Batch, Partition, get_workload
 
 FAR = 600.0
 SECTIONS = ["exchange", "boundary", "iterations"]  #: what ``--only`` may pick

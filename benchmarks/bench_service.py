@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from psched.executor import SimulatedExecutor
+from psched.core.executor import SimulatedExecutor
 from psched.traces.synth import SCENARIOS
 from ray_cluster.service import SchedulerService, ServiceConfig
 

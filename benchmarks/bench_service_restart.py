@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from psched.executor import SimulatedExecutor, SlotReport
-from psched.model import JobSpec
+from psched.core.executor import SimulatedExecutor, SlotReport
+from psched.core.model import JobSpec
 from psched.traces.synth import SCENARIOS
 from ray_cluster.service import SchedulerService, ServiceConfig
 

@@ -14,8 +14,8 @@ import argparse
 import statistics
 import time
 
-from psched.policies.base import available_policies, make_policy
-from psched.simulator import simulate
+from psched.core.simulator import simulate
+from psched.policies import available_policies, make_policy
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 
 

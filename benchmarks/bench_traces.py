@@ -61,8 +61,8 @@ def _impl(impl: str, name: str, opts: dict) -> tuple:
         from legacy_policies.simulator import simulate as old_simulate
 
         return old_simulate, make_legacy(name, **opts)
-    from psched.policies.base import make_policy
-    from psched.simulator import simulate
+    from psched.core.simulator import simulate
+    from psched.policies import make_policy
 
     return simulate, make_policy(name, **opts)
 
@@ -113,9 +113,9 @@ def one(trace: str, n_jobs: int, policy: str, slot_seconds: float, check: bool,
     """Run one cell in this process; return its figures."""
     import numpy as np
 
-    from psched.clusters import default_cluster_for_trace
-    from psched.horizon import trace_horizon
+    from psched.core.horizon import trace_horizon
     from psched.traces import load_any
+    from psched.traces.clusters import default_cluster_for_trace
 
     t0 = time.perf_counter()
     if trace.endswith(".pkl"):  # the first N jobs, mapped by ``--prepare``
@@ -127,7 +127,7 @@ def one(trace: str, n_jobs: int, policy: str, slot_seconds: float, check: bool,
         specs = load_any(trace, slot_seconds=slot_seconds)[:n_jobs]
     cluster = default_cluster_for_trace(specs, slot_seconds=slot_seconds, load=load)
     if workers is not None:  # the default servers, ``workers`` of each pool
-        from psched.model import Cluster, Pool
+        from psched.core.model import Cluster, Pool
 
         w = [s for s in cluster.servers if s.pool is Pool.WORKER][:1] * workers
         p = [s for s in cluster.servers if s.pool is Pool.PS][:1] * workers
@@ -152,7 +152,7 @@ def one(trace: str, n_jobs: int, policy: str, slot_seconds: float, check: bool,
     result = simulate(specs, cluster, pol, horizon, check=check)
     c2 = time.process_time()
     t2 = time.perf_counter()
-    from psched.metrics import summarize
+    from psched.results.metrics import summarize
 
     s = summarize(result)
     act = np.asarray(active) if active else np.zeros(0, dtype=int)
@@ -210,7 +210,7 @@ def main() -> None:
         args.impl = "both" if args.philly else "after"
     if args.policies is None:
         if args.philly and not args.one:
-            from psched.policies.base import available_policies
+            from psched.policies import available_policies
 
             args.policies = ",".join(available_policies())
         else:
@@ -244,7 +244,7 @@ def _philly_trace(n: int, create: bool = True) -> str:
 
     path = os.path.join(tempfile.gettempdir(), f"psched_philly_{n}_s0.csv")
     if create and not os.path.exists(path):
-        from psched.runner import synth_trace
+        from psched.runs.runner import synth_trace
 
         synth_trace(scenario="philly", jobs=n, seed=0, slots=1, slot_seconds=3600.0,
                     options={}, out=path)

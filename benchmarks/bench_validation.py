@@ -1,4 +1,4 @@
-"""Cost of the one spec validator (psched/limits.py) when loading traces.
+"""Cost of the one spec validator (psched/core/limits.py) when loading traces.
 
 Loads a 100,000-row native trace (the demo trace's jobs repeated with fresh ids) and the
 ElasticFlow cluster04 public trace (15,802 rows, mapped), each in a fresh process, alternating

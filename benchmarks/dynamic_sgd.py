@@ -17,8 +17,8 @@ the held-out loss spike after the switch, and loss curves (PNG).
 SIMULATION: synchronous data-parallel SGD with ``k`` workers of per-worker batch ``b`` is
 exactly one SGD step on the ``k * b`` batch averaged, so each step here draws ``k`` per-worker
 batches of ``b`` from the training stream and takes one step on their union, in one process.
-The update uses the runtime's own :class:`ray_cluster.optim.MomentumSGD` (LR outside the
-buffer, PyTorch form) and :class:`ray_cluster.elastic.LRScaleSchedule`.
+The update uses the runtime's own :class:`ray_cluster.ps.optim.MomentumSGD` (LR outside the
+buffer, PyTorch form) and :class:`ray_cluster.ps.elastic.LRScaleSchedule`.
 
 Choice of learning rate and batch: per-worker batch ``b = 8``; ``eta = lr_eff * (1 - mu)`` so
 both momenta have the same effective step ``eta / (1 - mu) = lr_eff = 0.05`` at one worker and
@@ -51,9 +51,9 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ray_cluster.elastic import LRScaleSchedule
-from ray_cluster.optim import MomentumSGD, MomentumState
-from ray_cluster.workloads import MLP, Batch
+from ray_cluster.ps.elastic import LRScaleSchedule
+from ray_cluster.ps.optim import MomentumSGD, MomentumState
+from ray_cluster.workloads.builtin import MLP, Batch
 
 METHODS = ("fixed", "linear", "none", "dynamic", "dynamic-long")
 ELASTIC = METHODS[1:]
@@ -261,8 +261,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.lr_eff is not None:
         tasks = {n: dataclasses.replace(t, lr_eff=args.lr_eff) for n, t in tasks.items()}
     print("SIMULATED synchronous data-parallel SGD: k workers of batch b = one step on the "
-          "k*b batch, in one process; optimizer and LR schedule are ray_cluster.optim / "
-          "ray_cluster.elastic (LR outside the buffer).")
+          "k*b batch, in one process; optimizer and LR schedule are ray_cluster.ps.optim / "
+          "ray_cluster.ps.elastic (LR outside the buffer).")
     for name, t in tasks.items():
         print(f"  {name}: b={t.batch}, budget={t.budget} samples, switch at {t.switch}, "
               f"eta = {t.lr_eff} * (1 - mu), ramp T={RAMP_STEPS} (dynamic-long: T=1/(1-mu))")

@@ -3,7 +3,7 @@
 On the embedded local Ray (loopback), with an honest model of the machine:
 
 * the worker capacity is declared as the custom resource ``psched_worker_cpu`` = the cores
-  (``--cores``), so the cluster model (:mod:`ray_cluster.cluster_model`) has room for that
+  (``--cores``), so the cluster model (:mod:`ray_cluster.runtime.cluster_model`) has room for that
   many 1-CPU workers and no more;
 * tau is profiled under that configuration: one job of each workload with ``--cores``
   workers training at once for ``--profile-s`` seconds (seconds per mini-batch = elapsed x
@@ -11,7 +11,7 @@ On the embedded local Ray (loopback), with an honest model of the machine:
 * each job's ``minibatches`` is rescaled by nominal tau / measured tau, so its work ``W`` in
   worker-slots is the one the trace was built for.
 
-Then the same specs are simulated (:func:`psched.simulator.simulate`, OASiS, hindsight
+Then the same specs are simulated (:func:`psched.core.simulator.simulate`, OASiS, hindsight
 prices from the trace) and run for real (:func:`ray_cluster.service.run_trace`, OASiS with
 the trace as price history: the same U and L), and compared job by job: planned completion
 slot (the simulation's) against the actual one, and utility. Time-critical jobs (sigmoid
@@ -36,10 +36,11 @@ import tempfile
 import time
 from typing import Any
 
-from psched.horizon import trace_horizon
-from psched.model import JobSpec
+from psched.core.horizon import trace_horizon
+from psched.core.model import JobSpec
+from psched.core.records import RunResult
+from psched.core.simulator import simulate
 from psched.policies import make_policy
-from psched.simulator import RunResult, simulate
 from psched.traces.native import load_trace
 
 __all__ = ["compare", "profile_loaded"]
@@ -50,14 +51,14 @@ CRITICAL_DECAY = 4.0  #: sigmoid decay from which a job counts as time-critical 
 def profile_loaded(spec: JobSpec, workers: int, steps: int) -> float:
     """Seconds per mini-batch with ``workers`` workers of ``spec`` training at once (``steps``
     mini-batches each), served by as many PS shards as a plan gives that many workers."""
-    from ray_cluster.executor import profiled_spec
+    from ray_cluster.runtime.executor import profiled_spec
 
     probe = dataclasses.replace(spec, max_workers=max(workers, spec.max_workers))
     return profiled_spec(probe, workers=workers, steps=steps).tau_s
 
 
 class SlotLog:
-    """A :class:`~ray_cluster.executor.RayExecutor` that records, per slot and job, the
+    """A :class:`~ray_cluster.runtime.executor.RayExecutor` that records, per slot and job, the
     boundary time (resize) and the mini-batches trained against what the profiled tau
     promises for the slot (workers x slot seconds / tau)."""
 
@@ -136,8 +137,8 @@ def testbed_specs(seed: int, tau: dict[str, float], slot_seconds: float) -> list
     critical), value U[1, 100], target U{F..10}."""
     import numpy as np
 
-    from psched.model import Resources
-    from psched.utility import Utility
+    from psched.core.model import Resources
+    from psched.core.utility import Utility
 
     rng = np.random.default_rng(seed)
     out = []
@@ -204,10 +205,10 @@ def main() -> None:
     args = p.parse_args()
     import ray
 
-    from psched.commands_service import init_ray
-    from ray_cluster.cluster_model import cluster_from_nodes
-    from ray_cluster.executor import RayExecutor
+    from psched.cli.connect import init_ray
     from ray_cluster.runtime import RuntimeConfig
+    from ray_cluster.runtime.cluster_model import cluster_from_nodes
+    from ray_cluster.runtime.executor import RayExecutor
     from ray_cluster.service import ServiceConfig, run_trace
 
     init_ray(None, num_cpus=args.cores, resources={"psched_worker_cpu": float(args.cores)})

@@ -21,8 +21,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from psched.core.simulator import simulate
 from psched.policies import make_policy
-from psched.simulator import simulate
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 
 RESULTS = Path(__file__).parent / "results"

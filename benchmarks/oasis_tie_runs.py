@@ -1,7 +1,7 @@
 """Whole OASiS runs with the fast search against the literal DP, on Fig. 5 instances.
 
 For each instance (``fig5_instance``, n in 3, 6, 9, 12 servers, ``--per-cell`` instances per
-n, seeds from :func:`psched.ratio.instance_seed`, priority [1, 100]) ``oasis`` runs twice,
+n, seeds from :func:`psched.runs.ratio.instance_seed`, priority [1, 100]) ``oasis`` runs twice,
 ``method="fast"`` and ``method="literal"``; the runs are the same when every decision
 (admission, completion slot) and every executed allocation match. Prints how many differ and
 the utility ratio fast / literal where they do. (Before the tie rule of
@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 
+from psched.core.records import RunResult
+from psched.core.simulator import simulate
 from psched.policies import make_policy
-from psched.ratio import instance_seed
-from psched.simulator import RunResult, simulate
+from psched.runs.ratio import instance_seed
 from psched.traces.synth import fig5_instance
 
 

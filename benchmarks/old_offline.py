@@ -29,11 +29,11 @@ Exactness. A MILP solution is a schedule whose real completion slot is at or bef
 with ``c_it = 1`` (its work is covered by then and it has no workers after); ``f`` is
 non-increasing, so its real utility is at least the objective, and every feasible schedule is
 a MILP solution with ``c`` at its completion slot: the optimum is the offline optimum. The PS
-rule ``z >= ceil_eps(r n)`` (:func:`psched.model.ceil_eps`, ``r = b/B``) is linearised without
+rule ``z >= ceil_eps(r n)`` (:func:`psched.core.model.ceil_eps`, ``r = b/B``) is linearised without
 float doubt: for integer ``z`` it equals ``z >= r n - delta`` for every ``delta`` in
 ``[max_n (r n - p_n), min_n (r n - p_n + 1))`` with ``p_n = ceil_eps(r n)``, ``n = 0..N``; the
 midpoint of that interval is used, so the solver's feasibility tolerance cannot flip a count.
-Every solution is decoded, checked by :func:`psched.checker.check_plan`, and its utility
+Every solution is decoded, checked by :func:`psched.core.checker.check_plan`, and its utility
 recomputed from the decoded schedule (with the simulator's completion rule: the slot where the
 cumulative workers reach ``W``).
 
@@ -62,8 +62,8 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_array
 
-from psched.checker import check_plan
-from psched.model import Alloc, Cluster, Job, JobSpec, Pool, ceil_eps, resolve_job
+from psched.core.checker import check_plan
+from psched.core.model import Alloc, Cluster, Job, JobSpec, Pool, ceil_eps, resolve_job
 
 __all__ = [
     "OfflineResult",
@@ -265,7 +265,7 @@ def solve_offline(jobs: Sequence[Job], cluster: Cluster, horizon: int, *,
 
     Parameters
     ----------
-    jobs : resolved jobs (:func:`psched.model.resolve_job` against ``horizon``).
+    jobs : resolved jobs (:func:`psched.core.model.resolve_job` against ``horizon``).
     cluster : the servers (two pools).
     horizon : slots ``0..horizon-1``.
     window : ``"job"`` (each job's window, as OASiS) or ``"horizon"`` (every slot to ``T-1``).

@@ -10,8 +10,9 @@ so a newly registered one appears by itself); columns are scenarios:
   (``../shared/traces/elasticflow/augmented``, 1-h slots, the default cluster for the trace,
   the horizon rule), seed 0, loaded exactly as ``rivals_tables.load`` (BENCHMARKS sections 7, 8);
 * ``fig5``: the Fig. 5 instances of ``benchmarks/bench_offline.py study`` (n in 3, 6, 9, 12
-  servers x 4 priority ranges x ``--fig5-instances`` each, :func:`psched.ratio.instance_seed`);
-  OPT is the exact offline optimum (:func:`psched.offline.solve_offline`); the cell gives
+  servers x 4 priority ranges x ``--fig5-instances`` each,
+  :func:`psched.runs.ratio.instance_seed`);
+  OPT is the exact offline optimum (:func:`psched.offline.optimum.solve_offline`); the cell gives
   OPT / policy: median, p90, max (``inf`` where the policy earned nothing).
 
 The **evaluation table** (``--table eval``, issue 26; none of its rows was used to tune
@@ -78,11 +79,11 @@ from bench_oasis_rp_scale import load as scale_load  # noqa: E402
 from bench_offline import PRIORITIES  # noqa: E402
 from rivals_tables import load  # noqa: E402
 
-from psched.model import Cluster, JobSpec, resolve_job  # noqa: E402
-from psched.offline import solve_offline  # noqa: E402
+from psched.core.model import Cluster, JobSpec, resolve_job  # noqa: E402
+from psched.core.simulator import simulate  # noqa: E402
+from psched.offline.optimum import solve_offline  # noqa: E402
 from psched.policies import available_policies, make_policy  # noqa: E402
-from psched.ratio import instance_seed, read_csv  # noqa: E402
-from psched.simulator import simulate  # noqa: E402
+from psched.runs.ratio import instance_seed, read_csv  # noqa: E402
 from psched.traces.synth import fig5_instance  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -272,7 +273,7 @@ def fig5_cells(n: int, prio: tuple[float, float], seed: int, names: Sequence[str
             sol = solve_offline(jobs, cluster, horizon, time_limit=time_limit)
             util, done, status = sol.objective, len(sol.completion), sol.status
         else:
-            res = simulate(specs, cluster, make_policy(name), horizon)  # as psched.ratio does
+            res = simulate(specs, cluster, make_policy(name), horizon)  # as offline.ratio does
             util = float(sum(r.utility for r in res.records.values()))
             done = sum(r.completion is not None for r in res.records.values())
             status = "ok"
@@ -281,7 +282,8 @@ def fig5_cells(n: int, prio: tuple[float, float], seed: int, names: Sequence[str
 
 
 def import_ratio(path: Path, known: Sequence[str]) -> list[Cell]:
-    """fig5 cells (policies and OPT) from a ratio-study CSV (:func:`psched.ratio.read_csv`)."""
+    """fig5 cells (policies and OPT) from a ratio-study CSV
+    (:func:`psched.runs.ratio.read_csv`)."""
     out = []
     for r in read_csv(path):
         key = fig5_key(r.servers, r.priority, r.seed)

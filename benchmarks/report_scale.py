@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from psched.report import write_report
-from psched.runner import SimulateRequest, run_simulation
+from psched.results.report import write_report
+from psched.runs.runner import SimulateRequest, run_simulation
 
 
 def main() -> None:

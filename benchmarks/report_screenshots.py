@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from browser import open_page  # noqa: E402
 
-from psched.cli import main  # noqa: E402
+from psched.cli.main import main  # noqa: E402
 
 RUNS = {
     "report_demo.png": ["--trace", str(ROOT / "traces" / "demo_sim.csv"),

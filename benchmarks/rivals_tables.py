@@ -3,7 +3,8 @@
 For each trace: total utility, jobs completed, mean and p99 completion time (JCT, slots, over
 completed jobs), mean queueing time (slots from arrival to first workers, over jobs that got
 any), GPU utilisation of the worker pool, training efficiency (mean fastest/duration over
-completed jobs, :func:`psched.metrics.training_figures`) and decision time per event (p50, p99 ms).
+completed jobs, :func:`psched.results.metrics.training_figures`) and decision time per event (p50,
+p99 ms).
 Then the elastic MIP allocator against its two greedy baselines on the same trace: queueing
 time reduction and training efficiency gain, beside the paper's "up to 32%" and "up to 24%".
 
@@ -25,12 +26,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from psched.clusters import default_cluster_for_trace
-from psched.horizon import trace_horizon
-from psched.metrics import summarize, training_figures
-from psched.model import Cluster, JobSpec
+from psched.core.horizon import trace_horizon
+from psched.core.model import Cluster, JobSpec
+from psched.core.simulator import simulate
 from psched.policies import available_policies, make_policy
-from psched.simulator import simulate
+from psched.results.metrics import summarize, training_figures
+from psched.traces.clusters import default_cluster_for_trace
 from psched.traces.detect import load_any
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 

@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_oasis_rp_levers import cell_inputs, instances, run_variant  # noqa: E402
 from bench_oasis_rp_scale import load as scale_load  # noqa: E402
 
-from psched.promises import broken_promises  # noqa: E402
-from psched.simulator import RunResult  # noqa: E402
+from psched.core.promises import broken_promises  # noqa: E402
+from psched.core.records import RunResult  # noqa: E402
 
 __all__ = ["fingerprint"]
 

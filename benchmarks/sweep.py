@@ -15,7 +15,7 @@ stop separately beside the total, and the load average before and after each run
                                    # 24 cells: the quiet figure (BENCHMARKS.md section 12)
 
 The synthetic philly trace is ``native``: every seed runs the same jobs, so both runs map them
-once (``psched.sweep.jobs_key``); the seeds still differ in the policies' draws.
+once (``psched.runs.sweep_spec.jobs_key``); the seeds still differ in the policies' draws.
 
 ``--two-node`` starts a Ray cluster with the ``ray`` command line, as on several machines:
 ``ray start --head --block`` (``--num-cpus`` / 2 CPUs) and ``ray start --address HEAD --block``
@@ -40,7 +40,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from psched.sweep import SweepSpec, cells_of, run_sweep
+from psched.runs.sweep import run_sweep
+
+#: Row fields that differ between two runs of the same cell (when and where it ran).
+from psched.runs.sweep_spec import SweepSpec, cells_of
 
 #: Row fields that differ between two runs of the same cell (when and where it ran).
 TIMING_KEYS = ("wall_s", "cpu_s", "ray_node", "start_unix_s", "end_unix_s")
@@ -236,7 +239,7 @@ def main() -> None:
     if args.philly:
         args.trace = os.path.join(tempfile.gettempdir(), f"psched_philly_{args.philly}_s0.csv")
         if not os.path.exists(args.trace):
-            from psched.runner import synth_trace
+            from psched.runs.runner import synth_trace
 
             synth_trace(scenario="philly", jobs=args.philly, seed=0, slots=1,
                         slot_seconds=3600.0, options={}, out=args.trace)

@@ -4,7 +4,7 @@ In a notebook, start with :func:`psched.compare` (a trace and policies in, a
 :class:`psched.Results` with pandas DataFrames and plots out).
 
 The names below are loaded on first use (PEP 562), so that importing a light module such as
-``psched.errors`` (as every Ray worker does) does not import the whole library.
+``psched.core.errors`` (as every Ray worker does) does not import the whole library.
 """
 
 from __future__ import annotations
@@ -15,31 +15,31 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
-    "RESOURCES": "psched.model",
-    "Alloc": "psched.model",
-    "Cluster": "psched.model",
-    "Decision": "psched.model",
-    "Job": "psched.model",
-    "JobSpec": "psched.model",
-    "Pool": "psched.model",
-    "Resources": "psched.model",
-    "Server": "psched.model",
-    "resolve_job": "psched.model",
-    "Executor": "psched.executor",
-    "SimulatedExecutor": "psched.executor",
-    "SlotReport": "psched.executor",
-    "Policy": "psched.policies.base",
-    "RunContext": "psched.policies.base",
-    "View": "psched.policies.base",
-    "available_policies": "psched.policies.base",
-    "make_policy": "psched.policies.base",
-    "RunResult": "psched.simulator",
-    "SchedulerLoop": "psched.simulator",
-    "simulate": "psched.api",  # psched.simulator.simulate, with a clear error for a path
+    "RESOURCES": "psched.core.model",
+    "Alloc": "psched.core.model",
+    "Cluster": "psched.core.model",
+    "Decision": "psched.core.model",
+    "Job": "psched.core.model",
+    "JobSpec": "psched.core.model",
+    "Pool": "psched.core.model",
+    "Resources": "psched.core.model",
+    "Server": "psched.core.model",
+    "resolve_job": "psched.core.model",
+    "Executor": "psched.core.executor",
+    "SimulatedExecutor": "psched.core.executor",
+    "SlotReport": "psched.core.executor",
+    "Policy": "psched.core.policy",
+    "RunContext": "psched.core.policy",
+    "View": "psched.core.policy",
+    "available_policies": "psched.policies",
+    "make_policy": "psched.policies",
+    "RunResult": "psched.core.loop",
+    "SchedulerLoop": "psched.core.loop",
+    "simulate": "psched.api",  # psched.core.simulator.simulate, with a clear error for a path
     "Results": "psched.api",
     "compare": "psched.api",
-    "Utility": "psched.utility",
-    "make_utility": "psched.utility",
+    "Utility": "psched.core.utility",
+    "make_utility": "psched.core.utility",
 }
 
 __all__ = ["__version__", *_EXPORTS]

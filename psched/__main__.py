@@ -1,3 +1,3 @@
-from psched.cli import main
+from psched.cli.main import main
 
 raise SystemExit(main())

@@ -9,7 +9,7 @@ Examples
 >>> res.plot_schedule("oasis")                                           # doctest: +SKIP
 >>> res.save("out/demo")                                                 # doctest: +SKIP
 
-:func:`compare` is :func:`psched.runner.run_simulation` -- the function behind the CLI -- so
+:func:`compare` is :func:`psched.runs.runner.run_simulation` -- the function behind the CLI -- so
 its numbers are the CLI's (``tests/test_api.py`` holds them equal).
 """
 
@@ -25,9 +25,9 @@ from typing import Any
 
 import pandas as pd
 
-from psched.model import Cluster, JobSpec
-from psched.simulator import RunResult
-from psched.simulator import simulate as _simulate
+from psched.core.model import Cluster, JobSpec
+from psched.core.records import RunResult
+from psched.core.simulator import simulate as _simulate
 
 __all__ = ["Results", "compare", "simulate"]
 
@@ -47,7 +47,7 @@ class Results:
 
     @property
     def warnings(self) -> list[str]:
-        """Results that are easy to misread (:func:`psched.summary.pitfalls`)."""
+        """Results that are easy to misread (:func:`psched.results.summary.pitfalls`)."""
         return list(self.summary_dict.get("warnings", []))
 
     @cached_property
@@ -73,7 +73,7 @@ class Results:
     @cached_property
     def jobs(self) -> pd.DataFrame:
         """Every policy's ``jobs.csv`` stacked, with a ``policy`` column first."""
-        from psched.report_data import jobs_frame
+        from psched.results.report_data import jobs_frame
 
         return pd.concat([jobs_frame(r).assign(policy=n) for n, r in self.runs.items()],
                          ignore_index=True).pipe(_policy_first)
@@ -81,14 +81,14 @@ class Results:
     @cached_property
     def allocations(self) -> pd.DataFrame:
         """Every policy's ``allocations.csv`` stacked, with a ``policy`` column first."""
-        from psched.report_data import allocations_frame
+        from psched.results.report_data import allocations_frame
 
         return pd.concat([allocations_frame(r).assign(policy=n) for n, r in self.runs.items()],
                          ignore_index=True).pipe(_policy_first)
 
     @cached_property
     def _run_files(self) -> Any:
-        from psched.report_data import run_in_memory
+        from psched.results.report_data import run_in_memory
 
         return run_in_memory(self.summary_dict, self.cluster, self.runs)
 
@@ -97,28 +97,28 @@ class Results:
 
     def plot_comparison(self) -> Any:
         """Utility (with the dual bound), completion times and rejections per policy."""
-        from psched.report_plots import comparison
+        from psched.results.report_plots import comparison
 
         return comparison(self._files())
 
     def plot_jct_cdf(self) -> Any:
         """The completion-time CDF per policy (hours)."""
-        from psched.report_plots import jct_cdf
+        from psched.results.report_plots import jct_cdf
 
         return jct_cdf(self._files())
 
     def plot_schedule(self, policy: str, max_rects: int = 40000) -> Any:
         """The executed schedule of ``policy`` as a Gantt chart (servers x slots)."""
-        from psched.report_data import usage_of
-        from psched.report_plots import gantt
+        from psched.results.report_data import usage_of
+        from psched.results.report_plots import gantt
 
         run = self._files()
         return gantt(run, policy, usage_of(run, policy), max_rects=max_rects)[0]
 
     def plot_utilisation(self, policy: str) -> Any:
         """Share of each pool's capacity in use, per resource, over time."""
-        from psched.report_data import usage_of
-        from psched.report_plots import utilisation
+        from psched.results.report_data import usage_of
+        from psched.results.report_plots import utilisation
 
         run = self._files()
         return utilisation(run, policy, usage_of(run, policy))
@@ -126,8 +126,8 @@ class Results:
     def plot_prices(self, policy: str) -> Any:
         """Mean price of each pool over time (a policy that reports price bounds, e.g.
         OASiS); ``ValueError`` for a policy without prices."""
-        from psched.report_data import mean_prices, usage_of
-        from psched.report_plots import prices
+        from psched.results.report_data import mean_prices, usage_of
+        from psched.results.report_plots import prices
 
         run = self._files()
         usage = usage_of(run, policy)
@@ -139,8 +139,8 @@ class Results:
     def save(self, folder: str | os.PathLike[str], *, overwrite: bool = False,
              plots: bool = True) -> Path:
         """Write the ``psched simulate --out`` files (and ``report.html``) into ``folder``,
-        under the same rules (:func:`psched.output.check_out`); return the folder."""
-        from psched.output import write_run
+        under the same rules (:func:`psched.results.output.check_out`); return the folder."""
+        from psched.results.output import write_run
 
         write_run(folder, self.params, self.cluster, self.runs, plots=plots,
                   overwrite=overwrite, summary=self.summary_dict)
@@ -162,14 +162,14 @@ def compare(trace_or_jobs: str | os.PathLike[str] | Sequence[JobSpec],
     trace_or_jobs : path or sequence of JobSpec
         A trace file in any supported format, or job specs already in memory.
     cluster : path, Cluster or None
-        A cluster file, a :class:`~psched.model.Cluster`, or None for the default (sized to
+        A cluster file, a :class:`~psched.core.model.Cluster`, or None for the default (sized to
         the jobs at ``load``).
     policies : str or sequence of str
         ``"all"``, a comma-separated string or a list of registered policy names.
     progress : bool
         Show progress on stderr (default False).
     **options
-        Any other field of :class:`psched.runner.SimulateRequest`: ``jobs``, ``format``,
+        Any other field of :class:`psched.runs.runner.SimulateRequest`: ``jobs``, ``format``,
         ``slots``, ``slot_seconds``, ``seed``, ``load``, ``max_window``,
         ``price_estimate_factor``, ``history``, ``check``.
 
@@ -179,12 +179,12 @@ def compare(trace_or_jobs: str | os.PathLike[str] | Sequence[JobSpec],
 
     Raises
     ------
-    psched.errors.InputError
+    psched.core.errors.InputError
         Bad input (the message names the file, line and field).
     TypeError
-        An option :class:`~psched.runner.SimulateRequest` does not have.
+        An option :class:`~psched.runs.runner.SimulateRequest` does not have.
     """
-    from psched.runner import SimulateRequest, run_simulation
+    from psched.runs.runner import SimulateRequest, run_simulation
 
     names = policies if isinstance(policies, str) else ",".join(policies)
     if isinstance(trace_or_jobs, (str, os.PathLike)):

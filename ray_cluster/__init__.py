@@ -1,27 +1,26 @@
 """Ray parameter-server runtime for psched.
 
-Submodules (import them directly; this package imports nothing heavy on purpose):
+Four packages, by role (import the modules directly; this package imports nothing heavy):
 
-* ``ray_cluster.workloads`` — the ``Workload`` protocol and built-in training tasks;
-* ``ray_cluster.optim`` — momentum SGD over flat vectors and their shards (its fused in-place
-  kernel in ``ray_cluster.update_kernels``, Numba);
-* ``ray_cluster.elastic`` — the Dynamic mini-batch SGD learning-rate scale (Lin et al. 2019);
-* ``ray_cluster.torch_workload`` — the optional PyTorch workload (needs the ``torch`` extra);
-* ``ray_cluster.actors`` (the PS-shard and worker actors), ``ray_cluster.checkpoint``,
-  ``ray_cluster.warmpool`` -- the runtime's building blocks;
+* ``ray_cluster.workloads`` -- what is trained: the ``Workload`` protocol and built-ins
+  (``workloads.builtin``), their data sets (``workloads.data``), hyper-parameters
+  (``workloads.hparams``), job spec files (``workloads.jobspec``) and the optional PyTorch
+  network (``workloads.torch_mlp``, the ``torch`` extra);
+* ``ray_cluster.ps`` -- the parameter server: the PS-shard and worker actors (``ps.actors``),
+  momentum SGD over flat vectors and shards (``ps.optim``, its fused kernel
+  ``ps.update_kernels``), consistent checkpoints (``ps.checkpoint``) and the Dynamic mini-batch
+  SGD learning-rate scale (``ps.elastic``, Lin et al. 2019);
 * ``ray_cluster.runtime`` -- one job's training controller (``JobRuntime``, in layers:
   ``runtime.state``, ``runtime.fleet``, ``runtime.checkpoints``, ``runtime.boundary``,
-  ``runtime.training``; its data types in ``runtime.types``);
-* ``ray_cluster.executor`` -- psched's executor on Ray (many jobs, slot by slot);
-  ``ray_cluster.cluster_model`` -- Ray nodes as psched servers;
-* ``ray_cluster.service`` -- the live scheduler service (public import path; its parts
-  ``service.config``, ``service.core``, ``service.nodes``, ``service.replay``,
-  ``service.actor``); its journal is ``ray_cluster.journal``, job files are read by
-  ``ray_cluster.jobspec``.
+  ``runtime.training``; its data types in ``runtime.types``), psched's executor on Ray for many
+  jobs (``runtime.executor``), Ray nodes as psched servers (``runtime.cluster_model``) and
+  pre-started worker processes (``runtime.warmpool``);
+* ``ray_cluster.service`` -- the live scheduler service (``service.config``, ``service.core``,
+  ``service.nodes``, ``service.replay``, ``service.actor``, its journal ``service.journal``,
+  the live page ``service.page`` and ``service.http``, and fault injection ``service.faults``).
 
-Layers import downwards only (``tests/test_import_graph.py`` checks there is no cycle):
-workloads <- runtime building blocks <- runtime <- executor <- service.
-``ray_cluster.recovery`` re-exports ``ray_cluster.service.nodes``.
+Packages import downwards only: workloads <- ps <- runtime <- service
+(``tests/test_import_graph.py`` fails on a cycle or an upward import).
 """
 
 __all__: list[str] = []

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 #: Journals opened by this session (here and in its Ray's processes, started after this line)
-#: commit without a disk sync per commit (ray_cluster.journal.SYNC_ENV): the tests kill
+#: commit without a disk sync per commit (ray_cluster.service.journal.SYNC_ENV): the tests kill
 #: processes, never the machine, and a sync costs milliseconds, thousands of times.
 os.environ.setdefault("PSCHED_JOURNAL_SYNC", "NORMAL")
 
@@ -43,8 +43,8 @@ def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RaySession
     import ray
     from ray.cluster_utils import Cluster
 
-    from psched.model import Pool, Resources, Server
-    from ray_cluster.executor import server_node_resources
+    from psched.core.model import Pool, Resources, Server
+    from ray_cluster.runtime.executor import server_node_resources
 
     gpu_servers = [Server(server_id=s, pool=Pool.WORKER,
                           capacity=Resources(gpu=1, cpu=4, memory_gb=16, bandwidth_gbps=10))

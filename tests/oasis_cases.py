@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from psched.model import Cluster, Job, JobSpec, Pool, Resources, Server
+from psched.core.model import Cluster, Job, JobSpec, Pool, Resources, Server
+from psched.core.utility import Utility
 from psched.oasis.ledger import JobInputs, Ledger
-from psched.prices import PriceParams, fixed_params
-from psched.utility import Utility
+from psched.oasis.prices import PriceParams, fixed_params
 
 __all__ = ["make_cluster", "make_job", "priced_inputs", "random_ledger"]
 

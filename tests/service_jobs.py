@@ -4,8 +4,8 @@ submit, and the measured speed of its workload (the ``tau`` fixture in ``conftes
 
 from __future__ import annotations
 
-from psched.model import JobSpec, Resources
-from psched.utility import Utility
+from psched.core.model import JobSpec, Resources
+from psched.core.utility import Utility
 
 __all__ = ["SLOT_S", "job_spec", "measured_tau"]
 
@@ -26,9 +26,9 @@ def job_spec(job_id: str, *, n: int = 1, m: int = 100, tau_s: float = 0.01,
 
 def measured_tau() -> float:
     """Seconds per mini-batch of :func:`job_spec`'s workload on this machine (needs Ray)."""
-    from psched.model import resolve_job
-    from ray_cluster.executor import profile_seconds_per_batch, training_job
+    from psched.core.model import resolve_job
     from ray_cluster.runtime import RuntimeConfig
+    from ray_cluster.runtime.executor import profile_seconds_per_batch, training_job
 
     return profile_seconds_per_batch(training_job(resolve_job(job_spec("probe"), SLOT_S, 10)),
                                      RuntimeConfig(), steps=20)

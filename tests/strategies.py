@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from psched.model import Cluster, JobSpec, Pool, Resources, Server
-from psched.utility import UTILITY_KINDS, Utility
+from psched.core.model import Cluster, JobSpec, Pool, Resources, Server
+from psched.core.utility import UTILITY_KINDS, Utility
 
 __all__ = [
     "Instance",

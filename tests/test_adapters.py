@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from psched.errors import InputError
-from psched.model import ceil_eps
+from psched.core.errors import InputError
+from psched.core.model import ceil_eps
 from psched.traces import detect_format, load_any, load_with_report
 from psched.traces.mapping import MODEL_CATALOG, MappingOptions
 

@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from psched.aggregate import exact_aggregate, pack
-from psched.model import resolve_job
-from psched.offline import Formulation, solve_offline
+from psched.core.aggregate import exact_aggregate, pack
+from psched.core.model import resolve_job
+from psched.offline.formulation import Formulation
+from psched.offline.optimum import solve_offline
 from psched.traces.synth import fig5_instance
 
 

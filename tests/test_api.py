@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 import psched
-from psched.cli import main
-from psched.output import JOBS_COLUMNS
+from psched.cli.main import main
+from psched.results.output import JOBS_COLUMNS
 from psched.traces import load_any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,7 +144,7 @@ def test_save_writes_the_cli_files_under_the_same_rules(results: psched.Results,
     out = results.save(tmp_path / "out")
     assert {p.name for p in out.iterdir()} >= {"summary.json", "cluster.json", "report.html",
                                               "fifo", "oasis", "srtf"}
-    with pytest.raises(psched.errors.InputError, match="--overwrite"):
+    with pytest.raises(psched.core.errors.InputError, match="--overwrite"):
         results.save(out)
     results.save(out, overwrite=True, plots=False)  # replaced: the plots of the first are gone
     assert (out / "report.html").is_file() and not (out / "plots").exists()

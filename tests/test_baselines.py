@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import Instance, allocations_by_slot, clusters, instances, job_specs
 
-from psched.model import (
+from psched.core.model import (
     Alloc,
     Cluster,
     Job,
@@ -21,12 +21,12 @@ from psched.model import (
     ceil_eps,
     resolve_job,
 )
-from psched.placement import Pools, next_with_room, room
+from psched.core.placement import Pools, next_with_room, room
+from psched.core.simulator import simulate
+from psched.core.utility import Utility
 from psched.policies import JobStatus, RunContext, View, make_policy
 from psched.policies.drf import DrfPolicy, share_key
 from psched.policies.fifo import MAX_REQUEST, FifoPolicy, job_rng
-from psched.simulator import simulate
-from psched.utility import Utility
 
 SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

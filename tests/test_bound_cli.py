@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from psched.cli import main
+from psched.cli.main import main
 
 
 def test_bound_lp_puts_a_guarded_bound_above_every_policy_in_the_summary(

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from psched.cli import main
-from psched.metrics import SUMMARY_KEYS
-from psched.model import RESOURCES
-from psched.output import JOBS_COLUMNS
+from psched.cli.main import main
+from psched.core.model import RESOURCES
+from psched.results.metrics import SUMMARY_KEYS
+from psched.results.output import JOBS_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "traces" / "demo_sim.csv"
@@ -98,7 +98,7 @@ def test_allocations_csv_respects_every_capacity_when_rechecked(run_dir: Path) -
 def test_demo_trace_runs_through_every_policy(capsys: pytest.CaptureFixture[str]) -> None:
     """Every registered policy's row in the printed table (the files a run of every policy
     writes: ``run_dir`` above)."""
-    from psched.policies.base import available_policies
+    from psched.policies import available_policies
 
     assert main(["simulate", "--trace", str(DEMO), "--jobs", "20"]) == 0
     rows = {line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]}
@@ -191,7 +191,7 @@ def _run(argv: list[str]) -> int:
 def test_a_failure_while_writing_leaves_no_partial_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import psched.plots
+    import psched.results.plots
 
     def boom(*_a: object, **_k: object) -> None:
         raise OSError(28, "No space left on device")
@@ -201,7 +201,7 @@ def test_a_failure_while_writing_leaves_no_partial_output(
     out = tmp_path / "out"
     assert _run([*small, "--no-plots", "--out", str(out)]) == 0  # an earlier output
     before = (out / "summary.json").read_text()
-    monkeypatch.setattr(psched.plots, "plot_run", boom)
+    monkeypatch.setattr(psched.results.plots, "plot_run", boom)
     code = _run([*small, "--seed", "1", "--out", str(out), "--overwrite"])
     assert code == 2
     assert (out / "summary.json").read_text() == before  # stays untouched

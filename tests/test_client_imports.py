@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from psched.cli import COMMAND_MODULES, OWN_COMMANDS, build_parser
-from ray_cluster.hparams import builtin_workloads
-from ray_cluster.workloads import available_workloads
+from psched.cli.main import COMMAND_MODULES, OWN_COMMANDS, build_parser
+from ray_cluster.workloads.builtin import available_workloads
+from ray_cluster.workloads.hparams import builtin_workloads
 
 HEAVY = ("numpy", "scipy", "pandas", "ray", "matplotlib", "aiohttp", "psched.policies",
-         "psched.milp", "ray_cluster.workloads", "ray_cluster.service")
+         "psched.offline.milp", "ray_cluster.workloads.builtin", "ray_cluster.service")
 
 JOB = """\
 id = "light-1"
@@ -51,10 +51,10 @@ target = 12
 #: What ``psched submit JOB.toml`` runs before its one HTTP request (``_cmd_submit``).
 _SUBMIT_PATH = """
 import json, sys
-from psched.cli import build_parser
+from psched.cli.main import build_parser
 args = build_parser("submit").parse_args(["submit", "--dir", sys.argv[1], sys.argv[2]])
-from psched.commands_service import _submissions
-from ray_cluster.journal import spec_to_json
+from psched.cli.jobs import _submissions
+from ray_cluster.workloads.jobspec import spec_to_json
 
 class Door:
     door = ("http://127.0.0.1:1/", "token")
@@ -79,13 +79,13 @@ def test_submit_parses_and_checks_a_job_without_heavy_imports(tmp_path: Path) ->
     job = tmp_path / "job.toml"
     job.write_text(JOB)
     loaded = _loaded(_SUBMIT_PATH, str(tmp_path), str(job))
-    assert "ray_cluster.jobspec" in loaded  # the job file was really read and checked
+    assert "ray_cluster.workloads.jobspec" in loaded  # the job file was really read and checked
     assert _heavy(loaded) == []
 
 
 @pytest.mark.parametrize("command", ["status", "logs", "cancel", "page", "stop"])
 def test_client_command_parser_imports_nothing_heavy(command: str) -> None:
-    code = ("import json, sys\nfrom psched.cli import build_parser\n"
+    code = ("import json, sys\nfrom psched.cli.main import build_parser\n"
             f"build_parser({command!r})\nprint(json.dumps(sorted(sys.modules)))")
     assert _heavy(_loaded(code)) == []
 

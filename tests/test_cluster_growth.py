@@ -8,12 +8,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from psched.executor import SimulatedExecutor
-from psched.metrics import summarize
-from psched.model import RESOURCES, Cluster, JobSpec, Pool, Resources, Server
+from psched.core.arrivals import QueueArrivals, TraceArrivals
+from psched.core.executor import SimulatedExecutor
+from psched.core.loop import SchedulerLoop
+from psched.core.model import RESOURCES, Cluster, JobSpec, Pool, Resources, Server
+from psched.core.utility import Utility
 from psched.policies import available_policies, make_policy
-from psched.simulator import QueueArrivals, SchedulerLoop, TraceArrivals
-from psched.utility import Utility
+from psched.results.metrics import summarize
 
 GPU = Resources(gpu=2, cpu=16, memory_gb=64, bandwidth_gbps=10)
 PS = Resources(cpu=16, memory_gb=64, bandwidth_gbps=10)
@@ -77,7 +78,7 @@ def test_a_cluster_that_does_not_extend_the_old_one_is_refused():
 
 def test_oasis_ledger_growth_keeps_commitments_and_prices_new_servers_from_zero():
     from psched.oasis.ledger import Ledger
-    from psched.prices import fixed_params
+    from psched.oasis.prices import fixed_params
 
     rng = np.random.default_rng(3)
     specs = [_spec(i, 0, rng) for i in range(3)]
@@ -100,7 +101,7 @@ def test_oasis_ledger_growth_keeps_commitments_and_prices_new_servers_from_zero(
 
 
 def test_capacity_over_slots_follows_each_cluster_from_its_slot():
-    from psched.simulator import capacity_slots
+    from psched.core.records import capacity_slots
 
     small, big = _cluster(1), _cluster(3)
     one = capacity_slots([(0, small)], 10)

@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from psched.clusters import (
+from psched.core.errors import InputError
+from psched.core.horizon import trace_horizon
+from psched.core.model import Cluster, JobSpec, Pool, Resources, Server
+from psched.core.utility import Utility
+from psched.traces.clusters import (
     cluster_toml_text,
     default_cluster_for_trace,
     load_cluster,
     write_cluster_json,
 )
-from psched.errors import InputError
-from psched.horizon import trace_horizon
-from psched.model import Cluster, JobSpec, Pool, Resources, Server
 from psched.traces.native import load_trace
 from psched.traces.synth import fig5_instance, oasis_paper_cluster
-from psched.utility import Utility
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTERS = ROOT / "traces" / "clusters"

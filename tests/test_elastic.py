@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ray_cluster.elastic import LRScaleSchedule
-from ray_cluster.optim import (
+from ray_cluster.ps.elastic import LRScaleSchedule
+from ray_cluster.ps.optim import (
     MomentumSGD,
     MomentumState,
     concat_states,

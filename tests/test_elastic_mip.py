@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 from strategies import instances
 from test_baselines import spec
 
-from psched.model import Cluster, Pool, Resources, Server
+from psched.core.model import Cluster, Pool, Resources, Server
+from psched.core.simulator import simulate
 from psched.policies import make_policy
 from psched.policies.elastic_mip import solve_mip
 from psched.policies.epoch import Epoch, brute_force, feasible, objective
 from psched.policies.greedy import density_fill, fifo_fill, marginal_gain
-from psched.simulator import simulate
 
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -18,13 +18,13 @@ from hypothesis import strategies as st
 from legacy_policies.exact import DormPolicy as OldDorm
 from legacy_policies.exact import ElasticMipPolicy as OldMip
 
-from psched.model import EPS
+from psched.core.model import EPS
+from psched.core.simulator import simulate
 from psched.policies import make_policy
 from psched.policies.dorm_reach import fifo_fill, split
 from psched.policies.epoch import Epoch, feasible
 from psched.policies.greedy import fifo_fill as greedy_fifo_fill
 from psched.policies.reach import window_fill
-from psched.simulator import simulate
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 
 SLOW_LIMIT = {"dorm": {"time_limit_s": 60.0}, "elastic-mip": {"time_limit_s": 60.0}}

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import ray
 
-from ray_cluster.actors import PSShard, Worker
-from ray_cluster.elastic import LRScaleSchedule
-from ray_cluster.optim import FUSED_MIN_ELEMENTS, MomentumSGD, MomentumState, shard_bounds
-from ray_cluster.workloads import get_workload
+from ray_cluster.ps.actors import PSShard, Worker
+from ray_cluster.ps.elastic import LRScaleSchedule
+from ray_cluster.ps.optim import FUSED_MIN_ELEMENTS, MomentumSGD, MomentumState, shard_bounds
+from ray_cluster.workloads.builtin import get_workload
 
 FAR = 60.0  # seconds: a deadline no test reaches; the mini-batch count ends training first
 

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ray_cluster import optim
-from ray_cluster.optim import MomentumSGD, MomentumState
+from ray_cluster.ps import optim
+from ray_cluster.ps.optim import MomentumSGD, MomentumState
 
 KERNELS = ["fused", "numpy"]
 
@@ -148,12 +148,12 @@ def test_kernels_that_fail_to_load_leave_the_numpy_kernel(
     real_import = builtins.__import__
 
     def failing(name: str, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if name == "ray_cluster" and args[2] and "update_kernels" in args[2]:
+        if name == "ray_cluster.ps" and args[2] and "update_kernels" in args[2]:
             raise RuntimeError("cannot cache function 'lr_outside': no locator available")
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(optim, "_FUSED", None)
-    monkeypatch.delitem(sys.modules, "ray_cluster.update_kernels", raising=False)
+    monkeypatch.delitem(sys.modules, "ray_cluster.ps.update_kernels", raising=False)
     monkeypatch.setattr(builtins, "__import__", failing)
     assert optim.fused_kernels() is None
     assert "no fused momentum update (RuntimeError" in caplog.text

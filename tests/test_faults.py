@@ -2,7 +2,7 @@
 
 For each fault: no accepted job lost or journaled twice, every admitted job completes,
 training lost at most back to the latest checkpoint, and infrastructure faults never counted
-as strikes against a job. The scenarios live in :mod:`ray_cluster.faults` (the benchmark
+as strikes against a job. The scenarios live in :mod:`ray_cluster.service.faults` (the benchmark
 ``benchmarks/bench_faults.py`` runs the same ones and tabulates time to resume). Runtime and
 service scenarios share the session's Ray (tests/conftest.py); the operator scenarios run
 ``psched serve`` as a subprocess from a fresh environment (no ``RAY_*`` variable), with its
@@ -28,16 +28,17 @@ pytestmark = [pytest.mark.ray, pytest.mark.faults]
 
 ray = pytest.importorskip("ray")
 
-from ray_cluster import faults  # noqa: E402
-from ray_cluster.journal import check_journal, spec_to_json  # noqa: E402
 from ray_cluster.runtime import infrastructure_failure  # noqa: E402
 from ray_cluster.service import (  # noqa: E402
     SERVICE_NAME,
     SERVICE_NAMESPACE,
     SchedulerService,
     ServiceConfig,
+    faults,
     service_actor,
 )
+from ray_cluster.service.journal import check_journal  # noqa: E402
+from ray_cluster.workloads.jobspec import spec_to_json  # noqa: E402
 
 SLOT_S = 1.5
 TAU_S = 0.004  # declared seconds per mini-batch of the tiny jobs (their plans' work)
@@ -201,7 +202,7 @@ def test_a_burst_of_200_submissions_survives_two_writer_kills(ray_session, tmp_p
 def test_a_node_lost_mid_slot_moves_its_jobs_and_every_job_completes(ray_session, tmp_path):
     """A second node (``ray.cluster_utils.Cluster``) carries the worker server; its
     processes are killed while a slot trains there."""
-    from psched.model import Cluster, Pool, Resources, Server
+    from psched.core.model import Cluster, Pool, Resources, Server
 
     extra = ray_session.cluster.add_node(num_cpus=2, object_store_memory=100 * 2**20)
     ray_session.cluster.wait_for_nodes()
@@ -373,7 +374,7 @@ def _garbage_pages(db: Path) -> None:
 
 @pytest.mark.parametrize("damage", ["empty", "garbage header", "garbage pages"])
 def test_a_journal_that_cannot_be_trusted_stops_serve_in_one_line(tmp_path, damage):
-    from ray_cluster.journal import Journal
+    from ray_cluster.service.journal import Journal
 
     work = tmp_path / "svc"
     j = Journal(work / "journal.db")
@@ -401,8 +402,8 @@ def test_a_journal_that_cannot_be_trusted_stops_serve_in_one_line(tmp_path, dama
 
 
 def test_checkpoint_every_reaches_the_service_config_and_each_jobs_runtime(tmp_path):
-    from psched.cli import build_parser
-    from psched.commands_service import _config
+    from psched.cli.main import build_parser
+    from psched.cli.service import _config
     from ray_cluster.runtime.types import RuntimeConfig
 
     args = build_parser().parse_args(["serve", "--policy", "fifo", "--checkpoint-every", "7.5"])

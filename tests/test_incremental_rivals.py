@@ -20,18 +20,18 @@ from legacy_policies import greedy as old_greedy
 from legacy_policies.epoch import objective as old_objective
 from strategies import Instance, instances
 
-from psched.clusters import default_cluster_for_trace
-from psched.model import Alloc, resolve_job
-from psched.placement import Pools
+from psched.core.model import Alloc, resolve_job
+from psched.core.placement import Pools
+from psched.core.policy import JobStatus, View
+from psched.core.simulator import simulate
+from psched.core.utility import UTILITY_KINDS, Utility
 from psched.policies import greedy, make_policy
-from psched.policies.base import JobStatus, View
 from psched.policies.columns import utility_of
 from psched.policies.epoch import Epoch, EpochCache, build_epoch, objective
 from psched.policies.greedy import density_fill, fifo_fill, marginal_gain
 from psched.policies.table import ActiveTable, any_per_row, live, max_per_row
-from psched.simulator import simulate
+from psched.traces.clusters import default_cluster_for_trace
 from psched.traces.synth_philly import philly_jobs
-from psched.utility import UTILITY_KINDS, Utility
 
 SLOT_S = 3600.0
 SPECS, _ = philly_jobs(40, seed=4, options={"rate": "40"})

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from psched.errors import InputError
-from ray_cluster.jobspec import TAU_UNKNOWN, load_jobspec, parse_jobspec
+from psched.core.errors import InputError
+from ray_cluster.workloads.jobspec import TAU_UNKNOWN, load_jobspec, parse_jobspec
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples" / "jobs").glob("*.toml"))
 

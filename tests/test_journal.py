@@ -8,11 +8,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from psched.errors import InputError
-from psched.executor import SimulatedExecutor, SlotReport
-from psched.model import Alloc, Cluster, JobSpec, Pool, Resources, Server
-from psched.utility import Utility
-from ray_cluster.journal import (
+from psched.core.errors import InputError
+from psched.core.executor import SimulatedExecutor, SlotReport
+from psched.core.model import Alloc, Cluster, JobSpec, Pool, Resources, Server
+from psched.core.utility import Utility
+from ray_cluster.service import CANCELLED, DROPPED_BEHIND, SchedulerService, ServiceConfig
+from ray_cluster.service.journal import (
     SYNC_ENV,
     Journal,
     alloc_from_json,
@@ -20,7 +21,6 @@ from ray_cluster.journal import (
     spec_from_json,
     spec_to_json,
 )
-from ray_cluster.service import CANCELLED, DROPPED_BEHIND, SchedulerService, ServiceConfig
 
 SLOT_S = 0.01
 
@@ -208,7 +208,7 @@ def _node(node_id: str, **res: float) -> dict:
 
 
 def test_one_machine_is_split_into_a_worker_and_a_ps_server():
-    from ray_cluster.cluster_model import cluster_from_nodes
+    from ray_cluster.runtime.cluster_model import cluster_from_nodes
 
     cluster, node_of = cluster_from_nodes(
         [_node("a" * 16, CPU=2.0, memory=8 * 2**30, psched_worker_cpu=2.0)], 30.0)
@@ -220,7 +220,7 @@ def test_one_machine_is_split_into_a_worker_and_a_ps_server():
 
 
 def test_pools_by_custom_resources_and_lost_nodes_remapped():
-    from ray_cluster.cluster_model import cluster_from_nodes, joined_nodes, remap_lost
+    from ray_cluster.runtime.cluster_model import cluster_from_nodes, joined_nodes, remap_lost
 
     nodes = [_node("n0", CPU=8, GPU=0, **{"psched_pool:ps": 1, "psched_server:head": 1}),
              _node("n1", CPU=0, GPU=1, **{"psched_pool:worker": 1, "psched_server:g1": 1}),
@@ -237,7 +237,7 @@ def test_pools_by_custom_resources_and_lost_nodes_remapped():
 
 
 def test_a_joining_node_replaces_a_lost_node_that_offered_the_same_pools():
-    from ray_cluster.cluster_model import cluster_from_nodes, replacement
+    from ray_cluster.runtime.cluster_model import cluster_from_nodes, replacement
 
     nodes = [_node("n0", CPU=8, **{"psched_pool:ps": 1}),
              _node("n1", CPU=0, GPU=1, **{"psched_pool:worker": 1}),
@@ -256,8 +256,7 @@ def test_a_joining_node_replaces_a_lost_node_that_offered_the_same_pools():
 
 
 def test_a_replacement_node_takes_over_the_lost_servers_without_growing_the_model(tmp_path):
-    from ray_cluster.cluster_model import cluster_from_nodes
-    from ray_cluster.recovery import apply_nodes
+    from ray_cluster.runtime.cluster_model import cluster_from_nodes
 
     nodes = [_node("n0", CPU=2.0, memory=8 * 2**30), _node("n1", CPU=2.0, memory=8 * 2**30)]
     cluster, node_of = cluster_from_nodes(nodes, SLOT_S)
@@ -267,13 +266,13 @@ def test_a_replacement_node_takes_over_the_lost_servers_without_growing_the_mode
     svc.submit(_spec(1, n=2, work_s=0.08))
     svc.run_for(1)
     dead = {**nodes[1], "Alive": False}
-    apply_nodes(svc, [nodes[0], dead], svc.loop.state.t)
+    svc.nodes.apply([nodes[0], dead], svc.loop.state.t)
     assert set(node_of.values()) == {"n0"}  # n1's servers remapped onto n0
-    apply_nodes(svc, [nodes[0], dead, _node("n2", CPU=2.0, memory=8 * 2**30)],
+    svc.nodes.apply([nodes[0], dead, _node("n2", CPU=2.0, memory=8 * 2**30)],
                 svc.loop.state.t)
     moved = {h: ("n2" if n == "n1" else n) for h, n in original.items()}
     assert node_of == moved and svc.cluster == cluster  # same capacity, new node
-    apply_nodes(svc, [nodes[0], dead, _node("n2", CPU=2.0, memory=8 * 2**30),
+    svc.nodes.apply([nodes[0], dead, _node("n2", CPU=2.0, memory=8 * 2**30),
                       _node("n3", CPU=2.0, memory=8 * 2**30)], svc.loop.state.t)
     assert len(svc.cluster.servers) == 6 and node_of[4] == node_of[5] == "n3"  # growth
     svc.run_for(6)
@@ -386,7 +385,6 @@ def test_restart_reapplies_journaled_oasis_decisions_without_deciding_again(tmp_
 def test_nodes_that_join_grow_the_model_and_a_restart_rebuilds_it(tmp_path):
     import numpy as np
 
-    from ray_cluster.recovery import grow
 
     node_of = {0: "n0", 1: "n0"}
     svc = SchedulerService(tmp_path, config=_config(), cluster=_cluster(1.0), node_of=node_of,
@@ -395,7 +393,7 @@ def test_nodes_that_join_grow_the_model_and_a_restart_rebuilds_it(tmp_path):
     svc.run_for(1)
     joined = {"NodeID": "n1", "Alive": True,  # no pool mark: a worker and a PS server
               "Resources": {"CPU": 4.0, "memory": 8.0 * 2**30}}
-    grow(svc, [joined], svc.loop.state.t)
+    svc.nodes.grow([joined], svc.loop.state.t)
     assert [s.server_id for s in svc.cluster.servers] == ["m/w", "m/ps", "n1/w", "n1/ps"]
     assert node_of[2] == node_of[3] == "n1"  # the placement's mapping, updated in place
     svc.submit(_spec(2, n=3, work_s=0.06))

@@ -1,4 +1,4 @@
-"""Numba on first use (psched/lazy_numba.py): importing the policies (every CLI command,
+"""Numba on first use (psched/core/lazy_numba.py): importing the policies (every CLI command,
 ``psched --help`` included) does not import numba; the first call of a compiled function
 compiles its module's functions with the signatures they were given, callees first, and
 later calls go straight to numba's dispatchers. The results are those of the eager compile
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from psched.lazy_numba import LazyNumba, lazy_numba
+from psched.core.lazy_numba import LazyNumba, lazy_numba
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,7 @@ def _modules_after(code: str) -> set[str]:
 def test_importing_the_policies_and_the_cli_does_not_import_numba():
     code = textwrap.dedent("""
         import contextlib, io
-        from psched.cli import main
+        from psched.cli.main import main
         from psched.policies import available_policies
         assert "oasis-rp" in available_policies()
         with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
@@ -52,7 +52,7 @@ def _module(source: str) -> types.ModuleType:
 
 
 SOURCE = textwrap.dedent('''
-    from psched.lazy_numba import lazy_numba
+    from psched.core.lazy_numba import lazy_numba
     numba = lazy_numba(__name__)
     RO = numba.types.Array(numba.int64, 1, "C", readonly=True)
 

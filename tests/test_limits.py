@@ -1,6 +1,6 @@
 """Bounded input: every bad case of issues 16 and 17 is one line naming file, line and field.
 
-One validator (:func:`psched.limits.validate_spec`) is shared by trace readers, job spec files
+One validator (:func:`psched.core.limits.validate_spec`) is shared by trace readers, job spec files
 and the service; these tests feed each malformed input through every door it can come in by.
 """
 
@@ -20,23 +20,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from psched import limits
-from psched.cli import main
-from psched.errors import InputError
-from psched.limits import Where, check_id, shown, validate_spec
-from psched.model import JobSpec, Resources, window_length
+from psched.cli.main import main
+from psched.core import limits
+from psched.core.errors import InputError
+from psched.core.limits import Where, check_id, shown, validate_spec
+from psched.core.model import JobSpec, Resources, window_length
+from psched.core.utility import Utility
 from psched.traces.native import NATIVE_COLUMNS, load_trace
-from psched.utility import Utility
-from ray_cluster.checkpoint import CheckpointStore, job_folder
-from ray_cluster.jobspec import (
+from ray_cluster.ps.checkpoint import CheckpointStore, job_folder
+from ray_cluster.workloads.builtin import HPARAMS, MLP, SoftmaxRegression
+from ray_cluster.workloads.jobspec import (
     ImportRefused,
     check_submission,
     load_jobspec,
     parse_jobspec,
+    spec_to_json,
     submission_from_json,
 )
-from ray_cluster.journal import spec_to_json
-from ray_cluster.workloads import HPARAMS, MLP, SoftmaxRegression
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "traces" / "demo_sim.csv"
@@ -312,8 +312,8 @@ def test_malformed_json_sent_to_the_service_is_an_input_error(text: str) -> None
 
 
 def test_service_submit_rechecks_and_names_the_clients_file_and_line(tmp_path: Path) -> None:
-    from psched.executor import SimulatedExecutor
-    from psched.model import Cluster, Pool, Server
+    from psched.core.executor import SimulatedExecutor
+    from psched.core.model import Cluster, Pool, Server
     from ray_cluster.service import SchedulerService, ServiceConfig
 
     cap = Resources(cpu=4, memory_gb=8, bandwidth_gbps=10)
@@ -382,7 +382,7 @@ class _FakeClient:
 
 def test_submit_refuses_a_duplicate_id_in_one_command_before_sending_any(
         tmp_path: Path) -> None:
-    from psched.commands_service import _submissions
+    from psched.cli.jobs import _submissions
 
     args = _submit_args(tmp_path, {"a.toml": SPEC, "b.toml": SPEC})
     with pytest.raises(InputError) as err:
@@ -394,7 +394,7 @@ def test_submit_refuses_a_duplicate_id_in_one_command_before_sending_any(
 @pytest.mark.parametrize("allow", [False, True])
 def test_submit_parses_import_paths_only_if_the_service_allows_them(
         tmp_path: Path, allow: bool) -> None:
-    from psched.commands_service import _submissions
+    from psched.cli.jobs import _submissions
 
     text = SPEC.replace('workload = "softmax"', 'workload = "mypkg.mod:Net"').replace(
         '[hparams]\ndataset = "digits"\n', "")
@@ -499,7 +499,7 @@ _UNDER_2GB = textwrap.dedent("""
     import resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
     sys.argv = ["psched", *sys.argv[1:]]
-    from psched.cli import main
+    from psched.cli.main import main
     sys.exit(main())
 """)
 
@@ -543,7 +543,7 @@ CLUSTER = 'slot_seconds = 3600\n[[servers]]\npool = "worker"\ngpu = 8\ncpu = 64\
 ])
 def test_bad_cluster_file_is_one_line_naming_file_line_and_field(
         tmp_path: Path, old: str, new: str, field: str, line: int) -> None:
-    from psched.clusters import load_cluster
+    from psched.traces.clusters import load_cluster
 
     path = tmp_path / "c.toml"
     path.write_text(CLUSTER.replace(old, new))
@@ -556,7 +556,7 @@ def test_bad_cluster_file_is_one_line_naming_file_line_and_field(
 
 
 def test_psched_run_checks_every_jobs_hparams_before_ray_starts(tmp_path: Path) -> None:
-    from psched.commands_service import _check_trace_jobs
+    from psched.cli.service import _check_trace_jobs
 
     good = dataclasses.replace(_good(), tau_s=0.01)
     args = SimpleNamespace(trace="run.csv", allow_import=False, slot_seconds=2.0)
@@ -574,7 +574,7 @@ def test_a_ray_client_calling_the_service_directly_gets_one_line_errors(ray_sess
     the service still up."""
     import ray
 
-    from psched.model import Cluster, Pool, Server
+    from psched.core.model import Cluster, Pool, Server
     from ray_cluster.service import (
         SERVICE_NAME,
         SERVICE_NAMESPACE,

@@ -6,19 +6,16 @@ from typing import Any
 
 import pytest
 
-from psched.checker import check_plan
-from psched.errors import PlanViolation
-from psched.executor import SlotReport
-from psched.model import Alloc, Cluster, Decision, Job, JobSpec, Pool, Resources, Server
-from psched.policies.base import RunContext, View
-from psched.simulator import (
-    REJECT_CANNOT_FIT,
-    REJECT_PAST_HORIZON,
-    QueueArrivals,
-    SchedulerLoop,
-    simulate,
-)
-from psched.utility import Utility
+from psched.core.arrivals import QueueArrivals
+from psched.core.checker import check_plan
+from psched.core.errors import PlanViolation
+from psched.core.executor import SlotReport
+from psched.core.loop import SchedulerLoop
+from psched.core.model import Alloc, Cluster, Decision, Job, JobSpec, Pool, Resources, Server
+from psched.core.policy import RunContext, View
+from psched.core.records import REJECT_CANNOT_FIT, REJECT_PAST_HORIZON
+from psched.core.simulator import simulate
+from psched.core.utility import Utility
 
 
 def cluster(n_worker: int = 1, n_ps: int = 1, gpu: float = 4) -> Cluster:
@@ -148,7 +145,7 @@ def test_loop_counts_measured_progress_not_planned_progress() -> None:
 def test_wall_clock_starts_each_slot_no_earlier_than_its_time() -> None:
     import time
 
-    from psched.simulator import WallClock
+    from psched.core.arrivals import WallClock
 
     clock = WallClock(slot_seconds=0.02)
     for t in range(3):

@@ -11,21 +11,30 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import instances
 
-from psched.checker import check_plan, plan_usage
-from psched.executor import SimulatedExecutor, SlotReport
-from psched.model import RESOURCES, Cluster, Decision, Job, JobSpec, Pool, SlotPlan, resolve_job
-from psched.policies import available_policies, make_policy
-from psched.policies.base import JobStatus, RunContext, View
-from psched.simulator import (
+from psched.core.arrivals import QueueArrivals
+from psched.core.checker import check_plan, plan_usage
+from psched.core.executor import SimulatedExecutor, SlotReport
+from psched.core.loop import SchedulerLoop
+from psched.core.model import (
+    RESOURCES,
+    Cluster,
+    Decision,
+    Job,
+    JobSpec,
+    Pool,
+    SlotPlan,
+    resolve_job,
+)
+from psched.core.policy import JobStatus, RunContext, View
+from psched.core.records import (
     REJECT_CANNOT_FIT,
     REJECT_PAST_HORIZON,
     JobRecord,
-    QueueArrivals,
     RunResult,
-    SchedulerLoop,
     cannot_fit,
-    simulate,
 )
+from psched.core.simulator import simulate
+from psched.policies import available_policies, make_policy
 from psched.traces.synth import fig5_instance
 
 #: the reference loop predates held jobs (``Decision.hold``, ``admit_held``):

@@ -1,4 +1,5 @@
-"""psched.milp: HiGHS through highspy, warm starts, and the guard that refuses an answer a known
+"""psched.offline.milp: HiGHS through highspy, warm starts, and the guard that refuses an answer a
+known
 feasible point contradicts (with a deliberately wrong stub solver), never a correct one."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from psched.milp import Options, Problem, Rows, Solution, highs_solver, scipy_solver, solve
+from psched.offline.milp import Options, Problem, Rows, Solution, highs_solver, scipy_solver, solve
 
 
 def repro_problem() -> tuple[Problem, np.ndarray]:

@@ -17,16 +17,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oasis_cases import make_cluster, priced_inputs
 
-from psched.model import Cluster, Job, JobSpec, Pool, Resources, resolve_job
+from psched.core.model import Cluster, Job, JobSpec, Pool, Resources, resolve_job
+from psched.core.policy import RunContext, View
+from psched.core.records import cannot_fit
+from psched.core.simulator import simulate
+from psched.core.utility import Utility
 from psched.oasis.dual import envelope_payoff, payoff_envelope
 from psched.oasis.fast import completion_costs, solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.literal import literal_slot_cost
 from psched.oasis.schedule import slot_costs
 from psched.policies import make_policy
-from psched.policies.base import RunContext, View
-from psched.simulator import cannot_fit, simulate
-from psched.utility import Utility
 
 T = 3
 SMALL = dict(servers=4, ps_servers=2, max_workers=6, max_work=20, slots=8)

@@ -15,13 +15,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from oasis_cases import make_cluster, make_job, priced_inputs
 
+from psched.core.utility import Utility
 from psched.oasis.brute import brute_slot_cost, solve_brute
 from psched.oasis.fast import minplus_step, solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.literal import literal_slot_cost, solve_literal
+from psched.oasis.prices import fixed_params
 from psched.oasis.schedule import ARG_RTOL, Best, schedule_allocs, schedule_cost, slot_costs
-from psched.prices import fixed_params
-from psched.utility import Utility
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -14,13 +14,13 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from oasis_cases import make_cluster, make_job, priced_inputs
 
-from psched.model import Alloc
+from psched.core.model import Alloc
+from psched.core.utility import Utility
 from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.literal import solve_literal
+from psched.oasis.prices import fixed_params
 from psched.oasis.schedule import placement_tables, slot_costs
-from psched.prices import fixed_params
-from psched.utility import Utility
 
 SMALL = dict(servers=4, ps_servers=3, max_workers=6, max_work=24, slots=16)
 

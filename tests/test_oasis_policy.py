@@ -9,12 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from oasis_cases import make_cluster, make_job
 from strategies import Instance, instances
 
-from psched.model import JobSpec, resolve_job
+from psched.core.model import JobSpec, resolve_job
+from psched.core.policy import RunContext, View
+from psched.core.simulator import simulate
+from psched.core.utility import Utility
 from psched.policies import available_policies, make_policy
-from psched.policies.base import RunContext, View
-from psched.simulator import simulate
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
-from psched.utility import Utility
 
 T = 60
 

@@ -1,6 +1,6 @@
 """oasis-rp: promises are never broken, plans stay within the rules, the certificate holds.
 
-Every run is checked independently (:mod:`psched.promises`: completions re-derived from the
+Every run is checked independently (:mod:`psched.core.promises`: completions re-derived from the
 allocation rows, or from ``jobs.csv``/``allocations.csv``) and by the schedule re-derivation of
 the policy property suite; Hypothesis draws small clusters and traces; each lever is switched
 on and off on its own.
@@ -20,15 +20,17 @@ from strategies import Instance, instances
 from test_oasis_certificate import T, offline_optimum, tiny_instance
 from test_policy_properties import check_schedule
 
-from psched.executor import SlotReport
-from psched.model import Cluster, Job, JobSpec, Pool, Resources, Server, SlotPlan
-from psched.output import write_run
+from psched.core.arrivals import TraceArrivals
+from psched.core.executor import SlotReport
+from psched.core.loop import SchedulerLoop
+from psched.core.model import Cluster, Job, JobSpec, Pool, Resources, Server, SlotPlan
+from psched.core.promises import broken_promises, broken_promises_in, completions_from_rows
+from psched.core.simulator import simulate
+from psched.core.utility import Utility
+from psched.oasis.prices import fixed_params
 from psched.policies import make_policy
 from psched.policies.oasis_rp import OasisRpPolicy
-from psched.prices import fixed_params
-from psched.promises import broken_promises, broken_promises_in, completions_from_rows
-from psched.simulator import SchedulerLoop, TraceArrivals, simulate
-from psched.utility import Utility
+from psched.results.output import write_run
 
 #: the defaults, and the options that change how admission and re-packing work
 VARIANTS = [

@@ -24,12 +24,13 @@ from test_oasis_certificate import (
 from test_oasis_rp import _server, _spec
 from test_oasis_rp_levers import run_keeping_every_promise
 
-from psched.model import Cluster, Job, Pool, Resources, Server, resolve_job
+from psched.core.model import Cluster, Job, Pool, Resources, Server, resolve_job
+from psched.core.promises import broken_promises
+from psched.core.records import HELD
+from psched.core.simulator import simulate
+from psched.core.utility import Utility
 from psched.policies import make_policy
 from psched.policies.oasis_rp.admission import containers_that_fit, density, density_order
-from psched.promises import broken_promises
-from psched.simulator import HELD, simulate
-from psched.utility import Utility
 
 OPTIONS = [{}, {"price_source": "hindsight"}, {"effort_slots": None}]
 SETTINGS = settings(max_examples=15, deadline=None,

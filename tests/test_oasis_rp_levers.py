@@ -29,21 +29,24 @@ from test_oasis_certificate import (
 from test_oasis_rp import _server, _spec
 from test_policy_properties import check_schedule
 
-from psched.executor import SlotReport
-from psched.model import Cluster, Decision, Job, JobSpec, Pool, SlotPlan, resolve_job
+from psched.core.arrivals import TraceArrivals
+from psched.core.executor import SlotReport
+from psched.core.loop import SchedulerLoop
+from psched.core.model import Cluster, Decision, Job, JobSpec, Pool, SlotPlan, resolve_job
+from psched.core.policy import View
+from psched.core.promises import broken_promises, broken_promises_in
+from psched.core.records import HELD, RunResult
+from psched.core.simulator import simulate
+from psched.core.utility import Utility
 from psched.oasis.ledger import JobInputs
+from psched.oasis.prices import log_prices, params_from_jobs
 from psched.oasis.schedule import slot_costs
-from psched.output import write_run
 from psched.policies import make_policy
-from psched.policies.base import View
 from psched.policies.fifo import FifoPolicy
 from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.latest import search_latest
 from psched.policies.oasis_rp.own import search_own
-from psched.prices import log_prices, params_from_jobs
-from psched.promises import broken_promises, broken_promises_in
-from psched.simulator import HELD, RunResult, SchedulerLoop, TraceArrivals, simulate
-from psched.utility import Utility
+from psched.results.output import write_run
 
 OPTIONS = [
     {"price_source": "hindsight"},

@@ -18,17 +18,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oasis_cases import make_cluster, make_job, priced_inputs
 
+from psched.core.records import RunResult
+from psched.core.simulator import simulate
+from psched.core.utility import Utility
 from psched.oasis.brute import solve_brute
 from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.literal import solve_literal
+from psched.oasis.prices import fixed_params
 from psched.oasis.schedule import Best, last_argmin
 from psched.policies import make_policy
-from psched.prices import fixed_params
-from psched.ratio import instance_seed
-from psched.simulator import RunResult, simulate
+from psched.runs.ratio import instance_seed
 from psched.traces.synth import fig5_instance
-from psched.utility import Utility
 
 TINY = dict(servers=2, ps_servers=2, max_workers=3, max_work=5, slots=3)
 SMALL = dict(servers=5, ps_servers=3, max_workers=8, max_work=30, slots=10)

@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from psched.milp import Options, Problem, Solution, scipy_solver
-from psched.model import (
+from psched.core.model import (
     RESOURCES,
     Alloc,
     Cluster,
@@ -25,22 +24,19 @@ from psched.model import (
     ceil_eps,
     resolve_job,
 )
-from psched.offline import (
-    Formulation,
-    _build,
-    _model_caps,
+from psched.core.simulator import simulate
+from psched.core.utility import Utility
+from psched.offline.formulation import Formulation, _build, _model_caps, ps_slack, window_tail
+from psched.offline.milp import Options, Problem, Solution, scipy_solver
+from psched.offline.optimum import (
     lp_bound,
     offline_optimum,
     pooled_bound,
-    ps_slack,
     schedule_vector,
     solve_offline,
-    window_tail,
 )
 from psched.policies import available_policies, make_policy
-from psched.simulator import simulate
 from psched.traces.synth import fig5_instance
-from psched.utility import Utility
 
 # -- tiny instances and an independent brute force ------------------------------------------
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import psched.runner
-from psched.cli import main
-from psched.output import MANIFEST, is_psched_output
+import psched.runs.runner
+from psched.cli.main import main
+from psched.results.output import MANIFEST, is_psched_output
 
 SMALL = ["simulate", "--scenario", "oasis-paper", "--jobs", "5", "--slots", "20",
          "--policies", "fifo", "--no-plots"]
@@ -34,8 +34,8 @@ def no_simulation(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*_a: object, **_k: object) -> None:
         raise AssertionError("the simulation ran before --out was checked")
 
-    monkeypatch.setattr(psched.runner, "simulate", boom)
-    monkeypatch.setattr(psched.runner, "prepare", boom)
+    monkeypatch.setattr(psched.runs.runner, "simulate", boom)
+    monkeypatch.setattr(psched.runs.runner, "prepare", boom)
 
 
 def test_users_file_in_the_out_folder_is_kept_and_the_run_refused(
@@ -148,7 +148,7 @@ def test_interrupt_exits_130_and_writes_nothing(
     def interrupted(*_a: object, **_k: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(psched.runner, "simulate", interrupted)
+    monkeypatch.setattr(psched.runs.runner, "simulate", interrupted)
     out = tmp_path / "results"
     assert _run([*SMALL, "--out", str(out)]) == 130
     assert "interrupted" in capsys.readouterr().err
@@ -158,12 +158,12 @@ def test_interrupt_exits_130_and_writes_nothing(
 def test_ratio_out_is_checked_before_the_study_runs(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import psched.ratio
+    import psched.runs.ratio
 
     def boom(*_a: object, **_k: object) -> None:
         raise AssertionError("the study ran before --out was checked")
 
-    monkeypatch.setattr(psched.ratio, "ratio_study", boom)
+    monkeypatch.setattr(psched.runs.ratio, "ratio_study", boom)
     out = tmp_path / "results"
     out.mkdir()
     (out / "mine.txt").write_text("my notes")

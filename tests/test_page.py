@@ -21,7 +21,7 @@ from browser import chromium, open_page
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-from ray_cluster import faults  # noqa: E402
+from ray_cluster.service import faults  # noqa: E402
 
 SLOT_S = 2.0
 JOB_TOML = """\

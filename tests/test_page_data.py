@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from psched.errors import InputError
-from psched.executor import SimulatedExecutor
+from psched.core.errors import InputError
+from psched.core.executor import SimulatedExecutor
 from psched.traces.synth import SCENARIOS
 from ray_cluster.service import SchedulerService, ServiceConfig
 from ray_cluster.service import page as page_module

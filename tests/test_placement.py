@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import clusters, job_specs
 
-from psched.model import Cluster, JobSpec, Pool, resolve_job
-from psched.placement import Cursor, Pools, deal, most_workers, next_with_room, place, room
+from psched.core.model import Cluster, JobSpec, Pool, resolve_job
+from psched.core.placement import Cursor, Pools, deal, most_workers, next_with_room, place, room
 
 
 def literal_deal(capacity: list[int], count: int, start: int) -> tuple[list[int], int] | None:

@@ -8,13 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from psched.checker import PlanChecker, check_plan, plan_usage
-from psched.errors import PlanViolation
-from psched.model import Alloc, Cluster, JobSpec, Pool, Resources, Server, resolve_job
+from psched.core.arrivals import TraceArrivals
+from psched.core.checker import PlanChecker, check_plan, plan_usage
+from psched.core.errors import PlanViolation
+from psched.core.loop import SchedulerLoop
+from psched.core.model import Alloc, Cluster, JobSpec, Pool, Resources, Server, resolve_job
+from psched.core.utility import Utility
 from psched.policies import JobStatus, make_policy
-from psched.simulator import SchedulerLoop, TraceArrivals
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
-from psched.utility import Utility
 
 CLUSTER = Cluster(servers=(
     Server(server_id="w0", pool=Pool.WORKER, capacity=Resources(gpu=4, cpu=16, memory_gb=64)),

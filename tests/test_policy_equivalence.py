@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from legacy_policies import LEGACY, make_legacy
 
-from psched.clusters import default_cluster_for_trace
-from psched.horizon import trace_horizon
-from psched.model import Cluster, JobSpec
+from psched.core.horizon import trace_horizon
+from psched.core.model import Cluster, JobSpec
+from psched.core.simulator import simulate
 from psched.policies import make_policy
-from psched.simulator import simulate
 from psched.traces import load_any
+from psched.traces.clusters import default_cluster_for_trace
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 from psched.traces.synth_philly import philly_jobs
 

@@ -16,12 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import Instance, allocations_by_slot, instances
 
-from psched.metrics import summarize
-from psched.model import RESOURCES, Cluster, JobSpec, Pool, Resources, Server
+from psched.core.model import RESOURCES, Cluster, JobSpec, Pool, Resources, Server
+from psched.core.promises import broken_promises
+from psched.core.records import REJECT_PAST_HORIZON, RunResult
+from psched.core.simulator import simulate
+from psched.core.utility import Utility
 from psched.policies import available_policies, make_policy
-from psched.promises import broken_promises
-from psched.simulator import REJECT_PAST_HORIZON, RunResult, simulate
-from psched.utility import Utility
+from psched.results.metrics import summarize
 
 POLICIES = available_policies()
 SEEDS = [0, 7]

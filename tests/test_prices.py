@@ -10,15 +10,22 @@ import numpy as np
 import pytest
 from oasis_cases import make_cluster, make_job
 
-from psched.model import Cluster, JobSpec, Resources, Server, resolve_job
+from psched.core.model import Cluster, JobSpec, Resources, Server, resolve_job
+from psched.core.policy import RunContext, View
+from psched.core.records import cannot_fit
+from psched.core.simulator import simulate
+from psched.core.utility import Utility
 from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import Ledger
+from psched.oasis.prices import (
+    fixed_params,
+    log_utility,
+    mean_capacity,
+    normalise,
+    params_from_jobs,
+)
 from psched.policies import make_policy
-from psched.policies.base import RunContext, View
-from psched.prices import fixed_params, log_utility, mean_capacity, normalise, params_from_jobs
-from psched.simulator import cannot_fit, simulate
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
-from psched.utility import Utility
 
 T = 60
 SEEDS = [0, 3]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from psched.cli import main
-from psched.ratio import compare_jobs, instance_seed, ratio_instance, ratio_study, summarise
+from psched.cli.main import main
+from psched.runs.ratio import compare_jobs, instance_seed, ratio_instance, ratio_study, summarise
 from psched.traces.synth import fig5_instance
 
 SMALL = {"jobs": 6, "slots": 6, "servers": (3,), "policies": ["oasis", "fifo"]}

@@ -9,19 +9,20 @@ from collections import Counter
 import pytest
 import ray
 
-from psched.executor import Executor
-from psched.model import Alloc, Cluster, JobSpec, Pool, Resources, Server, resolve_job
+from psched.core.arrivals import TraceArrivals
+from psched.core.executor import Executor
+from psched.core.loop import SchedulerLoop
+from psched.core.model import Alloc, Cluster, JobSpec, Pool, Resources, Server, resolve_job
+from psched.core.utility import Utility
 from psched.policies import make_policy
-from psched.simulator import SchedulerLoop, TraceArrivals
-from psched.utility import Utility
-from ray_cluster.executor import (
+from ray_cluster.runtime import RuntimeConfig
+from ray_cluster.runtime.executor import (
     RayExecutor,
     demand_resource,
     profile_seconds_per_batch,
     training_job,
     with_measured_tau,
 )
-from ray_cluster.runtime import RuntimeConfig
 
 SLOT_S = 1.0
 GPU_NODE_SERVERS = ("gpu0", "gpu1")  # the fake-GPU nodes of tests/conftest.py

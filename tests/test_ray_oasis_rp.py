@@ -23,10 +23,10 @@ pytestmark = pytest.mark.ray
 
 ray = pytest.importorskip("ray")
 
-from psched.model import Cluster, JobSpec, Pool, Resources, Server, resolve_job  # noqa: E402
-from psched.utility import Utility  # noqa: E402
-from ray_cluster.executor import profile_seconds_per_batch, training_job  # noqa: E402
+from psched.core.model import Cluster, JobSpec, Pool, Resources, Server, resolve_job  # noqa: E402
+from psched.core.utility import Utility  # noqa: E402
 from ray_cluster.runtime import RuntimeConfig  # noqa: E402
+from ray_cluster.runtime.executor import profile_seconds_per_batch, training_job  # noqa: E402
 from ray_cluster.service import SchedulerService, ServiceConfig  # noqa: E402
 
 SLOT_S = 1.5
@@ -85,7 +85,7 @@ def test_a_plan_revised_mid_run_is_a_resize_and_the_job_completes_by_its_promise
         svc.run_for(1)
         first = svc.loop.state.records["patient"]
         assert first.admitted and first.promised > svc.planned_end["patient"]
-        assert svc.inner_executor.runtimes["patient"].shards  # it trained in slot 0
+        assert svc.executor.runtimes["patient"].shards  # it trained in slot 0
         second = svc.submit(urgent)
         assert second["held"] and second["arrival"] == 1
         svc.run_for(1)
@@ -93,7 +93,7 @@ def test_a_plan_revised_mid_run_is_a_resize_and_the_job_completes_by_its_promise
         revised = [r for r in svc.journal.decisions() if r.kind == "revise" and r.slot == 1]
         assert revised and {r.job_id for r in revised} == {"patient"}
         assert 1 not in revised[-1].schedule  # moved out of the slot the newcomer needs
-        assert not svc.inner_executor.runtimes["patient"].shards  # suspended at the boundary
+        assert not svc.executor.runtimes["patient"].shards  # suspended at the boundary
         for _ in range(45):
             if svc.idle():
                 break

@@ -15,7 +15,7 @@ row with two workers in slot 2, its tail trimmed), run as a resize from its chec
 Why working ahead and no other mechanism: ``patient`` made no progress while suspended, so it is on
 its plan at slot 2 (the steady boundary re-plan leaves it alone) and no job is
 re-planned there (``urgent`` is gone), so the pull-forward does not run. In simulation
-(:class:`psched.behind.StartupExecutor`, rates 0.6-1.3 of the plan, start-up 0.3-1 slot,
+(:class:`psched.core.behind.StartupExecutor`, rates 0.6-1.3 of the plan, start-up 0.3-1 slot,
 resize 0-0.5 slot: 19 settings) working ahead grew ``patient`` at slot 2 in every one. A spy on
 :func:`psched.policies.oasis_rp.ahead.grow` says which job it grew at which boundary; the
 policy's ``ahead_jobs`` counter, the journal's revision and the slot's executed plan agree.
@@ -29,11 +29,11 @@ pytestmark = pytest.mark.ray
 
 ray = pytest.importorskip("ray")
 
-from psched.model import Cluster, JobSpec, Pool, Resources, Server, resolve_job  # noqa: E402
+from psched.core.model import Cluster, JobSpec, Pool, Resources, Server, resolve_job  # noqa: E402
+from psched.core.utility import Utility  # noqa: E402
 from psched.policies.oasis_rp import ahead as ahead_module  # noqa: E402
-from psched.utility import Utility  # noqa: E402
-from ray_cluster.executor import profile_seconds_per_batch, training_job  # noqa: E402
 from ray_cluster.runtime import RuntimeConfig  # noqa: E402
+from ray_cluster.runtime.executor import profile_seconds_per_batch, training_job  # noqa: E402
 from ray_cluster.service import SchedulerService, ServiceConfig  # noqa: E402
 
 SLOT_S = 1.5
@@ -109,11 +109,11 @@ def test_ahead_grows_a_suspended_job_mid_run_as_a_resize_and_it_completes_by_its
     try:
         assert svc.submit(patient)["held"]  # decided at slot 0's boundary (batch)
         step()
-        assert svc.inner_executor.runtimes["patient"].shards  # it trained in slot 0
+        assert svc.executor.runtimes["patient"].shards  # it trained in slot 0
         assert svc.submit(urgent)["held"]
         step()
         assert svc.loop.state.records["urgent"].admitted
-        assert not svc.inner_executor.runtimes["patient"].shards  # suspended in slot 1
+        assert not svc.executor.runtimes["patient"].shards  # suspended in slot 1
         assert svc.cancel("urgent")  # between slots: at once
         for _ in range(30):
             step()

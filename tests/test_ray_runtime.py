@@ -16,10 +16,10 @@ import ray
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ray_cluster.checkpoint import CheckpointMeta, CheckpointStore, write_slice
-from ray_cluster.optim import shard_bounds
+from ray_cluster.ps.checkpoint import CheckpointMeta, CheckpointStore, write_slice
+from ray_cluster.ps.optim import shard_bounds
 from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob, worker_slots
-from ray_cluster.workloads import SoftmaxRegression, get_workload
+from ray_cluster.workloads.builtin import SoftmaxRegression, get_workload
 
 FAR = 60.0  # seconds: a deadline no test reaches; the sample budget ends training first
 

@@ -18,12 +18,12 @@ ray = pytest.importorskip("ray")
 
 from test_service_held import HoldOnce  # noqa: E402
 
-from psched.model import Cluster, JobSpec, Pool, Resources, Server, resolve_job  # noqa: E402
-from psched.policies import base  # noqa: E402
-from psched.simulator import HELD  # noqa: E402
-from psched.utility import Utility  # noqa: E402
-from ray_cluster.executor import profile_seconds_per_batch, training_job  # noqa: E402
+from psched.core import policy as base  # noqa: E402
+from psched.core.model import Cluster, JobSpec, Pool, Resources, Server, resolve_job  # noqa: E402
+from psched.core.records import HELD  # noqa: E402
+from psched.core.utility import Utility  # noqa: E402
 from ray_cluster.runtime import RuntimeConfig  # noqa: E402
+from ray_cluster.runtime.executor import profile_seconds_per_batch, training_job  # noqa: E402
 from ray_cluster.service import SchedulerService, ServiceConfig  # noqa: E402
 
 SLOT_S = 1.5
@@ -32,7 +32,7 @@ SLOT_S = 1.5
 @pytest.fixture
 def held_policy(monkeypatch) -> str:
     """``hold-once`` registered for this test only."""
-    base._load_builtins()
+    import psched.policies  # noqa: F401  (the built-ins registered first)
     monkeypatch.setitem(base._REGISTRY, HoldOnce.name, HoldOnce)
     return HoldOnce.name
 

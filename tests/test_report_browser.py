@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from browser import chromium, open_page
 
-from psched.cli import main
-from psched.report import REPORT_NAME, write_report
+from psched.cli.main import main
+from psched.results.report import REPORT_NAME, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "traces" / "demo_sim.csv"

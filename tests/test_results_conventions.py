@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 
 import psched
-from psched.cli import main
-from psched.progress import Progress
-from psched.runner import PschedWarning, SimulateRequest, print_table, run_simulation
-from psched.summary import COLUMN_LEGEND, PROVENANCE_KEYS
+from psched.cli.main import main
+from psched.results.summary import COLUMN_LEGEND, PROVENANCE_KEYS
+from psched.runs.progress import Progress
+from psched.runs.runner import PschedWarning, SimulateRequest, print_table, run_simulation
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "traces" / "demo_sim.csv"
@@ -126,7 +126,7 @@ def test_every_printed_column_is_in_the_legend_and_in_help(
 
 def test_help_lists_the_choices_of_policies_and_format(
         capsys: pytest.CaptureFixture[str]) -> None:
-    from psched.policies.base import available_policies
+    from psched.policies import available_policies
     from psched.traces.detect import FORMATS
 
     assert _run(["simulate", "--help"]) == 0
@@ -198,7 +198,7 @@ def test_trace_fetch_list_shows_addresses_and_checksums(
 def test_every_argument_of_every_command_has_help_text() -> None:
     import argparse
 
-    from psched.cli import build_parser
+    from psched.cli.main import build_parser
 
     missing: list[str] = []
 

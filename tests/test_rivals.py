@@ -12,15 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_baselines import one_box, spec
 
-from psched.metrics import training_figures
-from psched.model import Alloc, Cluster, Pool, Resources, Server, resolve_job
-from psched.placement import Pools, most_workers
+from psched.core.model import Alloc, Cluster, Pool, Resources, Server, resolve_job
+from psched.core.placement import Pools, most_workers
+from psched.core.simulator import simulate
+from psched.core.utility import Utility
 from psched.policies import make_policy
 from psched.policies.counts import Builder, realise
 from psched.policies.dorm import solve_dorm
 from psched.policies.rrh import REJECT_RISK
-from psched.simulator import simulate
-from psched.utility import Utility
+from psched.results.metrics import training_figures
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

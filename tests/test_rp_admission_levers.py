@@ -20,13 +20,13 @@ from test_oasis_certificate import (
 )
 from test_oasis_rp_levers import run_keeping_every_promise
 
-from psched.model import Cluster, Job, resolve_job
-from psched.output import write_run
+from psched.core.model import Cluster, Job, resolve_job
+from psched.core.promises import broken_promises_in
+from psched.core.simulator import simulate
 from psched.policies import make_policy
 from psched.policies.oasis_rp import OasisRpPolicy
 from psched.policies.oasis_rp.admission import REJECT_DENSITY, clearing_density, job_size
-from psched.promises import broken_promises_in
-from psched.simulator import simulate
+from psched.results.output import write_run
 from psched.traces.synth import fig5_instance
 
 OPTIONS = [

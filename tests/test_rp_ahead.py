@@ -16,12 +16,12 @@ from strategies import Instance, instances
 from test_oasis_certificate import assert_rp_certificate_bounds_the_optimum, tiny_instance
 from test_oasis_rp_levers import run_keeping_every_promise
 
-from psched.model import Alloc, Cluster, Job, JobSpec, Pool, Resources, Server, resolve_job
+from psched.core.model import Alloc, Cluster, Job, JobSpec, Pool, Resources, Server, resolve_job
+from psched.core.promises import broken_promises
+from psched.core.simulator import simulate
+from psched.core.utility import Utility
 from psched.policies import make_policy
 from psched.policies.oasis_rp.ahead import place, trim_tail
-from psched.promises import broken_promises
-from psched.simulator import simulate
-from psched.utility import Utility
 
 OPTIONS = [{}, {"price_source": "hindsight"}, {"promise_rtol": 0.0}]
 SETTINGS = settings(max_examples=10, deadline=None,

@@ -20,11 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from strategies import Instance, instances
 from test_oasis_rp import _server, _spec
 
-from psched.model import Cluster, JobSpec, Pool
+from psched.core.model import Cluster, JobSpec, Pool
+from psched.core.records import RunResult
+from psched.core.simulator import simulate
+from psched.core.utility import Utility
 from psched.policies import make_policy
 from psched.policies.oasis_rp import OasisRpPolicy
-from psched.simulator import RunResult, simulate
-from psched.utility import Utility
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_oasis_rp

@@ -1,7 +1,7 @@
 """oasis-rp's online estimates (:mod:`psched.policies.oasis_rp.estimates`), held against the
 hindsight figures they stand in for.
 
-``OnlineBounds`` after observing jobs J must be exactly :func:`psched.prices.params_from_jobs`
+``OnlineBounds`` after observing jobs J must be exactly :func:`psched.oasis.prices.params_from_jobs`
 over J (running maxima and minima of the same float terms), after every arrival, not only
 after the last; ``LocalFloor`` is the clearing density of the recent arrivals
 (:func:`~psched.policies.oasis_rp.admission.clearing_density_reference` over the jobs that
@@ -17,7 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import clusters, job_specs
 
-from psched.model import Cluster, Job, resolve_job
+from psched.core.model import Cluster, Job, resolve_job
+from psched.core.utility import Utility
+from psched.oasis.prices import PriceParams, params_from_jobs
 from psched.policies.oasis_rp.admission import clearing_density_reference
 from psched.policies.oasis_rp.estimates import (
     LocalFloor,
@@ -25,9 +27,7 @@ from psched.policies.oasis_rp.estimates import (
     RunningQuantile,
     refresh_due,
 )
-from psched.prices import PriceParams, params_from_jobs
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
-from psched.utility import Utility
 
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

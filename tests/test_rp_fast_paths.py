@@ -2,10 +2,10 @@
 
 ``clash_rank`` (one masked count over every plan's groups) against
 :func:`~psched.policies.oasis_rp.effort.clash_rank_reference`; the scalar path of
-:class:`~psched.utility.Utility` against its numpy path, bit for bit; the container counts kept
+:class:`~psched.core.utility.Utility` against its numpy path, bit for bit; the container counts kept
 per demand (:class:`~psched.policies.oasis_rp.admission.FitCounts`) against the counts computed
 afresh;
-the loop's reuse of a known job's resolution against :func:`~psched.model.resolve_job`.
+the loop's reuse of a known job's resolution against :func:`~psched.core.model.resolve_job`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import clusters, job_specs, utilities
 
-from psched.model import (
+from psched.core.arrivals import TraceArrivals
+from psched.core.loop import SchedulerLoop
+from psched.core.model import (
     Alloc,
     Cluster,
     Job,
@@ -28,13 +30,12 @@ from psched.model import (
     window_length,
     window_length_reference,
 )
+from psched.core.utility import Utility, make_utility
+from psched.oasis.prices import _demands, log_utility, log_utility_one
 from psched.policies import make_policy
 from psched.policies.oasis_rp.admission import FitCounts, density, density_quantile
 from psched.policies.oasis_rp.effort import clash_loads, clash_rank, clash_rank_reference
 from psched.policies.oasis_rp.plans import Schedule
-from psched.prices import _demands, log_utility, log_utility_one
-from psched.simulator import SchedulerLoop, TraceArrivals
-from psched.utility import Utility, make_utility
 
 FAST = settings(max_examples=60, deadline=None)
 FEW = settings(max_examples=12, deadline=None)

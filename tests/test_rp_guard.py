@@ -17,13 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from strategies import Instance, instances
 from test_oasis_rp_levers import run_keeping_every_promise
 
-from psched.clusters import default_cluster_for_trace
-from psched.horizon import trace_horizon
-from psched.model import resolve_job
+from psched.core.horizon import trace_horizon
+from psched.core.model import resolve_job
+from psched.core.promises import broken_promises
+from psched.core.simulator import simulate
 from psched.policies import make_policy
 from psched.policies.oasis_rp.admission import density, density_quantile
-from psched.promises import broken_promises
-from psched.simulator import simulate
+from psched.traces.clusters import default_cluster_for_trace
 from psched.traces.detect import load_any
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,7 +5,7 @@ From the executed allocation rows alone, for every slot ``t`` the idle capacity 
 server is re-derived; then for every admitted job with work left after ``t`` that ran fewer
 than ``N`` workers in ``t``, and every held job whose window is open at ``t``, the test asks
 whether one more worker (on one server) and the parameter servers it needs
-(:meth:`psched.model.Job.ps_needed`) fit that idle capacity. Where they do, the job must be
+(:meth:`psched.core.model.Job.ps_needed`) fit that idle capacity. Where they do, the job must be
 excused by one of the rules, each verified here where the rows and the records allow:
 
 ``ps``
@@ -26,7 +26,7 @@ excused by one of the rules, each verified here where the rows and the records a
     a reservation whose best schedule starts after ``t``: the idle room of ``t`` could not
     have made it complete with more utility than it did (with as many workers as fit in
     ``t`` and ``N`` in every slot after, its utility at that earliest completion is within
-    :data:`~psched.model.WINDOW_UTILITY_FLOOR`, relative, of its utility earned; verified),
+    :data:`~psched.core.model.WINDOW_UTILITY_FLOOR`, relative, of its utility earned; verified),
     so only the cost differs, and at own-usage prices the end of
     its plan was cheaper than the busier slot ``t``.
 ``priced``
@@ -58,12 +58,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import Instance, allocations_by_slot, instances
 
-from psched.model import WINDOW_UTILITY_FLOOR, Cluster, Job, Pool
+from psched.core.model import WINDOW_UTILITY_FLOOR, Cluster, Job, Pool
+from psched.core.records import REJECT_CANNOT_FIT, REJECT_PAST_HORIZON, RunResult
+from psched.core.simulator import simulate
 from psched.policies.oasis_rp import OasisRpPolicy
 from psched.policies.oasis_rp.admission import REJECT_DENSITY, clearing_density_reference
 from psched.policies.oasis_rp.estimates import refresh_due
 from psched.policies.oasis_rp.queue import HELD_LIMIT, QUEUE_LIMIT
-from psched.simulator import REJECT_CANNOT_FIT, REJECT_PAST_HORIZON, RunResult, simulate
 from psched.traces.synth import fig5_instance, oasis_paper_cluster, oasis_paper_jobs
 
 SEEDS = [0, 7]

@@ -16,11 +16,13 @@ from collections.abc import Callable
 
 import pytest
 
-from psched.model import JobSpec
+from psched.core.arrivals import TraceArrivals
+from psched.core.loop import SchedulerLoop
+from psched.core.model import JobSpec
+from psched.core.records import Admission
+from psched.core.utility import Utility
 from psched.policies import make_policy
-from psched.simulator import Admission, SchedulerLoop, TraceArrivals
 from psched.traces.synth import fig5_instance, oasis_paper_cluster, oasis_paper_jobs
-from psched.utility import Utility
 
 #: how the jobs after slot k are changed
 CHANGES: dict[str, Callable[[list[JobSpec]], list[JobSpec]]] = {

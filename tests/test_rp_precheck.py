@@ -12,11 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import Instance, instances
 
+from psched.core.records import RunResult
+from psched.core.simulator import simulate
 from psched.policies import make_policy
 from psched.policies.oasis_rp import repack as repack_module
 from psched.policies.oasis_rp.promises import completion_utility
 from psched.policies.oasis_rp.repack import gain_bound, pull_spans
-from psched.simulator import RunResult, simulate
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 
 RUNS = settings(max_examples=10, deadline=None,

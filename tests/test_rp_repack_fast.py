@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 from oasis_cases import make_cluster, make_job
 from test_rp_search import _ledgers
 
-from psched.model import Alloc, Job
+from psched.core.model import Alloc, Job
+from psched.oasis.prices import fixed_params
 from psched.oasis.schedule import unit_prices
 from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.latest import search_latest_reference, search_latest_runs
 from psched.policies.oasis_rp.plans import Schedule
 from psched.policies.oasis_rp.search import _allocs, _allocs_reference, priced_pools, run_tables
-from psched.prices import fixed_params
 
 SETTINGS = settings(max_examples=80, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

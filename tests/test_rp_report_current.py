@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from test_rp_ahead import _cluster, _spec
 
+from psched.core.promises import broken_promises
+from psched.core.simulator import simulate
 from psched.policies import make_policy
-from psched.promises import broken_promises
-from psched.simulator import simulate
 
 COUNTERS = ("ahead_jobs", "ahead_moved", "repack_tried", "repack_kept", "soft_reserved")
 

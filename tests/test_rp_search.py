@@ -19,9 +19,12 @@ from hypothesis import strategies as st
 from oasis_cases import make_cluster, make_job, priced_inputs, utilities
 from strategies import Instance, instances
 
-from psched.model import Alloc, Job
+from psched.core.model import Alloc, Job
+from psched.core.records import RunResult
+from psched.core.simulator import simulate
 from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
+from psched.oasis.prices import fixed_params
 from psched.oasis.schedule import slot_costs
 from psched.policies import make_policy
 from psched.policies.oasis_rp import policy as policy_module
@@ -29,8 +32,6 @@ from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.dp import solve_compiled
 from psched.policies.oasis_rp.plans import Found, Schedule
 from psched.policies.oasis_rp.search import feasible_work, run_tables, search_reference, search_runs
-from psched.prices import fixed_params
-from psched.simulator import RunResult, simulate
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 
 SETTINGS = settings(max_examples=80, deadline=None,

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_oasis_rp import _spec
 
-from psched.model import Alloc, resolve_job
+from psched.core.model import Alloc, resolve_job
+from psched.core.utility import Utility
 from psched.policies.oasis_rp.reservations import Reservation, Reservations, plan_to_json
-from psched.utility import Utility
 
 JOBS = {f"j{i}": resolve_job(_spec(f"j{i}", 0, 2, 3, Utility(kind="sigmoid", value=10.0 + i,
                                                              decay=0.5, target=4.0)), 3600.0, 20)

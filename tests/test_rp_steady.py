@@ -2,10 +2,10 @@
 runs behind and each resume costs start-up, jobs do not swap slots back and forth; with
 reality as planned it never acts.
 
-Reality behind is :class:`psched.behind.StartupExecutor` in the scheduler service (the
+Reality behind is :class:`psched.core.behind.StartupExecutor` in the scheduler service (the
 loop the live service runs): each worker does ``rate`` of its planned work, and a job that
 starts or resumes loses ``startup`` of the slot, as a resume costs actor start-up on Ray.
-Suspensions are counted from ``allocations`` (:func:`psched.behind.churn`).
+Suspensions are counted from ``allocations`` (:func:`psched.core.behind.churn`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 from test_journal import _cluster, _drive, _spec
 from test_service_oasis_rp import _config, _random_plan
 
-from psched.behind import StartupExecutor, churn
-from psched.executor import SimulatedExecutor
-from psched.model import Alloc
+from psched.core.behind import StartupExecutor, churn
+from psched.core.executor import SimulatedExecutor
+from psched.core.model import Alloc
+from psched.core.simulator import simulate
 from psched.policies.oasis_rp import OasisRpPolicy
 from psched.policies.oasis_rp.steady import keeps_running, tightest_first
-from psched.simulator import simulate
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 from ray_cluster.service import SchedulerService
 

@@ -17,13 +17,15 @@ from hypothesis.extra.numpy import arrays
 from strategies import Instance, instances
 from test_oasis_rp_levers import run_keeping_every_promise
 
-from psched.model import Alloc
+from psched.core.loop import resolve_job
+from psched.core.model import Alloc
+from psched.core.records import RunResult
+from psched.core.simulator import simulate
 from psched.policies import make_policy
 from psched.policies.oasis_rp import effort
 from psched.policies.oasis_rp.admission import clearing_density, clearing_density_reference
 from psched.policies.oasis_rp.effort import BANK_SLOTS, SlotBank, clash_rank
 from psched.policies.oasis_rp.units import cheapest_units
-from psched.simulator import RunResult, resolve_job, simulate
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 
 RUNS = settings(max_examples=6, deadline=None,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_rp_search import SETTINGS, _ledgers
 
-from psched.model import Job
+from psched.core.model import Job
 from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.search import priced_pools, window_tables
 from psched.policies.oasis_rp.units import (

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_rp_search import SETTINGS, _ledgers
 
-from psched.model import Job
+from psched.core.model import Job
 from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.search import window_tables, window_tables_reference
 
@@ -40,7 +40,7 @@ def test_compiled_window_tables_are_the_reference_composition(
 def test_a_reference_ledger_takes_the_numpy_composition() -> None:
     from test_rp_search import make_cluster, make_job
 
-    from psched.prices import fixed_params
+    from psched.oasis.prices import fixed_params
 
     cluster = make_cluster([(2.0, 4.0, 8.0, 10.0)], [(4.0, 8.0, 10.0)])
     book = PlanLedger(cluster, 5, fixed_params(5.0, 0.01, 20.0, 0.01), fast=False)

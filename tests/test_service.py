@@ -23,9 +23,9 @@ ray = pytest.importorskip("ray")
 
 from service_jobs import SLOT_S, job_spec  # noqa: E402
 
-from psched.cli import main  # noqa: E402
-from psched.model import Cluster, Pool, Resources, Server  # noqa: E402
-from ray_cluster.executor import (  # noqa: E402
+from psched.cli.main import main  # noqa: E402
+from psched.core.model import Cluster, Pool, Resources, Server  # noqa: E402
+from ray_cluster.runtime.executor import (  # noqa: E402
     SERVER_MARK,
 )
 from ray_cluster.service import (  # noqa: E402
@@ -177,7 +177,7 @@ def test_actors_follow_the_plan_and_a_lost_node_moves_the_job(ray_session, tmp_p
             rec = svc.loop.state.records["moving"]
             if rec.completion is not None:
                 break
-            rt = svc.inner_executor.runtimes.get("moving")
+            rt = svc.executor.runtimes.get("moving")
             if rt is None or not rt.workers:
                 continue
             where = {n for n, _ in ray.get([w.where.remote() for w in rt.workers])}
@@ -236,7 +236,7 @@ def test_a_node_that_joins_mid_run_becomes_a_server_and_takes_new_jobs(ray_sessi
         seen = set()
         for _ in range(30):
             svc.run_for(1)
-            rt = svc.inner_executor.runtimes.get("late")
+            rt = svc.executor.runtimes.get("late")
             if rt is not None and rt.workers:
                 seen |= {n for n, _ in ray.get([w.where.remote() for w in rt.workers])}
             if all(svc.loop.state.records[j].completion is not None for j in ("big", "late")):
@@ -262,7 +262,7 @@ def test_service_killed_mid_run_restarts_from_journal(ray_session, tmp_path, tau
     # one worker each, all three fit at once: their actors stay up from slot to slot
     specs = [job_spec(f"c{i}", n=1, m=int(3 * SLOT_S / tau), tau_s=tau) for i in range(3)]
     cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=60, history=tuple(specs))
-    from ray_cluster.journal import spec_to_json
+    from ray_cluster.workloads.jobspec import spec_to_json
 
     actor = service_actor().options(
         name=SERVICE_NAME, namespace=SERVICE_NAMESPACE, lifetime="detached",
@@ -298,7 +298,7 @@ def test_embedded_ray_listens_on_loopback_only():
     """``psched serve``'s embedded Ray (init_ray without an address), in a fresh process."""
     code = (
         "import json, psutil\n"
-        "from psched.commands_service import init_ray\n"
+        "from psched.cli.connect import init_ray\n"
         "addr = init_ray(None, num_cpus=1)\n"
         "import ray\n"
         "me = psutil.Process()\n"

@@ -26,11 +26,10 @@ ray = pytest.importorskip("ray")
 
 from service_jobs import SLOT_S, job_spec  # noqa: E402
 
-from psched.model import Cluster, Pool, Resources, Server  # noqa: E402
-from ray_cluster.executor import (  # noqa: E402
+from psched.core.model import Cluster, Pool, Resources, Server  # noqa: E402
+from ray_cluster.runtime.executor import (  # noqa: E402
     SERVER_MARK,
 )
-from ray_cluster.journal import spec_to_json  # noqa: E402
 from ray_cluster.service import (  # noqa: E402
     SERVICE_NAME,
     SERVICE_NAMESPACE,
@@ -39,6 +38,7 @@ from ray_cluster.service import (  # noqa: E402
     service_actor,
     watch_service,
 )
+from ray_cluster.workloads.jobspec import spec_to_json  # noqa: E402
 
 
 def _alive_actors(*classes: str) -> set[str]:

@@ -20,11 +20,11 @@ from test_journal import _cluster, _drive, _outcome, _spec
 from test_service_oasis_rp import _config
 from test_service_rules import FastExecutor
 
-from psched.model import Decision, Job
-from psched.policies import base
-from psched.policies.base import View
+from psched.core import policy as base
+from psched.core.model import Decision, Job
+from psched.core.policy import View
+from psched.core.records import HELD
 from psched.policies.srtf import SrtfPolicy
-from psched.simulator import HELD
 from ray_cluster.service import SchedulerService
 
 #: a service with neither prices nor history: ``oasis-rp`` prices online (its default), from
@@ -67,7 +67,7 @@ class HoldOnce(SrtfPolicy):
 @pytest.fixture
 def hold_once(monkeypatch):
     """``hold-once`` registered for this test only (never in the real registry)."""
-    base._load_builtins()
+    import psched.policies  # noqa: F401  (the built-ins registered first)
     monkeypatch.setitem(base._REGISTRY, HoldOnce.name, HoldOnce)
     return HoldOnce.name
 
@@ -88,7 +88,7 @@ def _rows(svc: SchedulerService) -> list[tuple]:
 
 
 def test_a_held_arrival_is_journaled_and_reported_held(tmp_path):
-    from psched.commands_service import format_status
+    from psched.cli.jobs import format_status
 
     svc = SchedulerService(tmp_path, config=_config(**ONLINE),
                            cluster=_cluster(), executor=FastExecutor(1.0))
@@ -205,7 +205,7 @@ def test_a_policy_without_restore_held_is_offered_its_held_jobs_again(
 def test_submit_says_held_and_when_it_is_decided(tmp_path):
     """``psched submit``'s line for a held job names the boundary and the window's end; the
     same reply (JSON over the actor) carries them as fields."""
-    from psched.commands_service import submit_line
+    from psched.cli.jobs import submit_line
 
     svc = SchedulerService(tmp_path, config=_config(**ONLINE),
                            cluster=_cluster(), executor=FastExecutor(1.0))
@@ -232,9 +232,9 @@ def test_submit_says_held_and_when_it_is_decided(tmp_path):
 def test_serve_takes_policy_options_and_refuses_an_unknown_one_in_one_line(tmp_path, capsys):
     """``--policy-option promise_rtol=0.1`` reaches the policy the service makes; an option the
     policy does not take is refused in one line before Ray starts, nothing written."""
-    from psched.cli import main
-    from psched.commands_service import policy_options
-    from psched.errors import InputError
+    from psched.cli.main import main
+    from psched.cli.service import policy_options
+    from psched.core.errors import InputError
 
     opts = policy_options(["promise_rtol=0.1", "repack_gap=1"])
     assert opts == {"promise_rtol": 0.1, "repack_gap": 1}

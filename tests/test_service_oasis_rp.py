@@ -16,11 +16,10 @@ import pytest
 from test_journal import HISTORY, SLOT_S, _cluster, _drive, _outcome, _spec
 from test_service_rules import FastExecutor
 
-from psched.errors import InputError
-from psched.executor import SimulatedExecutor
-from psched.policies import available_policies
-from psched.policies.base import policy_factory
-from psched.prices import fixed_params
+from psched.core.errors import InputError
+from psched.core.executor import SimulatedExecutor
+from psched.oasis.prices import fixed_params
+from psched.policies import available_policies, policy_factory
 from ray_cluster.service import SchedulerService, ServiceConfig
 
 PRICED = [p for p in available_policies()
@@ -228,7 +227,7 @@ def test_a_job_that_cannot_finish_in_its_window_is_dropped_and_a_restart_keeps_i
 
 
 def test_the_status_table_shows_each_promise(tmp_path):
-    from psched.commands_service import format_status
+    from psched.cli.jobs import format_status
 
     svc = _repacked(tmp_path)
     table = format_status(svc.status())
@@ -241,7 +240,7 @@ def test_the_status_table_shows_each_promise(tmp_path):
 def test_a_journal_written_before_promises_were_journaled_still_opens(tmp_path):
     import sqlite3
 
-    from ray_cluster.journal import Journal
+    from ray_cluster.service.journal import Journal
 
     db = tmp_path / "journal.db"
     with sqlite3.connect(db) as con:
@@ -316,7 +315,7 @@ def test_with_real_valued_demands_a_restart_keeps_every_promise(tmp_path_factory
                                               ("oasis", "oasis needs price bounds")])
 def test_serve_refuses_a_policy_it_cannot_make_in_one_line_before_ray_starts(
         tmp_path, capsys, policy, says):
-    from psched.cli import main
+    from psched.cli.main import main
 
     assert main(["serve", "--policy", policy, "--dir", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err

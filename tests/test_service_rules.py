@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_journal import HISTORY, SLOT_S, _cluster, _drive, _outcome, _spec
 
-from psched.executor import SimulatedExecutor, SlotReport
+from psched.core.executor import SimulatedExecutor, SlotReport
 from ray_cluster.service import SchedulerService, ServiceConfig
 
 
@@ -171,7 +171,7 @@ def test_a_lost_node_is_journaled_and_the_executor_gives_up_the_actors_there(tmp
         def node_lost(self, servers: set[int]) -> None:
             self.lost.append(set(servers))
 
-    from ray_cluster.cluster_model import cluster_from_nodes
+    from ray_cluster.runtime.cluster_model import cluster_from_nodes
 
     def node(name: str, alive: bool = True) -> dict:
         return {"NodeID": name, "Alive": alive,

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from psched.sweep import SweepSpec, cells_of, run_cell, run_sweep
+from psched.runs.sweep import run_cell, run_sweep
+from psched.runs.sweep_spec import SweepSpec, cells_of
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -34,7 +35,8 @@ def test_sweep_on_ray_matches_the_cells_run_one_by_one(ray_session: object,
 
 _DRIVER = """
 import json, sys
-from psched.sweep import SweepSpec, run_sweep
+from psched.runs.sweep import run_sweep
+from psched.runs.sweep_spec import SweepSpec
 spec = SweepSpec(**json.loads(sys.argv[1]))
 rows = run_sweep(spec, sys.argv[2], parallel=True, address=sys.argv[3], cpus_per_cell=1)
 print(json.dumps(rows))
@@ -79,7 +81,7 @@ def test_a_worker_fetches_a_seeds_jobs_once_for_all_its_cells(
     second cell of the same seed in the same process does not fetch them again."""
     import ray
 
-    from psched import sweep
+    from psched.runs import sweep
 
     spec = SweepSpec(trace=(str(DATA / "helios_cluster_log_sample.csv"),),
                      policies=("fifo", "drf"), seeds=(0,), loads=(1.0,), scales=(1.0,))
@@ -103,7 +105,7 @@ def test_cells_on_ray_and_the_drivers_own_cell_are_all_saved_once(ray_session: o
     saves it beside the Ray cells' rows, each once, and the rows equal a one-by-one run."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from psched import sweep
+    from psched.runs import sweep
 
     spec = SweepSpec(trace=(str(DATA / "helios_cluster_log_sample.csv"),),
                      policies=("fifo", "drf"), seeds=(0, 1), loads=(1.0,), scales=(1.0,))
@@ -128,7 +130,7 @@ def test_no_more_cells_run_at_once_than_the_cluster_has_cpus_the_drivers_counted
 
     import ray
 
-    from psched import sweep
+    from psched.runs import sweep
 
     cpus = int(ray.cluster_resources()["CPU"])
     spec = SweepSpec(trace=(str(DATA / "helios_cluster_log_sample.csv"),),

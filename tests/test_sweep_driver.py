@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from psched import sweep
-from psched.sweep import SweepCell, SweepSpec, run_cell
+from psched.runs import sweep
+from psched.runs.sweep import SweepCell, run_cell
+from psched.runs.sweep_spec import SweepSpec
 
 DATA = Path(__file__).resolve().parent / "data"
 TIMING = ("wall_s", "cpu_s", "ray_node", "start_unix_s", "end_unix_s", "pid")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from psched.sweep import SweepSpec, _gc_paused, load_cell_jobs
+from psched.runs.sweep import _gc_paused, load_cell_jobs
+from psched.runs.sweep_spec import SweepSpec
 
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from psched.sweep import SweepCell, _pinned
-from psched.sweep_order import (
+from psched.runs.local import _pinned
+from psched.runs.sweep import SweepCell
+from psched.runs.sweep_order import (
     LOAD_EXPONENT,
     POLICY_CPU_S_PER_1K_JOBS,
     CellCosts,

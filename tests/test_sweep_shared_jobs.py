@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from psched import sweep
-from psched.errors import InputError
-from psched.sweep import SweepCell, SweepSpec, cells_of, jobs_key, run_cell, run_sweep
+from psched.core.errors import InputError
+from psched.runs import sweep
+from psched.runs.sweep import SweepCell, run_cell, run_sweep
+from psched.runs.sweep_spec import SweepSpec, cells_of, jobs_key, seeds_share_jobs
 from psched.traces.detect import load_any
 from psched.traces.native import write_trace
 
@@ -51,7 +52,7 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_every_seed_of_a_native_trace_maps_to_the_same_jobs_and_shares_one_key(
         native: str, fmt: str) -> None:
     spec = SweepSpec(trace=(native,), fmt=fmt, seeds=(0, 1, 7))
-    assert sweep.seeds_share_jobs(spec)
+    assert seeds_share_jobs(spec)
     assert {jobs_key(spec, s) for s in spec.seeds} == {None}
     first = sweep.load_cell_jobs(spec, 0)
     assert all(sweep.load_cell_jobs(spec, s) == first for s in (1, 7))
@@ -59,7 +60,7 @@ def test_every_seed_of_a_native_trace_maps_to_the_same_jobs_and_shares_one_key(
 
 def test_a_public_traces_seeds_keep_their_own_jobs() -> None:
     spec = SweepSpec(trace=(HELIOS,), seeds=(0, 1))
-    assert not sweep.seeds_share_jobs(spec)
+    assert not seeds_share_jobs(spec)
     assert [jobs_key(spec, s) for s in spec.seeds] == [0, 1]
     assert jobs_key(spec, 5, shared=True) is None and jobs_key(spec, 5, shared=False) == 5
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from psched import sweep
-from psched.sweep import SweepSpec, cells_of, run_cell, run_sweep
+from psched.runs import sweep
+from psched.runs.sweep import run_cell, run_sweep
+from psched.runs.sweep_spec import SweepSpec, cells_of
 
 DATA = Path(__file__).resolve().parent / "data"
 TIMING = ("wall_s", "cpu_s", "ray_node", "start_unix_s", "end_unix_s")

@@ -8,8 +8,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from psched.errors import InputError
-from psched.model import Pool, comm_seconds
+from psched.core.errors import InputError
+from psched.core.model import Pool, comm_seconds
 from psched.traces.synth import (
     SCENARIOS,
     fig5_instance,

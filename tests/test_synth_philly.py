@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from psched.cli import main
-from psched.errors import InputError
+from psched.cli.main import main
+from psched.core.errors import InputError
 from psched.traces.native import load_trace
 from psched.traces.synth import SCENARIOS
 from psched.traces.synth_philly import (
@@ -90,7 +90,7 @@ def test_cli_writes_the_native_csv_that_loads_back(tmp_path) -> None:
 def test_simulate_scenario_philly_uses_the_trace_horizon_rule(monkeypatch) -> None:
     """The horizon of the trace rule, and the scenario's cluster of the run's seed (the real
     ``philly_cluster``, called once: it maps 80,000 jobs)."""
-    from psched.runner import SimulateRequest, prepare
+    from psched.runs.runner import SimulateRequest, prepare
 
     made = []
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from psched.cli import main
-from psched.errors import InputError
-from psched.sweep import SweepSpec, cells_of, run_cell, run_sweep
+from psched.cli.main import main
+from psched.core.errors import InputError
+from psched.runs.sweep import run_cell, run_sweep
+from psched.runs.sweep_spec import SweepSpec, cells_of
 from psched.traces import load_any, load_trace
 from psched.traces.fetch import SOURCES, fetch
 from psched.traces.inspect import format_stats, inspect_trace

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from psched.errors import InputError
-from psched.horizon import MAX_HORIZON_SLOTS, trace_horizon
-from psched.limits import ID_PATTERN
-from psched.model import (
+from psched.core.errors import InputError
+from psched.core.horizon import MAX_HORIZON_SLOTS, trace_horizon
+from psched.core.limits import ID_PATTERN
+from psched.core.model import (
     RESOURCES,
     WINDOW_UTILITY_FLOOR,
     JobSpec,
@@ -24,8 +24,8 @@ from psched.model import (
     ceil_eps,
     resolve_job,
 )
+from psched.core.utility import UTILITY_KINDS, Utility
 from psched.traces.native import NATIVE_COLUMNS, load_trace, write_trace
-from psched.utility import UTILITY_KINDS, Utility
 
 ROOT = Path(__file__).resolve().parents[1]
 HYPO = settings(max_examples=40, deadline=None,

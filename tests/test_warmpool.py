@@ -1,4 +1,5 @@
-"""Pre-started Ray worker processes (``ray_cluster.warmpool``): actors created after a fill run
+"""Pre-started Ray worker processes (``ray_cluster.runtime.warmpool``): actors created after a fill
+run
 in the pooled processes instead of new ones, on CPU and fake-GPU nodes alike."""
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def _on(node_id: str, **opts):
 def test_actors_created_after_a_fill_run_in_the_pooled_processes(ray_session, server):
     import ray
 
-    from ray_cluster.warmpool import WarmProcesses
+    from ray_cluster.runtime.warmpool import WarmProcesses
 
     node = ray_session.node_ids[server]
     gpus = 0 if server == HEAD_SERVER else 1
@@ -56,7 +57,7 @@ def test_actors_created_after_a_fill_run_in_the_pooled_processes(ray_session, se
 
 @pytest.mark.ray
 def test_a_node_that_is_gone_is_skipped_and_the_pool_keeps_working(ray_session):
-    from ray_cluster.warmpool import WarmProcesses
+    from ray_cluster.runtime.warmpool import WarmProcesses
 
     head = ray_session.node_ids[HEAD_SERVER]
     pool = WarmProcesses(1, keep_alive_s=60)
@@ -69,7 +70,7 @@ def test_a_node_that_is_gone_is_skipped_and_the_pool_keeps_working(ray_session):
 
 @pytest.mark.ray
 def test_background_fill_stops_on_close(ray_session):
-    from ray_cluster.warmpool import WarmProcesses
+    from ray_cluster.runtime.warmpool import WarmProcesses
 
     pool = WarmProcesses(1, keep_alive_s=60)
     pool.fill_later([ray_session.node_ids[HEAD_SERVER]])
@@ -78,7 +79,7 @@ def test_background_fill_stops_on_close(ray_session):
 
 
 def test_an_empty_pool_asks_ray_for_nothing():
-    from ray_cluster.warmpool import WarmProcesses
+    from ray_cluster.runtime.warmpool import WarmProcesses
 
     pool = WarmProcesses(0)
     assert pool.fill(["anything"]) == {}  # without Ray running: no call is made
@@ -88,7 +89,7 @@ def test_an_empty_pool_asks_ray_for_nothing():
 
 
 def test_an_unreachable_node_is_skipped_without_disabling_the_pool():
-    from ray_cluster.warmpool import WarmProcesses
+    from ray_cluster.runtime.warmpool import WarmProcesses
 
     class DeadRaylet:  # a node that died after the pool reached it once
         def GetNodeStats(self, *args, **kwargs):
@@ -103,7 +104,7 @@ def test_an_unreachable_node_is_skipped_without_disabling_the_pool():
 def test_requests_while_a_fill_runs_coalesce_into_one_more_fill():
     import threading
 
-    from ray_cluster.warmpool import WarmProcesses
+    from ray_cluster.runtime.warmpool import WarmProcesses
 
     pool = WarmProcesses(1)
     started, release, seen = threading.Event(), threading.Event(), []

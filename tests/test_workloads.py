@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from psched.errors import InputError
-from ray_cluster.optim import MomentumSGD
-from ray_cluster.workloads import MLP, Batch, Workload, available_workloads, get_workload
+from psched.core.errors import InputError
+from ray_cluster.ps.optim import MomentumSGD
+from ray_cluster.workloads.builtin import MLP, Batch, Workload, available_workloads, get_workload
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -152,8 +152,8 @@ def test_same_split_seed_same_split_and_different_seed_different_split() -> None
 
 def test_registry_refuses_import_paths_unless_allowed() -> None:
     with pytest.raises(InputError, match="allow_import"):
-        get_workload("ray_cluster.workloads:MLP", {"hidden": 4})
-    wl = get_workload("ray_cluster.workloads:MLP", {"hidden": 4}, allow_import=True)
+        get_workload("ray_cluster.workloads.builtin:MLP", {"hidden": 4})
+    wl = get_workload("ray_cluster.workloads.builtin:MLP", {"hidden": 4}, allow_import=True)
     assert isinstance(wl, MLP) and wl.hidden == 4
 
 
@@ -185,7 +185,7 @@ def test_every_registered_name_builds_a_workload() -> None:
 @pytest.mark.parametrize("dataset", ["digits", "digits-hard"])
 def test_disk_cached_dataset_equals_a_fresh_build_and_damage_is_rebuilt(
         dataset: str, tmp_path, monkeypatch) -> None:
-    from ray_cluster import workload_data as wmod
+    from ray_cluster.workloads import data as wmod
 
     monkeypatch.setenv("PSCHED_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(wmod, "_DATA_CACHE", {})

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from psched.model import Job
+from psched.core.model import Job
 from psched.oasis.fast import completion_costs
 from psched.oasis.ledger import Ledger
 

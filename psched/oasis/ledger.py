@@ -3,7 +3,7 @@
 The ledger holds ``g_h^r(t)`` and ``v_k^r(t)`` of the paper (usage committed by admitted
 jobs) as two dense arrays, slots x servers x resources, one per pool: memory grows with the
 horizon and the cluster, never with the number of jobs. Prices are derived from it on demand
-(:func:`psched.prices.log_prices`) for the slots of one job's window only.
+(:func:`psched.oasis.prices.log_prices`) for the slots of one job's window only.
 
 Runs of identical slots. Consecutive slots with the same committed usage in both pools have
 the same prices and residual capacities, hence the same slot costs; over a long window (a
@@ -24,8 +24,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from psched.model import RESOURCES, Alloc, Cluster, Job
-from psched.prices import POOLS, PriceParams, log_prices, log_utility, mean_capacity, normalise
+from psched.core.model import RESOURCES, Alloc, Cluster, Job
+from psched.oasis.prices import (
+    POOLS,
+    PriceParams,
+    log_prices,
+    log_utility,
+    mean_capacity,
+    normalise,
+)
 
 __all__ = ["JobInputs", "Ledger", "PoolInputs"]
 

@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from psched.model import EPS
+from psched.core.model import EPS
 from psched.oasis.ledger import JobInputs, PoolInputs
 from psched.oasis.schedule import Best, beats, last_argmin
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from psched.model import EPS, Alloc
+from psched.core.model import EPS, Alloc
 from psched.oasis.ledger import JobInputs, PoolInputs
 
 __all__ = [

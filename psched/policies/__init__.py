@@ -1,5 +1,10 @@
-"""Built-in policies; importing this package registers them (see :mod:`psched.policies.base`)."""
+"""Built-in policies and the registry by name: importing this package registers them (the
+protocol and :func:`register_policy` are :mod:`psched.core.policy`)."""
 
+from collections.abc import Callable
+from typing import Any
+
+from psched.core.policy import _REGISTRY, JobStatus, Policy, RunContext, View, register_policy
 from psched.policies import dorm as _dorm  # noqa: F401  (registers "dorm")
 from psched.policies import drf as _drf  # noqa: F401  (registers "drf")
 from psched.policies import elastic_mip as _elastic_mip  # noqa: F401  (registers "elastic-mip")
@@ -10,15 +15,6 @@ from psched.policies import oasis_rp as _oasis_rp  # noqa: F401  (registers "oas
 from psched.policies import optimus as _optimus  # noqa: F401  (registers "optimus")
 from psched.policies import rrh as _rrh  # noqa: F401  (registers "rrh")
 from psched.policies import srtf as _srtf  # noqa: F401  (registers "srtf")
-from psched.policies.base import (
-    JobStatus,
-    Policy,
-    RunContext,
-    View,
-    available_policies,
-    make_policy,
-    register_policy,
-)
 
 __all__ = [
     "JobStatus",
@@ -27,5 +23,30 @@ __all__ = [
     "View",
     "available_policies",
     "make_policy",
+    "policy_factory",
     "register_policy",
 ]
+
+
+def available_policies() -> list[str]:
+    """Names of every registered policy, in registration order."""
+    return list(_REGISTRY)
+
+
+def policy_factory(name: str) -> Callable[..., Policy]:
+    """The factory (class) registered as ``name``: read its declared capabilities (class
+    attributes such as ``commits_on_arrival``) without making one.
+
+    Raises
+    ------
+    KeyError
+        No policy of that name.
+    """
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown policy {name!r}; available: {', '.join(_REGISTRY)}")
+    return _REGISTRY[name]
+
+
+def make_policy(name: str, **options: Any) -> Policy:
+    """A fresh policy by name; ``options`` go to its factory."""
+    return policy_factory(name)(**options)

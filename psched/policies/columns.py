@@ -3,15 +3,15 @@
 :class:`JobColumns` holds one row per job in the order jobs were added (arrival order for the
 rivals), with an ``alive`` mask; finished jobs are dropped lazily by compaction, which keeps
 the order. :func:`utility_of` evaluates many jobs' utilities with exactly the float operations
-of :class:`psched.utility.Utility` (the same values, bit for bit: tested against it).
+of :class:`psched.core.utility.Utility` (the same values, bit for bit: tested against it).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from psched.model import Job
-from psched.utility import UTILITY_KINDS, _expit
+from psched.core.model import Job
+from psched.core.utility import UTILITY_KINDS, _expit
 
 __all__ = ["JobColumns", "utility_of"]
 

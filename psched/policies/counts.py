@@ -2,7 +2,7 @@
 
 SRTF, RRH, Dorm, Optimus, the elastic MIP allocator and its greedy baselines decide *how many*
 workers each job gets; :class:`Builder` turns that into per-server allocations with the one
-round-robin placement of the project (:func:`psched.placement.place`), against the free
+round-robin placement of the project (:func:`psched.core.placement.place`), against the free
 capacity left by the jobs already built. Nothing here chooses counts.
 
 * :meth:`Builder.keep` keeps (a prefix of) a job's previous placement: a job whose count does
@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from psched.model import Alloc, Job, ceil_eps
-from psched.placement import _FIT_TOL, Cursor, Pools, deal, room
+from psched.core.model import Alloc, Job, ceil_eps
+from psched.core.placement import _FIT_TOL, Cursor, Pools, deal, room
 
 __all__ = ["Builder", "JobFacts", "pool_totals", "realise", "work_cap"]
 
@@ -100,13 +100,13 @@ def _ps_for(ratio: float, workers: int) -> int:
 
 def _none_fits(top: list[float], used: list[tuple[int, float]]) -> bool:
     """True when no server can take one container: some demanded resource exceeds the most
-    any server has free (``top``), by the test :func:`psched.placement.room` makes
+    any server has free (``top``), by the test :func:`psched.core.placement.room` makes
     (``free / demand + tol >= 1``; float division is monotone, so the most free decides)."""
     return any(top[r] / v + _FIT_TOL < 1.0 for r, v in used)
 
 
 def _deal(cap: np.ndarray, count: int, start: int) -> tuple[np.ndarray, int] | None:
-    """:func:`psched.placement.deal`, with the one-container case done directly."""
+    """:func:`psched.core.placement.deal`, with the one-container case done directly."""
     if count != 1 or cap.size == 0:
         return deal(cap, count, start)
     ok = np.flatnonzero(cap > 0)
@@ -134,7 +134,7 @@ class Builder:
 
     Notes
     -----
-    The same placements as dealing round-robin with :func:`psched.placement.place` (tested
+    The same placements as dealing round-robin with :func:`psched.core.placement.place` (tested
     against the frozen old implementation), faster: each pool's free capacity is its own
     matrix, a job that cannot take even one container is answered from the most any server
     has free per resource (O(R), no scan of the servers), and one-container deals skip the
@@ -311,7 +311,7 @@ class Builder:
         return n0 + k
 
     def allocs(self) -> dict[str, Alloc]:
-        """Every job with at least one worker, as :class:`~psched.model.Alloc`."""
+        """Every job with at least one worker, as :class:`~psched.core.model.Alloc`."""
         return {j: Alloc.of(w, self._p.get(j, {})) for j, w in self._w.items()
                 if self._nw.get(j, 0)}
 

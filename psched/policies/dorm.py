@@ -1,7 +1,7 @@
 """Dorm (Sun et al., SmartComp 2017): utilisation-maximising MILP with fairness and adjustment
 limits, over worker counts, placement greedy afterwards (``baselines.md``).
 
-Admit every job. At each event solve, with HiGHS (:mod:`psched.milp`, warm-started from the
+Admit every job. At each event solve, with HiGHS (:mod:`psched.offline.milp`, warm-started from the
 current counts) and a per-solve time limit, over the unfinished jobs ``j`` (arrival order)::
 
     max  sum_j y_j u_j  +  eps sum_j (J - rank_j) z_j  -  eps2 sum_j q_j
@@ -57,9 +57,9 @@ from typing import Any
 
 import numpy as np
 
-from psched.milp import Problem, Rows, Solution, Solver, solve
-from psched.model import EPS, Alloc, Job
-from psched.policies.base import View, register_policy
+from psched.core.model import EPS, Alloc, Job
+from psched.core.policy import View, register_policy
+from psched.offline.milp import Problem, Rows, Solution, Solver, solve
 from psched.policies.counts import Builder, pool_totals, realise
 from psched.policies.dorm_reach import fifo_fill, split, usage
 from psched.policies.reach import ReachReport
@@ -173,7 +173,8 @@ def dorm_solution(jobs: list[Job], upper: np.ndarray, current: np.ndarray,
                   beta: float = 0.3, fairness: bool = True, limit_changes: bool = True,
                   time_limit_s: float = 0.25, warm_start: bool = True,
                   solver: Solver | None = None) -> tuple[np.ndarray | None, Solution]:
-    """:func:`solve_dorm` with the solver's :class:`~psched.milp.Solution` beside the counts."""
+    """:func:`solve_dorm` with the solver's :class:`~psched.offline.milp.Solution` beside the
+    counts."""
     J = len(jobs)
     w, s, ratio, util, dom = _shares(jobs, capacity_w, capacity_p)
     lower = _fair_floor(dom, upper, theta) if fairness and J else np.ones(J)

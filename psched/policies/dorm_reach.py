@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from psched.model import EPS
+from psched.core.model import EPS
 
 __all__ = ["Split", "fifo_fill", "split", "usage"]
 
@@ -53,7 +53,8 @@ def split(current: np.ndarray, max_jobs: int) -> Split:
 
 
 def ps_for(ratio: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """PS by the ratio, ``ceil(b/B n)`` (0 at 0 workers), as :meth:`~psched.model.Job.ps_needed`."""
+    """PS by the ratio, ``ceil(b/B n)`` (0 at 0 workers), as
+    :meth:`~psched.core.model.Job.ps_needed`."""
     out: np.ndarray = np.where(counts > 0, np.ceil(ratio * counts - EPS), 0.0)
     return out
 

@@ -4,7 +4,7 @@ Ghodsi et al., "Dominant Resource Fairness", NSDI 2011; as a baseline in Bao et 
 INFOCOM 2018, section V. Admit every job. At each event, progressive filling over all active
 jobs (running or waiting): repeatedly give one more worker, with the PS it now needs, to the
 job with the smallest dominant share, placing each container round-robin on the next server
-with room (:mod:`psched.placement`), until nothing more fits or every job is at its cap.
+with room (:mod:`psched.core.placement`), until nothing more fits or every job is at its cap.
 Between events the allocation, placement included, is kept.
 
 Choices the specification leaves open, made to keep the rival strong:
@@ -21,7 +21,7 @@ Choices the specification leaves open, made to keep the rival strong:
   re-planning rival); both pools' cursors start at their first server.
 
 Speed: a job that stays the smallest-share job for several workers in a row gets them as one
-*batch*, dealt in closed form (:func:`psched.placement.deal`) exactly where the one-by-one
+*batch*, dealt in closed form (:func:`psched.core.placement.deal`) exactly where the one-by-one
 filling would put them. The jobs with no worker yet wait in arrival order beside the heap
 (:class:`_Fresh`); once a job's first worker does not fit, every later job of the same *kind*
 (:meth:`~psched.policies.counts.JobFacts.kind`: the same first worker and PS) would fail the
@@ -41,9 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from psched.model import EPS, Alloc, Job, ceil_eps
-from psched.placement import _FIT_TOL, Pools, deal, room
-from psched.policies.base import JobStatus, View, register_policy
+from psched.core.model import EPS, Alloc, Job, ceil_eps
+from psched.core.placement import _FIT_TOL, Pools, deal, room
+from psched.core.policy import JobStatus, View, register_policy
 from psched.policies.counts import _none_fits, _ps_for
 from psched.policies.replan import ReplanPolicy
 from psched.policies.table import ActiveTable
@@ -152,7 +152,7 @@ class _Filling:
         """Give job ``i`` one worker (and a PS if it then needs ``ps_after > p``); fits?
 
         Each container goes to the first server at or after its pool's cursor (cyclically)
-        that has room: :func:`psched.placement.next_with_room`, computed on the lists."""
+        that has room: :func:`psched.core.placement.next_with_room`, computed on the lists."""
         r = self.row(i)
         if self._none_fits_w(r) or (ps_after > self.p[i] and self._none_fits_p(r)):
             return False  # the answer next_with_room would give, without scanning servers
@@ -229,7 +229,7 @@ class _Filling:
 
 def _next_with_room(free: list[list[float]], used: list[tuple[int, float]],
                     start: int) -> int | None:
-    """:func:`psched.placement.next_with_room` on a list of rows (the same test, ``free /
+    """:func:`psched.core.placement.next_with_room` on a list of rows (the same test, ``free /
     demand + tol >= 1`` on every demanded resource; the same cyclic search from ``start``)."""
     n = len(free)
     if n == 0:

@@ -1,7 +1,7 @@
 """The elastic-training MIP allocator (Hu et al., arXiv 2109.03389, 2021; ``elastic_mip.md``).
 
 Re-solved at every arrival and completion over running and queued jobs together
-(:class:`~psched.policies.epoch.Epoch`), with HiGHS through :mod:`psched.milp`::
+(:class:`~psched.policies.epoch.Epoch`), with HiGHS through :mod:`psched.offline.milp`::
 
     max  sum_j w_j p_j / W_j  -  sum_j sum_t w_j (o_j s_j(a_j) / W_j) u_jt
     s.t. sum_n x_jnt <= 1                          one configuration per job and interval
@@ -53,9 +53,9 @@ from typing import Any
 
 import numpy as np
 
-from psched.milp import Problem, Rows, Solver, solve
-from psched.model import Alloc
-from psched.policies.base import View, register_policy
+from psched.core.model import Alloc
+from psched.core.policy import View, register_policy
+from psched.offline.milp import Problem, Rows, Solver, solve
 from psched.policies.epoch import Epoch, EpochPolicy, feasible, objective
 from psched.policies.greedy import density_fill, marginal_gain
 from psched.policies.reach import ReachReport, within_reach

@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from psched.model import EPS, Alloc, Job
-from psched.policies.base import View
+from psched.core.model import EPS, Alloc, Job
+from psched.core.policy import View
 from psched.policies.counts import Builder, pool_totals, realise, work_cap
 from psched.policies.replan import ReplanPolicy
 from psched.policies.table import any_per_row
@@ -213,7 +213,7 @@ def build_epoch(view: View, current: dict[str, Alloc], capacity: np.ndarray, poo
     """The epoch of ``view``: every active job that may run, in arrival order. O(J (N + R)).
 
     ``cache`` (a policy's, kept between events) remembers each job's row of the epoch with
-    the :class:`~psched.policies.base.JobStatus` and allocation objects it was computed from:
+    the :class:`~psched.core.policy.JobStatus` and allocation objects it was computed from:
     a row is recomputed only for a job whose status or allocation object changed (the loop
     keeps a job's status object until it runs or makes progress; under ``weight="utility"``
     the weight depends on the slot, so every row is). Finding the changed jobs is a few

@@ -27,7 +27,7 @@ import heapq
 
 import numpy as np
 
-from psched.policies.base import register_policy
+from psched.core.policy import register_policy
 from psched.policies.epoch import Epoch, EpochPolicy
 from psched.policies.table import any_per_row
 

@@ -1,7 +1,7 @@
 """OASiS as a policy: online primal-dual admission and irrevocable scheduling (paper Alg. 1).
 
 On each arrival the policy prices the job's window at the current committed usage
-(:mod:`psched.prices`), finds the best schedule exactly (:func:`psched.oasis.solve_fast`),
+(:mod:`psched.oasis.prices`), finds the best schedule exactly (:func:`psched.oasis.solve_fast`),
 and admits the job iff its payoff ``mu = f(d) - priced cost`` is positive; the schedule is then
 committed for good, the usage (hence the prices) updated. ``plan`` only reads the commitments.
 At the end, :meth:`OasisPolicy.report` gives the dual certificate (19).
@@ -24,14 +24,14 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from psched.model import Alloc, Cluster, Decision, Job, SlotPlan
+from psched.core.model import Alloc, Cluster, Decision, Job, SlotPlan
+from psched.core.policy import RunContext, View, register_policy
 from psched.oasis.dual import dual_objective, unscale
 from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import Ledger
 from psched.oasis.literal import solve_literal
+from psched.oasis.prices import PriceParams, fixed_params, params_from_jobs
 from psched.oasis.schedule import placement_tables, schedule_allocs, slot_costs
-from psched.policies.base import RunContext, View, register_policy
-from psched.prices import PriceParams, fixed_params, params_from_jobs
 
 __all__ = ["REJECT_PAYOFF", "OasisPolicy"]
 

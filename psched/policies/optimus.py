@@ -32,8 +32,8 @@ import heapq
 
 import numpy as np
 
-from psched.model import Alloc, Job
-from psched.policies.base import JobStatus, View, register_policy
+from psched.core.model import Alloc, Job
+from psched.core.policy import JobStatus, View, register_policy
 from psched.policies.counts import Builder, work_cap
 from psched.policies.replan import ReplanPolicy
 from psched.policies.table import ActiveTable, live

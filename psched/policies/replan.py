@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from psched.model import Alloc, Cluster, Decision, Job
-from psched.placement import Pools
-from psched.policies.base import RunContext, View
+from psched.core.model import Alloc, Cluster, Decision, Job
+from psched.core.placement import Pools
+from psched.core.policy import RunContext, View
 from psched.policies.counts import JobFacts
 
 __all__ = ["REJECT_NO_PS_RULE", "ReplanPolicy"]

@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from psched.model import EPS, RESOURCES, Alloc, Decision, Job, ceil_eps
-from psched.policies.base import JobStatus, View, register_policy
+from psched.core.model import EPS, RESOURCES, Alloc, Decision, Job, ceil_eps
+from psched.core.policy import JobStatus, View, register_policy
 from psched.policies.columns import JobColumns, utility_of
 from psched.policies.counts import Builder
 from psched.policies.fifo import FifoPolicy

@@ -3,7 +3,7 @@
 Admit every job. At each event, order the active jobs by the time they have left at full speed,
 ``ceil(remaining / N)`` slots (ties: earlier arrival), and give each in that order as many
 workers as fit, with the PS they need, up to its cap; placement round-robin from an empty
-cluster (:mod:`psched.placement`, :class:`~psched.policies.counts.Builder`).
+cluster (:mod:`psched.core.placement`, :class:`~psched.policies.counts.Builder`).
 
 Choices the specification leaves open, made to keep the rival strong:
 
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from psched.model import Alloc, ceil_eps
-from psched.policies.base import JobStatus, View, register_policy
+from psched.core.model import Alloc, ceil_eps
+from psched.core.policy import JobStatus, View, register_policy
 from psched.policies.counts import Builder, work_cap
 from psched.policies.replan import ReplanPolicy
 from psched.policies.table import ActiveTable, live

@@ -1,4 +1,5 @@
-"""Job traces: the native CSV format and the synthetic scenarios of ``oasis.md`` section 7.
+"""The inputs of a run: job traces (the native CSV format and the synthetic scenarios of
+``oasis.md`` section 7) and cluster files (:mod:`~psched.traces.clusters`).
 
 Adapters for public traces live in their own modules of this package, one per format family.
 """

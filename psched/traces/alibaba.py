@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from psched.errors import InputError
-from psched.model import Resources
+from psched.core.errors import InputError
+from psched.core.model import Resources
 from psched.traces.mapping import TraceRow
 from psched.traces.rows import Fields, read_csv
 

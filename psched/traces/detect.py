@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from psched.errors import InputError
-from psched.model import JobSpec
+from psched.core.errors import InputError
+from psched.core.model import JobSpec
 from psched.traces.mapping import MappingOptions, MapReport, TraceRow, map_rows
 
 __all__ = ["FORMATS", "detect_format", "load_any", "load_with_report", "read_rows",

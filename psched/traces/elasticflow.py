@@ -25,7 +25,7 @@ AUGMENTED_COLUMNS = (*RAW_COLUMNS, "num_iteration", "model_name", "deadline", "b
 def read_elasticflow(path: str | os.PathLike[str], *, augmented: bool) -> list[TraceRow]:
     """Rows of an ElasticFlow file (raw or augmented), in file order.
 
-    Raises :class:`~psched.errors.InputError` for a missing column or a bad value (a negative
+    Raises :class:`~psched.core.errors.InputError` for a missing column or a bad value (a negative
     or non-numeric time, a non-integer GPU count, ...), naming file, line and column.
     O(rows).
     """

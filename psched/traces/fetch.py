@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from psched.errors import InputError
+from psched.core.errors import InputError
 
 __all__ = ["SOURCES", "Part", "Source", "fetch", "list_sources"]
 

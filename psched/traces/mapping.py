@@ -1,7 +1,7 @@
 """From a public trace's rows to parameter-server jobs: the documented mapping rules.
 
 Adapters turn each file into :class:`TraceRow` records (what the trace states, in seconds and
-containers); :func:`map_rows` turns them into :class:`~psched.model.JobSpec` under
+containers); :func:`map_rows` turns them into :class:`~psched.core.model.JobSpec` under
 :class:`MappingOptions`. ``traces/README.md`` ("Public traces: mapping to jobs") states every
 rule and assumption; in short, with slot length S and a job that ran ``duration`` seconds on
 ``n0`` workers (one GPU each unless the trace says otherwise):
@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from psched.errors import InputError
-from psched.limits import MAX_JOBS, Where, shown, validate_spec
-from psched.model import JobSpec, Resources, ceil_eps
-from psched.utility import Utility
+from psched.core.errors import InputError
+from psched.core.limits import MAX_JOBS, Where, shown, validate_spec
+from psched.core.model import JobSpec, Resources, ceil_eps
+from psched.core.utility import Utility
 
 __all__ = [
     "DEFAULT_PS",

@@ -16,7 +16,7 @@ column                 required  meaning (units of ``oasis.md`` section 7)
 ``tau_includes_comm``  no        true/false (default false): tau already counts 2e/b
 ``worker_<r>``         see note  w_i^r, one worker's demand for resource r
 ``ps_<r>``             see note  s_i^r, one PS's demand for resource r
-``utility``            yes       sigmoid / constant / linear / deadline (psched.utility)
+``utility``            yes       sigmoid / constant / linear / deadline (psched.core.utility)
 ``value``              yes       maximum utility (gamma1), >= 0
 ``decay``              yes       gamma2 or loss per late slot, >= 0
 ``target``             yes       gamma3 / deadline in slots, >= 0
@@ -24,11 +24,11 @@ column                 required  meaning (units of ``oasis.md`` section 7)
 ``hparams``            no        JSON object of hyper-parameters for ``workload``
 =====================  ========  ===========================================================
 
-``<r>`` ranges over :data:`psched.model.RESOURCES`. ``worker_bandwidth_gbps`` (b_i) and
+``<r>`` ranges over :data:`psched.core.model.RESOURCES`. ``worker_bandwidth_gbps`` (b_i) and
 ``ps_bandwidth_gbps`` (B_i) are required and > 0, with b_i <= B_i (a job with b > B is
 malformed, section 7); the other resource columns may be omitted (= 0) and are >= 0.
 
-Every problem raises :class:`psched.errors.InputError` naming the file, the 1-based line of
+Every problem raises :class:`psched.core.errors.InputError` naming the file, the 1-based line of
 the file and the column, with the bad value. :func:`write_trace` writes floats with ``repr``
 so that ``load_trace(write_trace(x)) == x`` exactly.
 """
@@ -43,9 +43,9 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from psched.errors import InputError
-from psched.limits import MAX_JOBS, Where, shown, validate_spec
-from psched.model import RESOURCES, JobSpec
+from psched.core.errors import InputError
+from psched.core.limits import MAX_JOBS, Where, shown, validate_spec
+from psched.core.model import RESOURCES, JobSpec
 from psched.traces.rows import csv_rows, read_text
 
 __all__ = [
@@ -228,7 +228,7 @@ _NAMES = {"worker_demand.": "worker_", "ps_demand.": "ps_", "utility.kind": "uti
 
 
 def _parse_row(row: dict[str, str], path: str, line: int) -> JobSpec:
-    """One row's cells as typed values, checked by :func:`psched.limits.validate_spec`."""
+    """One row's cells as typed values, checked by :func:`psched.core.limits.validate_spec`."""
     def bad(field: str, problem: str) -> InputError:
         return InputError(f"{problem}, got {shown(row.get(field, '').strip())}", path=path,
                           line=line, field=field)

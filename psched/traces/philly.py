@@ -17,8 +17,8 @@ import json
 import os
 from typing import Any
 
-from psched.errors import InputError
-from psched.limits import shown
+from psched.core.errors import InputError
+from psched.core.limits import shown
 from psched.traces.mapping import TraceRow
 from psched.traces.rows import MAX_SECONDS, parse_timestamp, read_csv, read_text
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from psched.errors import InputError
-from psched.limits import shown
+from psched.core.errors import InputError
+from psched.core.limits import shown
 
 __all__ = [
     "MAX_COUNT",

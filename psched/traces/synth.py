@@ -20,10 +20,10 @@ from typing import cast
 
 import numpy as np
 
-from psched.errors import InputError
-from psched.model import Cluster, JobSpec, Pool, Resources, Server, comm_seconds
+from psched.core.errors import InputError
+from psched.core.model import Cluster, JobSpec, Pool, Resources, Server, comm_seconds
+from psched.core.utility import Utility
 from psched.traces.synth_philly import philly_cluster, philly_jobs
-from psched.utility import Utility
 
 __all__ = [
     "DEFAULT_MIX",
@@ -275,7 +275,7 @@ def _draw_comm(rng: np.random.Generator, per_minibatch_s: np.ndarray, slot_secon
 
 
 def _comm(grad_mb: np.ndarray, bandwidth_gbps: np.ndarray) -> np.ndarray:
-    """:func:`psched.model.comm_seconds` on arrays (the same float operations, in order)."""
+    """:func:`psched.core.model.comm_seconds` on arrays (the same float operations, in order)."""
     return np.asarray(comm_seconds(cast(float, grad_mb), cast(float, bandwidth_gbps)))
 
 

@@ -40,8 +40,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from psched.errors import InputError
-from psched.model import Cluster, JobSpec
+from psched.core.errors import InputError
+from psched.core.model import Cluster, JobSpec
 from psched.traces.mapping import MappingOptions, TraceRow, map_rows
 
 __all__ = [
@@ -180,7 +180,7 @@ def philly_jobs(n_jobs: int, *, seed: int, slots: int | None = None,
     InputError
         Bad ``n_jobs``, ``slot_seconds`` or option.
     """
-    from psched.horizon import trace_horizon
+    from psched.core.horizon import trace_horizon
 
     del slots
     rate = _parse_options(options)
@@ -211,7 +211,7 @@ def philly_cluster(*, seed: int, slot_seconds: float = 3600.0) -> Cluster:
     those jobs instead (``psched simulate --trace``); this one is for ``--scenario philly``
     and ``trace synth --cluster-out``. O(80,000) draws (a few seconds).
     """
-    from psched.clusters import default_cluster_for_trace
+    from psched.traces.clusters import default_cluster_for_trace
 
     specs, _ = philly_jobs(_CLUSTER_JOBS, seed=seed, slot_seconds=slot_seconds)
     return default_cluster_for_trace(specs, slot_seconds=slot_seconds)

@@ -13,10 +13,10 @@ import numpy as np
 import ray
 from ray.exceptions import RayError
 
-from ray_cluster.actors import STATE_KEYS
-from ray_cluster.checkpoint import CheckpointMeta
-from ray_cluster.elastic import LRScaleSchedule
-from ray_cluster.optim import shard_bounds
+from ray_cluster.ps.actors import STATE_KEYS
+from ray_cluster.ps.checkpoint import CheckpointMeta
+from ray_cluster.ps.elastic import LRScaleSchedule
+from ray_cluster.ps.optim import shard_bounds
 from ray_cluster.runtime.fleet import ActorFleet, match_servers
 
 __all__ = ["Checkpoints"]

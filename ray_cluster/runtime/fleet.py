@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import ray
 
-from ray_cluster.actors import PSShard, Worker
+from ray_cluster.ps.actors import PSShard, Worker
 from ray_cluster.runtime.state import RuntimeState
 
 if TYPE_CHECKING:

@@ -7,7 +7,8 @@ parameters go worker <-> shard through the object store. Its life in one slot:
    workers, re-shard the PS set when its count or placement changes (parameters, optimizer
    state and counters carried over exactly), start the learning-rate ramp (Dynamic SGD);
 2. :meth:`JobRuntime.begin` launches training until the slot's deadline; the owner (one job:
-   :meth:`JobRuntime.run_until`; many jobs: :class:`ray_cluster.executor.RayExecutor`) waits on
+   :meth:`JobRuntime.run_until`; many jobs: :class:`ray_cluster.runtime.executor.RayExecutor`)
+   waits on
    :meth:`JobRuntime.pending` and passes each finished reference to :meth:`JobRuntime.handle`;
 3. :meth:`JobRuntime.end` checkpoints and evaluates.
 

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import ray
 
-from ray_cluster.actors import STATE_KEYS
-from ray_cluster.checkpoint import CheckpointStore
-from ray_cluster.optim import MomentumSGD
+from ray_cluster.ps.actors import STATE_KEYS
+from ray_cluster.ps.checkpoint import CheckpointStore
+from ray_cluster.ps.optim import MomentumSGD
 from ray_cluster.runtime.types import (
     NoPlacement,
     Placer,

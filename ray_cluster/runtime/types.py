@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ray_cluster.elastic import RULES
-from ray_cluster.workloads import Workload
+from ray_cluster.ps.elastic import RULES
+from ray_cluster.workloads.builtin import Workload
 
 __all__ = [
     "MODES",
@@ -42,7 +42,7 @@ class RuntimeConfig:
     batch_size: int = 32  #: mini-batch size of one worker
     lr: float = 0.05  #: base learning rate (scale 1)
     momentum: float = 0.9  #: momentum mu
-    lr_in_buffer: bool = False  #: momentum form, see :mod:`ray_cluster.optim`
+    lr_in_buffer: bool = False  #: momentum form, see :mod:`ray_cluster.ps.optim`
     lr_rule: str = "dynamic"  #: worker-count change rule: "dynamic", "linear" or "none"
     ramp_steps: int = 8  #: T, updates of the Dynamic SGD ramp
     checkpoint_dir: str | None = None  #: root of checkpoints; None: a temporary folder

@@ -4,7 +4,7 @@ Its parts, by role (none imports this package; they import each other downwards 
 
 * :mod:`ray_cluster.service.config` -- :class:`ServiceConfig`, the actor's names, the reasons;
 * :mod:`ray_cluster.service.core` -- :class:`SchedulerService`, the real-time driver of
-  :class:`psched.simulator.SchedulerLoop` (submit, cancel, status, the real-time step);
+  :class:`psched.core.loop.SchedulerLoop` (submit, cancel, status, the real-time step);
 * :mod:`ray_cluster.service.rules` -- the live rules after each slot (failed, behind, ahead
   of plan) and the committed schedules;
 * :mod:`ray_cluster.service.nodes` -- lost and joined Ray nodes;

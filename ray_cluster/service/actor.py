@@ -15,13 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from psched.errors import InputError
-from psched.executor import Executor
-from psched.limits import Where, check_arrival
-from psched.model import Cluster, JobSpec
-from psched.simulator import RunResult
-from ray_cluster.jobspec import submission_from_json
-from ray_cluster.journal import Journal
+from psched.core.errors import InputError
+from psched.core.executor import Executor
+from psched.core.limits import Where, check_arrival
+from psched.core.model import Cluster, JobSpec
+from psched.core.records import RunResult
 from ray_cluster.service.config import (
     SERVICE_NAME,
     SERVICE_NAMESPACE,
@@ -30,6 +28,8 @@ from ray_cluster.service.config import (
 )
 from ray_cluster.service.core import SchedulerService
 from ray_cluster.service.http import ServiceHTTP
+from ray_cluster.service.journal import Journal
+from ray_cluster.workloads.jobspec import submission_from_json
 
 __all__ = ["run_trace", "service_actor", "watch_service"]
 
@@ -52,7 +52,7 @@ def service_actor() -> Any:
             nodes = None if node_of is None else {int(k): v for k, v in node_of.items()}
             cl = cluster_from_dict(cluster) if cluster is not None else None
             if cl is None:
-                from ray_cluster.cluster_model import cluster_from_nodes, ray_nodes
+                from ray_cluster.runtime.cluster_model import cluster_from_nodes, ray_nodes
 
                 cfg = ServiceConfig.from_json(config) if config else ServiceConfig()
                 cl, nodes = cluster_from_nodes(ray_nodes(), cfg.slot_seconds)
@@ -154,8 +154,8 @@ def run_trace(specs: list[JobSpec], workdir: str | Path, *, config: ServiceConfi
               executor: Executor | None = None, timeout_s: float | None = None) -> RunResult:
     """Run a whole trace through a fresh service: each job submitted for its arrival slot.
 
-    Returns what really ran (the loop's :class:`~psched.simulator.RunResult`), the same
-    record :func:`psched.simulator.simulate` returns for a simulated run.
+    Returns what really ran (the loop's :class:`~psched.core.records.RunResult`), the same
+    record :func:`psched.core.simulator.simulate` returns for a simulated run.
     """
     svc = SchedulerService(workdir, config=config, cluster=cluster, node_of=node_of,
                            executor=executor)

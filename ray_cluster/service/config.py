@@ -14,10 +14,11 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from psched.errors import InputError
-from psched.model import Cluster, JobSpec, Pool, Resources, Server
-from psched.policies.base import Policy, policy_factory
-from ray_cluster.journal import spec_from_json, spec_to_json
+from psched.core.errors import InputError
+from psched.core.model import Cluster, JobSpec, Pool, Resources, Server
+from psched.core.policy import Policy
+from psched.policies import policy_factory
+from ray_cluster.workloads.jobspec import spec_from_json, spec_to_json
 
 __all__ = ["CANCELLED", "DROPPED_BEHIND", "FAILED", "SERVICE_NAME", "SERVICE_NAMESPACE",
            "ServiceConfig", "cluster_from_dict"]
@@ -112,7 +113,7 @@ class ServiceConfig:
 
 
 def cluster_from_dict(d: Mapping[str, Any]) -> Cluster:
-    """The inverse of :meth:`psched.model.Cluster.to_dict`."""
+    """The inverse of :meth:`psched.core.model.Cluster.to_dict`."""
     return Cluster(servers=tuple(Server(server_id=s["id"], pool=Pool(s["pool"]),
                                         capacity=Resources(**s["capacity"]))
                                  for s in d["servers"]), slot_seconds=float(d["slot_seconds"]))

@@ -1,9 +1,10 @@
 """The scheduler service: psched's one loop run in real time, journaled, restartable.
 
-:class:`SchedulerService` is a thin real-time driver of :class:`psched.simulator.SchedulerLoop`,
+:class:`SchedulerService` is a thin real-time driver of
+:class:`psched.core.loop.SchedulerLoop`,
 the way SimPy's ``RealtimeEnvironment`` only overrides ``step``: the loop, the policy and the
 rules are the simulator's; what differs is the clock (:class:`RealtimeClock`, wall time that a
-stop interrupts), the executor (:class:`ray_cluster.executor.RayExecutor`: real training),
+stop interrupts), the executor (:class:`ray_cluster.runtime.executor.RayExecutor`: real training),
 and a lock that lets submissions in while the loop waits for the clock or the executor trains.
 Everything the service does to the loop goes through the loop's API: ``admit`` (decision and
 committed schedule), ``book`` (a later arrival slot), ``replan``, ``release``, ``drop``,
@@ -67,28 +68,24 @@ from typing import Any
 
 import numpy as np
 
-from psched.errors import InputError
-from psched.executor import Executor, SlotReport
-from psched.model import RESOURCES, Alloc, Cluster, JobSpec, SlotPlan
-from psched.simulator import (
-    HELD,
-    Admission,
-    LoopState,
-    QueueArrivals,
-    RunResult,
-    SchedulerLoop,
-)
-from ray_cluster.jobspec import check_submission
-from ray_cluster.journal import DecisionRow, Journal, check_journal
+from psched.core.arrivals import QueueArrivals
+from psched.core.errors import InputError
+from psched.core.executor import Executor, SlotReport
+from psched.core.loop import SchedulerLoop
+from psched.core.model import RESOURCES, Alloc, Cluster, JobSpec, SlotPlan
+from psched.core.records import Admission, LoopState, RunResult
 from ray_cluster.service.config import (
     CANCELLED,
     ServiceConfig,
     cluster_from_dict,
 )
+from ray_cluster.service.journal import DecisionRow, Journal, check_journal
 from ray_cluster.service.nodes import Nodes
 from ray_cluster.service.replay import DEFERRED, HOLD, restore_loop
 from ray_cluster.service.revisions import PlanRevisions
 from ray_cluster.service.rules import Commitments, LiveRules, decision_row
+from ray_cluster.service.views import LiveView, ServiceViews
+from ray_cluster.workloads.jobspec import check_submission
 
 __all__ = ["LiveView", "RealtimeClock", "SchedulerService", "private_folder"]
 
@@ -111,27 +108,6 @@ def private_folder(workdir: Path) -> None:
             (workdir / name).chmod(0o600)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class LiveView:
-    """What a watcher of the service sees at one moment (:meth:`SchedulerService.view`)."""
-
-    changes: int  #: :attr:`SchedulerService.changes` when it was taken
-    status: dict[str, Any]  #: :meth:`SchedulerService.status`
-    cluster: Cluster  #: the servers now
-    horizon: int  #: slots the service runs at most
-    #: each job's committed schedule (shared, never edited: a decision replaces it)
-    schedules: dict[str, dict[int, Alloc]]
-    slot_plan: dict[str, Alloc]  #: what runs in the current slot
-    #: per job, one worker's and one PS's demand (resources in :data:`RESOURCES` order)
-    demands: dict[str, tuple[tuple[float, ...], tuple[float, ...]]]
-    slot_started: float  #: wall time the current slot began (0 before the first)
-    boundary_ms: tuple[float, ...]  #: the latest slot boundaries' times, oldest first
-
-
-def _vec(res: Any) -> tuple[float, ...]:
-    return tuple(float(getattr(res, r)) for r in RESOURCES)
-
-
 class RealtimeClock:
     """Wall time: slot ``t`` begins ``t * slot_seconds`` after ``start``; ``stop`` cuts a
     wait short (the driver then stops). Holds no lock: the driver waits without its lock."""
@@ -148,7 +124,7 @@ class RealtimeClock:
             self._stop.wait(min(delay, 0.5))
 
 
-class SchedulerService:
+class SchedulerService(ServiceViews):
     """The live scheduler. See the module docstring.
 
     Parameters
@@ -160,7 +136,7 @@ class SchedulerService:
     cluster, node_of
         The cluster model and server index -> Ray node id (on restart, the journal's cluster).
     executor
-        Default: a :class:`~ray_cluster.executor.RayExecutor` placing on ``node_of``.
+        Default: a :class:`~ray_cluster.runtime.executor.RayExecutor` placing on ``node_of``.
     """
 
     def __init__(self, workdir: str | Path, *, config: ServiceConfig | None = None,
@@ -232,7 +208,7 @@ class SchedulerService:
         self.loop.clock = self.clock
 
     def _ray_executor(self, cluster: Cluster, node_of: dict[int, str] | None) -> Executor:
-        from ray_cluster.executor import RayExecutor
+        from ray_cluster.runtime.executor import RayExecutor
         from ray_cluster.runtime.types import RuntimeConfig
 
         rcfg = RuntimeConfig(**{"checkpoint_dir": str(self.workdir / "ckpt"),
@@ -262,11 +238,6 @@ class SchedulerService:
     def planned_end(self) -> dict[str, int]:
         """The last slot of each job's committed schedule."""
         return self.commitments.planned_end
-
-    @property
-    def inner_executor(self) -> Executor:
-        """The executor (the name older callers use)."""
-        return self.executor
 
     def lookahead(self, t: int) -> SlotPlan | None:
         """The plan of slot ``t`` as far as committed schedules know it (None for a policy
@@ -353,7 +324,7 @@ class SchedulerService:
         return out
 
     def _profile(self, spec: JobSpec) -> JobSpec:
-        from ray_cluster.executor import profiled_spec
+        from ray_cluster.runtime.executor import profiled_spec
         from ray_cluster.runtime.types import RuntimeConfig
 
         out = profiled_spec(spec, RuntimeConfig(**dict(self.config.runtime)), steps=40,
@@ -378,94 +349,6 @@ class SchedulerService:
     def _apply_cancel(self, job_id: str, t: int) -> None:
         if self.loop.drop(job_id, CANCELLED):
             self.journal.event(job_id, t, "cancel")
-
-    def status(self) -> dict[str, Any]:
-        """The service's slot and every job: state, progress, plan."""
-        with self._lock:
-            st = self.loop.state
-            jobs = [self._job_status(job_id) for job_id in st.records]
-            jobs += [{"job_id": s.job_id, "state": "queued", "arrival": s.arrival,
-                      "admitted": False, "reason": "", "payoff": None, "work": 0, "done": 0.0,
-                      "planned_completion": None, "promised": None, "completion": None,
-                      "utility": 0.0,
-                      "workers": 0, "ps": 0, "loss": "", "window_end": None}
-                     for s in st.booked]
-            return {"slot": self._phase[1], "phase": self._phase[0], "policy": self.policy.name,
-                    "allow_import": self.config.allow_import,
-                    "slot_seconds": self.config.slot_seconds, "error": self.error,
-                    "running": self._thread is not None and self._thread.is_alive(),
-                    "jobs": jobs}
-
-    def view(self) -> LiveView:
-        """What the service shows now, for its page: copied under the lock in O(jobs)
-        (schedules and plans by reference: a decision replaces them, never edits them)."""
-        with self._lock:
-            records = self.loop.state.records
-            demands = {j: (_vec(r.job.spec.worker_demand),
-                           _vec(r.job.spec.ps_demand)) for j, r in records.items()}
-            demands.update({s.job_id: (_vec(s.worker_demand),
-                                       _vec(s.ps_demand))
-                            for s in self.loop.state.booked})
-            return LiveView(changes=self.changes, status=self.status(),
-                            cluster=self.loop.cluster, horizon=self.config.horizon,
-                            schedules=dict(self.commitments.schedules),
-                            slot_plan=dict(self._slot_plan) if self._phase[0] == "run" else {},
-                            demands=demands, slot_started=self._slot_started,
-                            boundary_ms=tuple(self.boundary_ms))
-
-    def price_bounds(self) -> dict[str, Any] | None:
-        """A priced policy's U and L (``U_worker``, ``L_worker``, ``U_ps``, ``L_ps``: the
-        OASiS family's), read once from its report; None for a policy without prices."""
-        if self._price_bounds is None and getattr(self.policy, "takes_price_bounds", False):
-            with self._lock:
-                report = self.policy.report()
-            keys = ("U_worker", "L_worker", "U_ps", "L_ps")
-            if all(k in report for k in keys):
-                self._price_bounds = {k: report[k] for k in keys}
-        return self._price_bounds
-
-    def _job_status(self, job_id: str) -> dict[str, Any]:
-        st = self.loop.state
-        rec = st.records[job_id]
-        if rec.completion is not None:
-            state = "done"
-        elif job_id in st.active:
-            state = "running" if job_id in self._slot_plan else "waiting"
-        elif job_id in st.held:
-            state = HELD
-        elif rec.admitted:
-            state = rec.reason or "stopped"
-        else:
-            state = "rejected"
-        alloc = self._slot_plan.get(job_id) if state == "running" else None
-        return {
-            "job_id": job_id, "state": state, "arrival": rec.job.arrival,
-            "admitted": rec.admitted, "reason": st.held.get(job_id, rec.reason),
-            "payoff": rec.payoff,
-            "work": rec.job.work, "done": rec.done,
-            "planned_completion": self.planned_end.get(job_id),
-            "promised": rec.promised, "completion": rec.completion, "utility": rec.utility,
-            "workers": alloc.n_workers if alloc else 0,
-            "ps": alloc.n_ps if alloc else 0,
-            "loss": self._slot_info.get(job_id, ("", ""))[1],
-            "window_end": rec.job.last_slot,
-        }
-
-    def logs(self, job_id: str) -> list[str]:
-        """The journal's lines about one job."""
-        out = []
-        for d in self.journal.decisions():
-            if d.job_id == job_id:
-                verdict = ("held" if d.kind == HOLD else
-                           "admitted" if d.admitted else "rejected")
-                out.append(f"slot {d.slot}: {d.kind}: {verdict}"
-                           f" {d.reason} payoff={d.payoff} work={d.work} "
-                           f"planned={sorted(d.schedule)} ({d.latency_ms:.1f} ms)")
-        for t, _, amount, done, ckpt, info in self.journal.progress(job_id):
-            out.append(f"slot {t}: +{amount:.3f} -> {done:.3f} worker-slots {info} {ckpt}")
-        for _, slot, kind, info in self.journal.events(job_id):
-            out.append(f"slot {slot}: {kind} {info}".rstrip())
-        return out
 
     def idle(self) -> bool:
         """No job is active, waiting for its arrival slot, or held for deferred admission

@@ -5,16 +5,17 @@ the model, and a restart rebuilding the cluster from the journal.
 ``node_of`` map and an executor that places actors) and reads Ray's node list:
 
 * *lost node*: the servers of a dead node are pointed at a live node of the same pool
-  (:func:`ray_cluster.cluster_model.remap_lost`), journaled as ``node_lost``; the executor is
+  (:func:`ray_cluster.runtime.cluster_model.remap_lost`), journaled as ``node_lost``; the executor
+  is
   told which servers were there (its ``node_lost(servers)`` method, when it has one): it gives
   up the actors of the jobs placed there (killed for good: no orphan if the node comes back),
   and they restart on the new placement from their last checkpoint; lost progress is caught
   by the behind-plan rule. A node that dies in the middle of a slot fails only the jobs placed
-  on it for the rest of that slot (:meth:`ray_cluster.executor.RayExecutor.apply`);
+  on it for the rest of that slot (:meth:`ray_cluster.runtime.executor.RayExecutor.apply`);
 * *joined node*: a node offering the same pools as a lost one replaces it
-  (:func:`ray_cluster.cluster_model.replacement`; its servers move onto it for good,
+  (:func:`ray_cluster.runtime.cluster_model.replacement`; its servers move onto it for good,
   journaled ``servers_rehomed``; no capacity is added); any other joined node is turned into
-  servers (:mod:`ray_cluster.cluster_model`) appended to the model at this slot boundary
+  servers (:mod:`ray_cluster.runtime.cluster_model`) appended to the model at this slot boundary
   (``SchedulerLoop.set_cluster``; the policy's ``on_cluster_change``), journaled
   ``cluster_grown``, so a restart rebuilds the same cluster (:meth:`Nodes.regrow`).
 
@@ -29,11 +30,11 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from psched.executor import Executor
-from psched.model import Cluster
-from psched.simulator import SchedulerLoop
-from ray_cluster.journal import Journal
+from psched.core.executor import Executor
+from psched.core.loop import SchedulerLoop
+from psched.core.model import Cluster
 from ray_cluster.service.config import cluster_from_dict
+from ray_cluster.service.journal import Journal
 
 __all__ = ["NodeRow", "Nodes"]
 
@@ -49,7 +50,7 @@ def _ray_nodes() -> list[NodeRow] | None:
     try:
         import ray
 
-        from ray_cluster.cluster_model import ray_nodes
+        from ray_cluster.runtime.cluster_model import ray_nodes
 
         if not ray.is_initialized():
             return None
@@ -105,7 +106,7 @@ class Nodes:
     def apply(self, nodes: Sequence[NodeRow], t: int) -> None:
         """Remap servers of dead nodes, let joined nodes replace lost ones or grow the model
         (``nodes``: rows of ``ray.nodes()``)."""
-        from ray_cluster.cluster_model import joined_nodes, remap_lost, replacement
+        from ray_cluster.runtime.cluster_model import joined_nodes, remap_lost, replacement
 
         assert self.node_of is not None
         alive = {str(n["NodeID"]) for n in nodes if n.get("Alive")}
@@ -144,7 +145,7 @@ class Nodes:
     def grow(self, nodes: Sequence[NodeRow], t: int) -> None:
         """Nodes joined: append their servers to the model, the policy and the placement
         (before slot ``t``'s plan). Journaled, so a restart rebuilds the same cluster."""
-        from ray_cluster.cluster_model import servers_of_nodes
+        from ray_cluster.runtime.cluster_model import servers_of_nodes
 
         assert self.node_of is not None
         cluster = self.loop.cluster

@@ -1,6 +1,6 @@
 """The live page's data: one JSON document of the running service, rebuilt on each change.
 
-:class:`PageData` turns a :class:`~ray_cluster.service.core.LiveView` (copied from the
+:class:`PageData` turns a :class:`~ray_cluster.service.views.LiveView` (copied from the
 service under its lock in O(jobs)) and the journal (read through its own read-only SQLite
 connection: WAL readers never block the writer) into what the page draws
 (``page_static/page.js``):
@@ -13,7 +13,7 @@ connection: WAL readers never block the writer) into what the page draws
 * ``usage`` -- share of each pool's capacity in use per resource and slot (same cells);
 * ``prices`` -- for a priced policy (the OASiS family), the mean over each pool's servers of
   the price ``L (U/L)^(g/c)`` at that usage, the formula of the report
-  (:func:`psched.report_data.mean_prices`, here :func:`psched.prices.log_prices`);
+  (:func:`psched.results.report_data.mean_prices`, here :func:`psched.oasis.prices.log_prices`);
 * ``events`` -- the journal's latest decisions and events, newest first.
 
 Figures are drawn in the browser from this document, not here: the page is served from the
@@ -34,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from psched.model import RESOURCES
-from psched.prices import log_prices
-from ray_cluster.service.core import LiveView, SchedulerService
+from psched.core.model import RESOURCES
+from psched.oasis.prices import log_prices
+from ray_cluster.service.core import SchedulerService
+from ray_cluster.service.views import LiveView
 
 __all__ = ["AHEAD_SLOTS", "CHUNK", "EVENTS_SHOWN", "JOBS_SHOWN", "MAX_CELLS", "PAST_SLOTS",
            "PageData"]

@@ -1,7 +1,8 @@
 """A restarted service rebuilds its loop from the journal, through the loop's own API.
 
 :func:`restore_loop` replays every journaled decision in order through
-:meth:`psched.simulator.SchedulerLoop.admit` and :meth:`~psched.simulator.SchedulerLoop.replan`
+:meth:`psched.core.loop.SchedulerLoop.admit` and
+:meth:`~psched.core.loop.SchedulerLoop.replan`
 with the journaled decision ``forced``: a policy with a ``restore`` method (OASiS) re-applies
 each as it was -- the same commitments, prices and certificate, even where deciding again would
 differ; any other policy decides again (they are deterministic; a mismatch is logged and the
@@ -12,13 +13,13 @@ its decision is re-applied. A ``revise`` row (a policy that revises plans, ``oas
 policy's ``restore_plan``); at the end the policy's ``resume(t, state)`` keeps the plans
 from slot ``t`` on and takes back its journaled boundary state, so every admitted job keeps
 its promise and its current plan. A ``hold`` row holds the job again (deferred admission:
-:meth:`~psched.simulator.SchedulerLoop.admit_held`); a ``deferred`` row re-applies the
+:meth:`~psched.core.loop.SchedulerLoop.admit_held`); a ``deferred`` row re-applies the
 decision made on a held job at a boundary (``admit_held`` with it ``forced``: the policy's
 ``restore_held(job, decision)``, else the job is offered to it again and the journal wins);
 a job still held after the replay is offered to the policy again at the next boundary, and
 one whose window closed before it is rejected with its held reason (the loop's ``restore``).
 Jobs submitted for a later slot and not yet decided are booked again. Then
-:meth:`~psched.simulator.SchedulerLoop.restore` takes the finished slots
+:meth:`~psched.core.loop.SchedulerLoop.restore` takes the finished slots
 (executed plans, progress, completions, cancellations, failures); running jobs resume from
 their latest checkpoints. Slots are counted in service time: slot ``t`` (the first not
 journaled) begins when the restarted service starts.
@@ -32,11 +33,11 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from psched.executor import FATAL
-from psched.model import Decision
-from psched.simulator import SchedulerLoop
-from ray_cluster.journal import DecisionRow, Journal
+from psched.core.executor import FATAL
+from psched.core.loop import SchedulerLoop
+from psched.core.model import Decision
 from ray_cluster.service.config import CANCELLED, DROPPED_BEHIND, FAILED
+from ray_cluster.service.journal import DecisionRow, Journal
 from ray_cluster.service.revisions import REVISE
 
 __all__ = ["DEFERRED", "HOLD", "forced_decision", "restore_loop"]

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from psched.model import Alloc, SlotPlan
-from psched.policies.base import Policy
-from ray_cluster.journal import DecisionRow
+from psched.core.model import Alloc, SlotPlan
+from psched.core.policy import Policy
+from ray_cluster.service.journal import DecisionRow
 from ray_cluster.service.rules import Commitments
 
 __all__ = ["REVISE", "PlanRevisions"]

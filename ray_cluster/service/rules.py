@@ -34,11 +34,12 @@ import logging
 import time
 from collections.abc import Mapping
 
-from psched.executor import FATAL, SlotReport
-from psched.model import Alloc, Decision, SlotPlan
-from psched.simulator import Admission, SchedulerLoop
-from ray_cluster.journal import DecisionRow, Journal
+from psched.core.executor import FATAL, SlotReport
+from psched.core.loop import SchedulerLoop
+from psched.core.model import Alloc, Decision, SlotPlan
+from psched.core.records import Admission
 from ray_cluster.service.config import DROPPED_BEHIND, FAILED, ServiceConfig
+from ray_cluster.service.journal import DecisionRow, Journal
 
 __all__ = ["Commitments", "LiveRules", "decision_row"]
 

@@ -3,7 +3,7 @@
 It re-derives, from the plan alone, the usage of every server and resource in the slot and
 every job's per-slot rules (section 7): workers <= N; ceil(b/B * workers) <= PS <= workers;
 workers only on worker servers and PS only on PS servers; only admitted, unfinished jobs that
-have arrived. Any violation raises :class:`~psched.errors.PlanViolation`, naming it.
+have arrived. Any violation raises :class:`~psched.core.errors.PlanViolation`, naming it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from psched.errors import PlanViolation
-from psched.model import RESOURCES, Cluster, Job, Pool, SlotPlan
+from psched.core.errors import PlanViolation
+from psched.core.model import RESOURCES, Cluster, Job, Pool, SlotPlan
 
 __all__ = ["check_plan", "plan_usage"]
 

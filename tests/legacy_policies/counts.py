@@ -2,7 +2,7 @@
 
 SRTF, RRH, Dorm, Optimus, the elastic MIP allocator and its greedy baselines decide *how many*
 workers each job gets; :class:`Builder` turns that into per-server allocations with the one
-round-robin placement of the project (:func:`psched.placement.place`), against the free
+round-robin placement of the project (:func:`psched.core.placement.place`), against the free
 capacity left by the jobs already built. Nothing here chooses counts.
 
 * :meth:`Builder.keep` keeps (a prefix of) a job's previous placement: a job whose count does
@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from legacy_policies.placement import Cursor, Pools, place, room
-from psched.model import Alloc, Job, ceil_eps
+from psched.core.model import Alloc, Job, ceil_eps
 
 __all__ = ["Builder", "pool_totals", "realise", "work_cap"]
 
@@ -137,7 +137,7 @@ class Builder:
         return n0 + k
 
     def allocs(self) -> dict[str, Alloc]:
-        """Every job with at least one worker, as :class:`~psched.model.Alloc`."""
+        """Every job with at least one worker, as :class:`~psched.core.model.Alloc`."""
         return {j: Alloc.of(w, self._p.get(j, {})) for j, w in self._w.items() if sum(w.values())}
 
 

@@ -4,7 +4,7 @@ Ghodsi et al., "Dominant Resource Fairness", NSDI 2011; as a baseline in Bao et 
 INFOCOM 2018, section V. Admit every job. At each event, progressive filling over all active
 jobs (running or waiting): repeatedly give one more worker, with the PS it now needs, to the
 job with the smallest dominant share, placing each container round-robin on the next server
-with room (:mod:`psched.placement`), until nothing more fits or every job is at its cap.
+with room (:mod:`psched.core.placement`), until nothing more fits or every job is at its cap.
 Between events the allocation, placement included, is kept.
 
 Choices the specification leaves open, made to keep the rival strong:
@@ -21,7 +21,7 @@ Choices the specification leaves open, made to keep the rival strong:
   re-planning rival); both pools' cursors start at their first server.
 
 Speed: a job that stays the smallest-share job for several workers in a row gets them as one
-*batch*, dealt in closed form (:func:`psched.placement.deal`) exactly where the one-by-one
+*batch*, dealt in closed form (:func:`psched.core.placement.deal`) exactly where the one-by-one
 filling would put them. Complexity per event: O(B (S R + log J) + C) for B batches (at most
 the containers placed plus the jobs), S servers, J active jobs, C the total cap of a batch.
 """
@@ -35,8 +35,8 @@ import numpy as np
 
 from legacy_policies.placement import Pools, deal, next_with_room, room
 from legacy_policies.replan import ReplanPolicy
-from psched.model import EPS, Alloc, Job, ceil_eps
-from psched.policies.base import View
+from psched.core.model import EPS, Alloc, Job, ceil_eps
+from psched.core.policy import View
 
 __all__ = ["SHARE_DECIMALS", "SHARE_MODES", "DrfPolicy", "share_key", "share_keys"]
 

@@ -41,8 +41,8 @@ import numpy as np
 
 from legacy_policies.counts import Builder, pool_totals, realise, work_cap
 from legacy_policies.replan import ReplanPolicy
-from psched.model import EPS, Alloc, Job
-from psched.policies.base import View
+from psched.core.model import EPS, Alloc, Job
+from psched.core.policy import View
 
 __all__ = ["COUNT_SETS", "Epoch", "EpochPolicy", "brute_force", "build_epoch", "feasible",
            "objective"]

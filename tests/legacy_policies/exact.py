@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from psched.milp import Solver
-from psched.model import Alloc
-from psched.policies.base import View
+from psched.core.model import Alloc
+from psched.core.policy import View
+from psched.offline.milp import Solver
 from psched.policies.counts import Builder, pool_totals, realise, work_cap
 from psched.policies.dorm import dorm_solution
 from psched.policies.elastic_mip import MipResult, solve_mip

@@ -3,7 +3,7 @@
 Admit every job. Each job asks for a fixed worker count ``min(N, r)``, ``r ~ U{1..30}`` drawn
 once per job, plus its PS ``ceil(b/B * workers)``. Jobs start strictly in arrival order, each
 when its whole request fits (no backfill: a waiting job blocks every later one); counts and
-placement (round-robin, :mod:`psched.placement`) never change until the job completes.
+placement (round-robin, :mod:`psched.core.placement`) never change until the job completes.
 
 Choices the specification leaves open, made to keep the rival strong (``baselines.md``):
 
@@ -27,8 +27,8 @@ import numpy as np
 
 from legacy_policies.placement import Cursor, most_workers, place
 from legacy_policies.replan import REJECT_NO_PS_RULE, ReplanPolicy
-from psched.model import Alloc, Decision, Job, ceil_eps
-from psched.policies.base import View
+from psched.core.model import Alloc, Decision, Job, ceil_eps
+from psched.core.policy import View
 
 __all__ = ["MAX_REQUEST", "FifoPolicy", "job_rng"]
 

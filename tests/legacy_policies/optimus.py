@@ -31,8 +31,8 @@ import numpy as np
 
 from legacy_policies.counts import Builder, work_cap
 from legacy_policies.replan import ReplanPolicy
-from psched.model import Alloc, Job
-from psched.policies.base import View
+from psched.core.model import Alloc, Job
+from psched.core.policy import View
 
 __all__ = ["OptimusPolicy", "saving_per_share"]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from psched.model import Alloc, Cluster, Job, Pool
+from psched.core.model import Alloc, Cluster, Job, Pool
 
 __all__ = [
     "Cursor",

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from legacy_policies.placement import Pools
-from psched.model import Alloc, Cluster, Decision, Job
-from psched.policies.base import RunContext, View
+from psched.core.model import Alloc, Cluster, Decision, Job
+from psched.core.policy import RunContext, View
 
 __all__ = ["REJECT_NO_PS_RULE", "ReplanPolicy"]
 

@@ -40,8 +40,8 @@ import numpy as np
 
 from legacy_policies.counts import Builder
 from legacy_policies.fifo import FifoPolicy
-from psched.model import Alloc, Decision, Job, ceil_eps
-from psched.policies.base import View
+from psched.core.model import Alloc, Decision, Job, ceil_eps
+from psched.core.policy import View
 
 __all__ = ["REJECT_RISK", "RrhPolicy"]
 

@@ -6,7 +6,7 @@ service. Everything that differs between them is injected:
 * :class:`ArrivalSource` -- a trace (:class:`TraceArrivals`) or a queue filled while the loop
   runs (:class:`QueueArrivals`);
 * :class:`Clock` -- simulated time (:class:`SimClock`) or a wall clock;
-* :class:`~psched.executor.Executor` -- modelled or measured progress.
+* :class:`~psched.core.executor.Executor` -- modelled or measured progress.
 
 The loop keeps all of its own state in :class:`LoopState`, plain data that a live service can
 save and restore. A policy keeps its own state.
@@ -24,9 +24,18 @@ from typing import Any, Protocol
 import numpy as np
 
 from legacy_policies.checker import check_plan, plan_usage
-from psched.executor import Executor, SimulatedExecutor
-from psched.model import RESOURCES, Cluster, Decision, Job, JobSpec, Pool, SlotPlan, resolve_job
-from psched.policies.base import JobStatus, Policy, RunContext, View
+from psched.core.executor import Executor, SimulatedExecutor
+from psched.core.model import (
+    RESOURCES,
+    Cluster,
+    Decision,
+    Job,
+    JobSpec,
+    Pool,
+    SlotPlan,
+    resolve_job,
+)
+from psched.core.policy import JobStatus, Policy, RunContext, View
 
 __all__ = [
     "REJECT_CANNOT_FIT",

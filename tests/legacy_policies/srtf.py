@@ -3,7 +3,7 @@
 Admit every job. At each event, order the active jobs by the time they have left at full speed,
 ``ceil(remaining / N)`` slots (ties: earlier arrival), and give each in that order as many
 workers as fit, with the PS they need, up to its cap; placement round-robin from an empty
-cluster (:mod:`psched.placement`, :class:`~psched.policies.counts.Builder`).
+cluster (:mod:`psched.core.placement`, :class:`~psched.policies.counts.Builder`).
 
 Choices the specification leaves open, made to keep the rival strong:
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from legacy_policies.counts import Builder, work_cap
 from legacy_policies.replan import ReplanPolicy
-from psched.model import Alloc, ceil_eps
-from psched.policies.base import View
+from psched.core.model import Alloc, ceil_eps
+from psched.core.policy import View
 
 __all__ = ["SrtfPolicy"]
 

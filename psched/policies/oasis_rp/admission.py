@@ -20,7 +20,7 @@ brings more jobs than the cluster can serve before their deadlines (ElasticFlow 
 184: twelve 1-worker jobs whose utility is worth something only in that slot, two fit; the
 first two in the trace, worth 36.9 and 33.7, took the slot, the 94.4 and 88.5 behind them were
 rejected). Here a job arriving in slot ``t`` is held (the loop's deferred
-admission, :meth:`psched.simulator.SchedulerLoop.admit_held`) and the slot's arrivals are
+admission, :meth:`psched.core.loop.SchedulerLoop.admit_held`) and the slot's arrivals are
 decided at the boundary of the same slot, before anything runs, in the order of
 :func:`density_order`: utility per unit of the cluster it would occupy. Each is then decided
 exactly as an arrival (the exact search, re-pack, promise); nothing else changes, and with one
@@ -78,8 +78,8 @@ from typing import Any
 
 import numpy as np
 
-from psched.model import RESOURCES, Cluster, Job, Pool, Resources
-from psched.placement import room
+from psched.core.model import RESOURCES, Cluster, Job, Pool, Resources
+from psched.core.placement import room
 
 __all__ = ["REJECT_DENSITY", "FitCounts", "clearing_density", "clearing_density_reference",
            "containers_that_fit", "density", "density_order", "density_quantile", "job_size",
@@ -152,7 +152,7 @@ def clearing_density(jobs: Sequence[Job], cluster: Cluster, horizon: int) -> flo
 
 
 def _amounts(res: Any) -> tuple[float, ...]:
-    """The amounts of a :class:`~psched.model.Resources` in :data:`RESOURCES` order."""
+    """The amounts of a :class:`~psched.core.model.Resources` in :data:`RESOURCES` order."""
     return tuple(float(getattr(res, r)) for r in RESOURCES)
 
 

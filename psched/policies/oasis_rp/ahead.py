@@ -28,14 +28,14 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from psched.model import Alloc, Job
-from psched.placement import room
-from psched.policies.base import View
+from psched.core.model import Alloc, Job
+from psched.core.placement import room
+from psched.core.policy import View
 from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.plans import Schedule
 from psched.policies.oasis_rp.state import RunState
 
-#: no cap on how many containers a server may take (:func:`psched.placement.room`)
+#: no cap on how many containers a server may take (:func:`psched.core.placement.room`)
 _NO_CAP = 1 << 30
 
 __all__ = ["grow", "grow_now", "place", "trim_tail", "work_ahead"]

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from psched.model import Alloc, Cluster, Job
+from psched.core.model import Alloc, Cluster, Job
 from psched.oasis.ledger import Ledger
+from psched.oasis.prices import PriceParams, normalise
 from psched.policies.oasis_rp.kernels import (
     log_prices_compiled,
     runs_compiled,
@@ -26,7 +27,6 @@ from psched.policies.oasis_rp.kernels import (
     window_tables_compiled,
 )
 from psched.policies.oasis_rp.plans import Schedule
-from psched.prices import PriceParams, normalise
 
 __all__ = ["PlanLedger"]
 
@@ -153,7 +153,7 @@ class PlanLedger(Ledger):
 
     def price_of(self, pool: int, usage: np.ndarray) -> np.ndarray:
         """Prices in cost units of the usage rows ``usage`` (..., H, R) of ``pool``: the
-        operations of :func:`psched.prices.log_prices` and ``Ledger._price_of`` on the same
+        operations of :func:`psched.oasis.prices.log_prices` and ``Ledger._price_of`` on the same
         numbers, with the capacity terms and the log-price span computed once per
         capacity and parameters (bit-identical)."""
         got = self._price_terms[pool]
@@ -225,7 +225,7 @@ class PlanLedger(Ledger):
 
     def norms_of(self, job: Job) -> tuple[np.ndarray, np.ndarray]:
         """The worker and PS demands of ``job`` normalised by the pools' mean capacities
-        (:func:`psched.prices.normalise`; kept per job id while its spec and the mean
+        (:func:`psched.oasis.prices.normalise`; kept per job id while its spec and the mean
         capacities are the same objects; do not write)."""
         got = self._norm.get(job.job_id)
         if got is None or got[2] is not job.spec or got[3] is not self.cbar:

@@ -5,7 +5,7 @@ min-plus recursion ``cost(t, D) = min_n c_t(n) + cost(t - 1, D - n)`` is most of
 the oasis-paper scale (windows of a few hundred slots, W up to 1,000, N up to 100). NumPy
 builds a ``(D, n)`` array per slot; :func:`solve_compiled` runs the same loop in one
 compiled call (numba: compiled for fixed argument types when one of them is first called,
-:mod:`psched.lazy_numba`, then loaded from the cache on disk next to it).
+:mod:`psched.core.lazy_numba`, then loaded from the cache on disk next to it).
 
 It is the loop of :func:`~psched.oasis.solve_fast` line for line -- the lower-bound pruning
 of completion slots, the stationary-run skip, the tie rule of
@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from psched.lazy_numba import lazy_numba
+from psched.core.lazy_numba import lazy_numba
 from psched.oasis.ledger import JobInputs
 from psched.oasis.schedule import ARG_RTOL, TIE_RTOL, Best
 
-#: numba compiles this module's functions at the first call of one (psched.lazy_numba), not on
+#: numba compiles this module's functions at the first call of one (psched.core.lazy_numba), not on
 #: import: ``import psched.policies`` (every CLI command) does not import numba
 numba = lazy_numba(__name__)
 

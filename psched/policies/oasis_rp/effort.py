@@ -26,7 +26,7 @@ from typing import overload
 
 import numpy as np
 
-from psched.model import Alloc, Job
+from psched.core.model import Alloc, Job
 from psched.policies.oasis_rp.plans import Schedule
 
 __all__ = ["BANK_SLOTS", "Ranked", "SlotBank", "clash_loads", "clash_rank", "clash_rank_reference",

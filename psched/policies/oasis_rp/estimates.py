@@ -5,7 +5,7 @@ arrival. Three figures that OASiS takes as known "from past experience" are esti
 the arrivals so far instead:
 
 * **U, L and eta** (:class:`OnlineBounds`): exactly the bounds of
-  :func:`psched.prices.params_from_jobs` over the jobs that have arrived, kept as running
+  :func:`psched.oasis.prices.params_from_jobs` over the jobs that have arrived, kept as running
   maxima and minima (U can only rise and L only fall as jobs arrive), so that after the last
   arrival they equal the hindsight bounds bit for bit (``tests/test_rp_estimates.py``). The
   start: the first arrival's own bounds (until a job arrives nothing is priced). The prices
@@ -15,7 +15,7 @@ the arrivals so far instead:
 * **The density floor** (:class:`LocalFloor`): the clearing density of the jobs that arrived
   in the last ``span`` slots against ``span`` slots of the whole cluster -- the density at
   which the densest of them first fill that capacity (0 while they all fit: no floor).
-  ``span`` is the median window (:attr:`psched.model.Job.window`) of the jobs that have
+  ``span`` is the median window (:attr:`psched.core.model.Job.window`) of the jobs that have
   arrived: the stretch of time over which a job's utility is at stake, so over which recent
   demand competes for the same capacity. In a burst the floor rises (recent demand is above
   capacity) and falls again after it; over a whole trace whose jobs fit the horizon it would
@@ -35,9 +35,8 @@ from collections import deque
 
 import numpy as np
 
-from psched.model import Cluster, Job, Pool
-from psched.policies.oasis_rp.admission import job_size, pool_totals
-from psched.prices import (
+from psched.core.model import Cluster, Job, Pool
+from psched.oasis.prices import (
     POOLS,
     PriceParams,
     end_utility_log,
@@ -45,6 +44,7 @@ from psched.prices import (
     mean_capacity,
     normalise,
 )
+from psched.policies.oasis_rp.admission import job_size, pool_totals
 
 __all__ = ["LocalFloor", "OnlineBounds", "RunningQuantile", "refresh_due"]
 
@@ -56,12 +56,12 @@ def refresh_due(n: int) -> bool:
 
 
 class OnlineBounds:
-    """U, L and eta of :func:`psched.prices.params_from_jobs` over the jobs observed so far.
+    """U, L and eta of :func:`psched.oasis.prices.params_from_jobs` over the jobs observed so far.
 
     Per pool: ``log U^r`` the running maximum of ``log f(F) - log w~^r``, ``eta`` the running
     maximum of ``T c~ / size`` (at least 1) and ``log L + log 4 eta`` the running minimum of
     ``log f_end - log size``, each term computed by the same float operations as there.
-    O(R) per job; :meth:`params` builds a :class:`~psched.prices.PriceParams` when a bound
+    O(R) per job; :meth:`params` builds a :class:`~psched.oasis.prices.PriceParams` when a bound
     changed.
     """
 

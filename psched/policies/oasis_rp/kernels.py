@@ -14,15 +14,15 @@
 
 Each performs the same floating-point operations in the same order as its numpy reference,
 so results are bit-identical (``tests/test_rp_search.py``, ``tests/test_rp_fast_paths.py``).
-numba compiles them at the first call of one (:mod:`psched.lazy_numba`), not on import.
+numba compiles them at the first call of one (:mod:`psched.core.lazy_numba`), not on import.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from psched.lazy_numba import lazy_numba
-from psched.model import EPS
+from psched.core.lazy_numba import lazy_numba
+from psched.core.model import EPS
 
 numba = lazy_numba(__name__)
 

@@ -26,7 +26,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from psched.model import Job
+from psched.core.model import Job
 from psched.oasis.schedule import placement_tables, schedule_allocs, slot_costs, unit_prices
 from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.plans import Found

@@ -28,9 +28,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from psched.model import Alloc, Job
+from psched.core.model import Alloc, Job
 from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, PoolInputs
+from psched.oasis.prices import log_utility
 from psched.oasis.schedule import placement_tables
 from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.dp import solve_compiled
@@ -42,7 +43,6 @@ from psched.policies.oasis_rp.units import (
     marginal_units_kept,
     price_slope,
 )
-from psched.prices import log_utility
 
 __all__ = ["search_own", "search_own_reference", "search_own_runs"]
 

@@ -1,7 +1,7 @@
 """The plans of ``oasis-rp`` as data: a schedule with its container groups kept as arrays,
 a search result, the plans by job with their work left.
 
-A plan maps absolute slots to allocations (:class:`psched.model.Alloc`). :class:`Schedule` is
+A plan maps absolute slots to allocations (:class:`psched.core.model.Alloc`). :class:`Schedule` is
 such a mapping that keeps its container groups as arrays for the plan book
 (:class:`~psched.policies.oasis_rp.book.PlanLedger`), since a plan is added and taken out many
 times during re-packs; :class:`Plans` holds every admitted job's plan with its worker-slots.
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from psched.model import Alloc
+from psched.core.model import Alloc
 
 __all__ = ["Found", "Plans", "Schedule", "work_of"]
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from psched.model import Alloc, Cluster, Decision, Job, SlotPlan
+from psched.core.model import Alloc, Cluster, Decision, Job, SlotPlan
+from psched.core.policy import RunContext, View, register_policy
 from psched.oasis.dual import dual_objective
-from psched.policies.base import RunContext, View, register_policy
+from psched.oasis.prices import PriceParams, fixed_params, params_from_jobs
 from psched.policies.oasis_rp import effort
 from psched.policies.oasis_rp import restore as journal
 from psched.policies.oasis_rp.admission import (
@@ -35,7 +36,6 @@ from psched.policies.oasis_rp.repack import pull_one, repack
 from psched.policies.oasis_rp.reservations import Reservation
 from psched.policies.oasis_rp.state import RunState
 from psched.policies.oasis_rp.steady import reconcile
-from psched.prices import PriceParams, fixed_params, params_from_jobs
 
 __all__ = ["PRICE_KEYS", "PRICE_SOURCES", "PULL_LIMIT", "OasisRpPolicy"]
 

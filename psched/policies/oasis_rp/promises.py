@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from psched.model import Decision, Job
+from psched.core.model import Decision, Job
 from psched.oasis.dual import unscale
 from psched.policies.oasis_rp.plans import Found
 from psched.policies.oasis_rp.state import RunState

@@ -34,14 +34,14 @@ others wait for a later boundary (a reservation not searched keeps its plan if i
 and its job is admitted with it when it starts). Each search is one exact search over the
 job's window: the limits bound a boundary's work (decision time, BENCHMARKS section 11).
 The loop rejects a held job for good once its window has closed
-(:meth:`psched.simulator.SchedulerLoop.admit_held`), with the reason it was held for.
+(:meth:`psched.core.loop.SchedulerLoop.admit_held`), with the reason it was held for.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from psched.model import Decision, Job
+from psched.core.model import Decision, Job
 from psched.policies.oasis_rp.admission import REJECT_DENSITY
 from psched.policies.oasis_rp.plans import Found, Schedule
 from psched.policies.oasis_rp.promises import promise_for

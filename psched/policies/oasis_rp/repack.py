@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from psched.model import Alloc, Job
+from psched.core.model import Alloc, Job
 from psched.policies.oasis_rp.effort import Ranked, search_span
 from psched.policies.oasis_rp.latest import search_latest
 from psched.policies.oasis_rp.plans import Found, work_of

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from psched.model import Alloc, Job
+from psched.core.model import Alloc, Job
 
 __all__ = ["Reservation", "Reservations", "plan_from_json", "plan_to_json"]
 

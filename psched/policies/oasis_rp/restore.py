@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from psched.model import Alloc, Decision, Job
+from psched.core.model import Alloc, Decision, Job
 from psched.policies.oasis_rp.plans import Schedule
 from psched.policies.oasis_rp.reservations import Reservations
 from psched.policies.oasis_rp.state import RunState

@@ -39,9 +39,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from psched.model import Alloc, Job
+from psched.core.model import Alloc, Job
 from psched.oasis.fast import solve_fast
 from psched.oasis.ledger import JobInputs, Ledger, PoolInputs
+from psched.oasis.prices import log_utility
 from psched.oasis.schedule import (
     Best,
     PlacementTables,
@@ -59,7 +60,6 @@ from psched.policies.oasis_rp.kernels import (
     unit_caps_compiled,
 )
 from psched.policies.oasis_rp.plans import Found, Schedule
-from psched.prices import log_utility
 
 __all__ = ["RunTables", "feasible_work", "priced_pools", "priced_pools_reference",
            "run_tables", "search", "search_reference", "search_runs", "window_inputs",
@@ -219,7 +219,7 @@ def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
     (:func:`~psched.policies.oasis_rp.kernels.placement_groups_compiled`), one ``Alloc`` per
     distinct
     (run, workers) pair. Pool servers are in ascending index order
-    (:meth:`~psched.model.Cluster.indices`), so the pairs come out as ``Alloc.of`` sorts them;
+    (:meth:`~psched.core.model.Cluster.indices`), so the pairs come out as ``Alloc.of`` sorts them;
     the schedule keeps the container groups for the ledger."""
     slots = np.flatnonzero(counts)
     out = Schedule()

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from psched.model import Alloc, Cluster, Job
+from psched.core.model import Alloc, Cluster, Job
 from psched.policies.oasis_rp.admission import FitCounts, density
 from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.effort import SlotBank, search_span

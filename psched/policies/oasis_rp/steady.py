@@ -34,8 +34,8 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping
 
-from psched.model import Alloc, Job, ceil_eps
-from psched.policies.base import View
+from psched.core.model import Alloc, Job, ceil_eps
+from psched.core.policy import View
 from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.search import search
 from psched.policies.oasis_rp.state import RunState

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from psched.lazy_numba import lazy_numba
+from psched.core.lazy_numba import lazy_numba
 from psched.oasis.ledger import PoolInputs
 from psched.policies.oasis_rp.book import PlanLedger
 

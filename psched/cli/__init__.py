@@ -1,0 +1,1 @@
+"""The ``psched`` command line: one module per command group (``main`` parses and dispatches)."""

@@ -1,0 +1,154 @@
+"""``psched submit | status | cancel | logs | page``: the client commands of a running service. Each
+reaches the service through :mod:`psched.cli.connect` (its HTTP door first) and imports
+nothing heavy: a job file is parsed and checked before the one request."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from psched.cli.connect import (
+    _BAR,
+    _Client,
+    page_address,
+)
+from psched.core.errors import InputError
+
+__all__ = ['format_status', 'submit_line']
+
+
+def _cmd_page(args: argparse.Namespace) -> int:
+    print(page_address(args.dir))
+    return 0
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    from ray_cluster.workloads.jobspec import spec_to_json
+
+    client = _Client(args)
+    specs = _submissions(args, client)  # all checked here first; the service re-checks each
+    failed = 0
+    for spec, where in specs:
+        text, place = spec_to_json(spec), where.to_dict()
+        out = client.call("submit", ("POST", "api/submit", {"spec": text, "where": place}),
+                          text, where=place)
+        if "error" in out:
+            print(f"psched: error: {out['error']}", file=sys.stderr)
+            failed += 1
+            continue
+        print(submit_line(spec.job_id, out))
+    return 2 if failed else 0
+
+
+def submit_line(job_id: str, out: dict[str, Any]) -> str:
+    """The line ``psched submit`` prints for the service's reply ``out`` to one job: admitted
+    (plan, promise, payoff), rejected (reason), held for deferred admission (the boundary it
+    is next decided at and its window's last slot), or queued for a later arrival slot."""
+    if out.get("held"):
+        return (f"{job_id}: arrival slot {out['arrival']}: held: decided at the boundary of "
+                f"slot {out['next_boundary']} or a later one; if not admitted by slot "
+                f"{out['window_end']}, rejected ({out.get('reason')})")
+    if out.get("decided") is False:
+        return f"{job_id}: queued: decided when slot {out['arrival']} begins"
+    verdict = "admitted" if out.get("admitted") else f"rejected ({out.get('reason')})"
+    end = out.get("planned_completion")
+    return (f"{job_id}: arrival slot {out['arrival']}: {verdict}"
+            + (f", planned completion slot {end}" if end is not None else "")
+            + (f", promised by slot {out['promised']}" if out.get("promised") is not None
+               else "")
+            + (f", payoff {out['payoff']:.4g}" if out.get("payoff") is not None else ""))
+
+
+def _submissions(args: argparse.Namespace, client: _Client) -> list[Any]:
+    """Every job file of ``psched submit`` as ``(spec, where)``, parsed and checked before
+    anything is sent: import paths only if the service allows them, no id twice in one
+    command (nothing is submitted then)."""
+    from psched.core.limits import MAX_SUBMIT_JOBS
+    from ray_cluster.workloads.jobspec import ImportRefused, load_jobspec_where
+
+    if len(args.jobs) > MAX_SUBMIT_JOBS:
+        raise InputError(f"{len(args.jobs)} job files, more than {MAX_SUBMIT_JOBS} in one "
+                         "submit", field="jobs")
+    parsed: list[Any] = []
+    for f in args.jobs:
+        try:
+            parsed.append(load_jobspec_where(f, allow_import=False))
+        except ImportRefused:
+            parsed.append(f)  # decided once the service says whether it allows imports
+    if any(isinstance(p, str) for p in parsed):
+        allow = bool(_status(client).get("allow_import", False))
+        parsed = [load_jobspec_where(p, allow_import=allow) if isinstance(p, str) else p
+                  for p in parsed]
+    elif client.door is None:
+        client.actor()  # no service: one line before anything else
+    first: dict[str, Any] = {}
+    for spec, where in parsed:
+        if spec.job_id in first:
+            raise where.error("job_id", f"id {spec.job_id!r} also in {first[spec.job_id].path}"
+                              "; nothing submitted")
+        first[spec.job_id] = where
+    return parsed
+
+
+def _status(client: _Client) -> dict[str, Any]:
+    return dict(client.call("status", ("GET", "api/status", None)))
+
+
+def format_status(st: dict[str, Any]) -> str:
+    """The status table, one row per job, a progress bar each."""
+    lines = [f"slot {st['slot']} ({st['phase']}), policy {st['policy']}, "
+             f"{st['slot_seconds']:g} s slots" + (f"  ERROR {st['error']}" if st['error'] else "")]
+    lines.append(f"{'job':<16} {'state':<15} {'arr':>4} {'w/ps':>6} {'progress':<{_BAR + 2}} "
+                 f"{'done/W':>11} {'plan':>5} {'prom':>5} {'end':>5} {'utility':>8}  loss")
+    for j in st["jobs"]:
+        frac = min(1.0, j["done"] / j["work"]) if j["work"] else 0.0
+        bar = "#" * round(frac * _BAR)
+        lines.append(
+            f"{j['job_id'][:16]:<16} {j['state'][:15]:<15} {j['arrival']:>4} "
+            f"{j['workers']:>3}/{j['ps']:<2} [{bar:<{_BAR}}] "
+            f"{j['done']:>5.1f}/{j['work']:<5} "
+            f"{'' if j['planned_completion'] is None else j['planned_completion']:>5} "
+            f"{'' if j.get('promised') is None else j['promised']:>5} "
+            f"{'' if j['completion'] is None else j['completion']:>5} "
+            f"{j['utility']:>8.3g}  {j['loss']}")
+    return "\n".join(lines)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    client = _Client(args)
+    while True:
+        st = _status(client)
+        if args.json:
+            print(json.dumps(st))
+        else:
+            if args.watch:
+                print("\x1b[2J\x1b[H", end="")
+            print(format_status(st), flush=True)
+        over = all(j["state"] not in ("running", "waiting", "queued", "held")
+                   for j in st["jobs"])
+        if not args.watch or over or not st["running"]:
+            return 0
+        time.sleep(min(2.0, st["slot_seconds"] / 2))
+
+
+def _cmd_cancel(args: argparse.Namespace) -> int:
+    client = _Client(args)
+    if not client.call("cancel", ("POST", "api/cancel", {"job_id": args.job_id}), args.job_id):
+        raise InputError(f"no active job {args.job_id!r}", field="job_id")
+    print(f"{args.job_id}: cancelled at the next slot boundary")
+    return 0
+
+
+def _cmd_logs(args: argparse.Namespace) -> int:
+    from urllib.parse import quote
+
+    client = _Client(args)
+    lines = client.call("logs", ("GET", f"api/logs/{quote(args.job_id, safe='')}", None),
+                        args.job_id)
+    if not lines:
+        raise InputError(f"no job {args.job_id!r} in the journal", field="job_id")
+    print("\n".join(lines))
+    return 0

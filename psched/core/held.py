@@ -1,0 +1,135 @@
+"""Deferred admission in the scheduling loop: jobs a policy held (``Decision.hold``) are
+decided at a later slot boundary, after that slot's arrivals, or rejected for good when their
+window closes. :class:`HeldAdmission` is the part of :class:`~psched.core.loop.SchedulerLoop`
+that does it (the loop's state, policy, cluster and hooks are its own)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from psched.core.model import (
+    Cluster,
+    Decision,
+)
+from psched.core.policy import Policy, View
+from psched.core.records import (
+    Admission,
+    LoopState,
+    _ActiveStatuses,
+)
+
+__all__ = ["HeldAdmission"]
+
+log = logging.getLogger("psched.core.loop")
+
+
+class HeldAdmission:
+    """:meth:`admit_held` and :meth:`expire_held` of :class:`~psched.core.loop.SchedulerLoop`."""
+
+    state: LoopState
+    policy: Policy
+    cluster: Cluster
+    horizon: int
+    on_decision: list[Callable[[Admission], None]]
+    _statuses: _ActiveStatuses
+
+    def admit_held(self, t: int, *,
+                   forced: Mapping[str, Decision] | None = None) -> list[Admission]:
+        """Deferred admission at the boundary of slot ``t``: the jobs held
+        (``Decision.hold``) whose window closed before ``t`` are rejected for good, with the
+        reason the policy gave when it held them; the others go, in arrival order, to the
+        policy's ``admit_held(jobs, view)`` (see :class:`~psched.core.policy.Policy`), which
+        returns a :class:`~psched.core.model.Decision` for each job it decides now (the view holds
+        the active jobs as measured, as for ``plan``; admitted: the
+        job becomes active, with its promise, as an arrival of this slot; rejected without
+        ``hold``: rejected for good now) and leaves the others held. Called by
+        :meth:`begin_slot` after the slot's arrivals; one :class:`Admission` per job decided
+        (slot ``t``), also passed to the ``on_decision`` hooks. O(held) plus the policy.
+
+        ``forced``: the decisions made at this boundary before (a journal), by job id, for
+        held jobs only. A policy with a ``restore_held(job, decision)`` method re-applies each
+        as it was; any other policy is offered those jobs again (``admit_held``) and the
+        forced decision wins where they differ (logged)."""
+        st = self.state
+        self.expire_held(t)
+        hook = getattr(self.policy, "admit_held", None)
+        if not st.held or hook is None:
+            return []
+        if forced is not None:
+            decisions, ms = self._forced_held(t, forced)
+        else:
+            jobs = [st.records[j].job for j in st.held]
+            t0 = time.perf_counter()
+            decisions = hook(jobs, self._held_view(t))
+            ms = (time.perf_counter() - t0) * 1e3
+        out: list[Admission] = []
+        for job_id, decision in decisions.items():
+            if job_id not in st.held:
+                raise ValueError(f"admit_held decided {job_id!r}, which is not held")
+            rec = st.records[job_id]
+            if decision.admitted:
+                del st.held[job_id]
+                rec.admitted, rec.payoff, rec.reason = True, decision.payoff, ""
+                rec.promised, rec.decided = decision.promised, t
+                st.active.append(job_id)
+                st.arrived.append(job_id)
+            elif not decision.hold:
+                self._settle_held(job_id, t, decision.reason)
+            else:
+                continue
+            out.append(Admission(job_id=job_id, slot=t, admitted=decision.admitted,
+                                 reason=rec.reason, payoff=decision.payoff,
+                                 work=rec.job.work, schedule=dict(decision.schedule or {}),
+                                 latency_ms=ms, promised=rec.promised))
+        if not self.policy.commits_on_arrival:
+            st.event_ms.append(ms)  # counted with the slot's event, if it is one
+        elif out:
+            st.decision_ms.append(ms)
+        for hook_ in self.on_decision:
+            for adm in out:
+                hook_(adm)
+        return out
+
+    def expire_held(self, t: int) -> list[str]:
+        """Reject for good, in slot ``t``, the held jobs whose window closed before ``t``
+        (with the reason the policy gave when it held them); their ids, in arrival order.
+        :meth:`admit_held` starts with it; a restarted service calls it through
+        :meth:`restore`. O(held)."""
+        gone = [j for j in self.state.held if self.state.records[j].job.last_slot < t]
+        for job_id in gone:
+            self._settle_held(job_id, t)
+        return gone
+
+    def _held_view(self, t: int) -> View:
+        st = self.state
+        return View(t=t, cluster=self.cluster, horizon=self.horizon,
+                    active=self._statuses.of(st), completed=tuple(st.completed_last))
+
+    def _forced_held(self, t: int, forced: Mapping[str, Decision]
+                     ) -> tuple[dict[str, Decision], float]:
+        """The decisions of :meth:`admit_held` replayed from a journal (see there)."""
+        st = self.state
+        jobs = [st.records[j].job for j in forced if j in st.held]
+        restore = getattr(self.policy, "restore_held", None)
+        t0 = time.perf_counter()
+        if restore is not None:
+            for job in jobs:
+                restore(job, forced[job.job_id])
+        else:
+            again = self.policy.admit_held(jobs, self._held_view(t))  # type: ignore[attr-defined]
+            for job in jobs:
+                mine, theirs = forced[job.job_id], again.get(job.job_id)
+                if theirs is None or (theirs.admitted, theirs.hold, dict(theirs.schedule or {})
+                                      ) != (mine.admitted, mine.hold, dict(mine.schedule or {})):
+                    log.warning("held job %s decided again differs from its record; the "
+                                "record wins", job.job_id)
+        ms = (time.perf_counter() - t0) * 1e3
+        return {job.job_id: forced[job.job_id] for job in jobs}, ms
+
+    def _settle_held(self, job_id: str, t: int, reason: str = "") -> None:
+        """A held job is rejected for good in slot ``t`` (its held reason unless given)."""
+        held_reason = self.state.held.pop(job_id)
+        rec = self.state.records[job_id]
+        rec.reason, rec.decided = reason or held_reason, t

@@ -1,0 +1,40 @@
+"""The rows of a policy's ``jobs.csv``: one per job, its spec and its outcome. Shared by the
+output writer (:mod:`psched.results.output`) and the report's in-memory reader
+(:mod:`psched.results.report_data`), below both."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psched.core.model import RESOURCES
+from psched.core.records import RunResult
+
+__all__ = ["JOBS_COLUMNS", "job_rows"]
+
+JOBS_COLUMNS: tuple[str, ...] = (
+    "job_id", "arrival", "work", "max_workers", "ps_ratio",
+    *(f"worker_{r}" for r in RESOURCES), *(f"ps_{r}" for r in RESOURCES),
+    "utility_kind", "value", "decay", "target",
+    "admitted", "reason", "completion", "duration", "utility", "promised", "decided",
+)
+
+
+def job_rows(result: RunResult) -> list[list[Any]]:
+    """The rows of ``jobs.csv`` (:data:`JOBS_COLUMNS`)."""
+    rows = []
+    for rec in result.records.values():
+        spec = rec.job.spec
+        u = spec.utility
+        rows.append([
+            spec.job_id, spec.arrival, rec.job.work, spec.max_workers, repr(spec.ps_ratio),
+            *(spec.worker_demand.to_dict()[r] for r in RESOURCES),
+            *(spec.ps_demand.to_dict()[r] for r in RESOURCES),
+            u.kind, u.value, u.decay, u.target,
+            int(rec.admitted), rec.reason,
+            "" if rec.completion is None else rec.completion,
+            "" if rec.duration is None else rec.duration,
+            repr(rec.utility),
+            "" if rec.promised is None else rec.promised,
+            "" if rec.decided is None else rec.decided,
+        ])
+    return rows

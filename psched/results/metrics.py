@@ -1,0 +1,107 @@
+"""Per-job and per-policy figures of a run (the ``summary.json`` schema).
+
+Durations, completion times, lateness and queueing delay are in slots; decision times in
+milliseconds, measured as section 7 defines (one entry per decision event).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from psched.core.model import RESOURCES, Pool
+from psched.core.records import JobRecord, RunResult, capacity_slots
+
+__all__ = ["SUMMARY_KEYS", "lateness", "summarize", "training_figures"]
+
+#: Keys every policy's entry in ``summary.json`` has (policies may add more, e.g. a dual bound).
+SUMMARY_KEYS: tuple[str, ...] = (
+    "total_utility", "jobs", "admitted", "rejected", "rejected_reasons", "completed",
+    "unfinished", "jct_mean", "jct_p50", "jct_p99", "lateness_mean", "queueing_mean",
+    "utilization", "decision_ms_p50", "decision_ms_p99", "decision_events", "wall_s",
+    "training_efficiency", "worker_slot_efficiency",
+)
+
+
+def lateness(rec: JobRecord) -> float | None:
+    """Duration minus target (``d - gamma3``) for a completed job whose utility has a target."""
+    u = rec.job.spec.utility
+    if rec.duration is None or u.kind == "constant" or (u.kind == "sigmoid" and u.decay == 0):
+        return None
+    return float(rec.duration - u.target)
+
+
+def _stats(values: list[float]) -> tuple[float | None, float | None, float | None]:
+    if not values:
+        return None, None, None
+    a = np.asarray(values, dtype=float)
+    return float(a.mean()), float(np.percentile(a, 50)), float(np.percentile(a, 99))
+
+
+def training_figures(result: RunResult) -> dict[str, Any]:
+    """``training_efficiency`` and ``worker_slot_efficiency`` of a run (None if undefined).
+
+    * ``training_efficiency`` -- mean, over completed jobs, of ``fastest / duration``: the
+      fastest duration ``ceil(W / N)`` over the slots the job took from arrival to completion;
+      1 means every job ran at full size from its arrival (our definition: the elastic MIP
+      paper gives none).
+    * ``worker_slot_efficiency`` -- useful work over worker-slots granted (work beyond a job's
+      ``W`` in its last slot is waste).
+
+    O(jobs).
+    """
+    ratios, useful, granted = [], 0.0, 0.0
+    for rec in result.records.values():
+        if rec.duration is not None:
+            ratios.append(rec.job.fastest / rec.duration)
+        useful += min(rec.done, float(rec.job.work))
+        granted += rec.done
+    return {
+        "training_efficiency": sum(ratios) / len(ratios) if ratios else None,
+        "worker_slot_efficiency": useful / granted if granted > 0 else None,
+    }
+
+
+def summarize(result: RunResult) -> dict[str, Any]:
+    """The ``summary.json`` entry of one policy's run."""
+    recs = list(result.records.values())
+    admitted = [r for r in recs if r.admitted]
+    done = [r for r in admitted if r.completion is not None]
+    jct_mean, jct_p50, jct_p99 = _stats([float(r.duration or 0) for r in done])
+    late = [x for x in (lateness(r) for r in done) if x is not None]
+    queue = [float(r.first_slot - r.job.arrival) for r in admitted if r.first_slot is not None]
+    _, dec_p50, dec_p99 = _stats(result.decision_ms)
+    cap_slots = (result.capacity_slots if result.capacity_slots is not None
+                 else capacity_slots([(0, result.cluster)], result.horizon))
+    util: dict[str, dict[str, float]] = {}
+    for row, pool in enumerate((Pool.WORKER, Pool.PS)):
+        total = cap_slots[row]
+        util[pool.value] = {
+            r: float(result.usage[row, i] / total[i])
+            for i, r in enumerate(RESOURCES) if total[i] > 0
+        }
+    out: dict[str, Any] = {
+        "total_utility": float(sum(r.utility for r in done)),
+        "jobs": len(recs),
+        "admitted": len(admitted),
+        "rejected": len(recs) - len(admitted),
+        "rejected_reasons": dict(Counter(r.reason for r in recs if not r.admitted)),
+        "completed": len(done),
+        "unfinished": len(admitted) - len(done),
+        "jct_mean": jct_mean,
+        "jct_p50": jct_p50,
+        "jct_p99": jct_p99,
+        "lateness_mean": float(np.mean(late)) if late else None,
+        "queueing_mean": float(np.mean(queue)) if queue else None,
+        "utilization": util,
+        "decision_ms_p50": dec_p50,
+        "decision_ms_p99": dec_p99,
+        "decision_events": len(result.decision_ms),
+        "wall_s": result.wall_s,
+    }
+    out.update(training_figures(result))
+    for key, value in result.report.items():
+        out.setdefault(key, value)
+    return out
