@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import deque
+from collections.abc import Mapping
 from typing import Any
 
 from psched.core.loop import SchedulerLoop
@@ -61,7 +62,7 @@ class ServiceViews:
     boundary_ms: deque[float]
     _phase: tuple[str, int]
     _thread: threading.Thread | None
-    _slot_plan: dict[str, Alloc]
+    _slot_plan: Mapping[str, Alloc]
     _slot_started: float
     _slot_info: dict[str, tuple[str, str]]
     _price_bounds: dict[str, Any] | None
