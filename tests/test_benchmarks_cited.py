@@ -19,11 +19,6 @@ DOCS = ("BENCHMARKS.md", "README.md")
 COMMAND = re.compile(r"python3? (?:benchmarks/)?([A-Za-z0-9_]+)\.py((?:[^`#;&\n]|&(?!&))*)")
 FLAG = re.compile(r"(?<![\w-])(--[A-Za-z0-9][A-Za-z0-9-]*)")
 
-#: Scripts of ``oasis-rp``'s lever experiments that BENCHMARKS no longer cites; their owner
-#: decides whether each is kept (and cited) or removed. The list only shrinks.
-UNCITED_PENDING = {"bench_oasis_rp_history.py"}
-
-
 def _joined_lines(text: str) -> list[str]:
     """The text's lines with shell continuations (a trailing backslash) joined."""
     return text.replace("\\\n", " ").splitlines()
@@ -84,6 +79,5 @@ def test_every_benchmark_script_is_cited_or_imported_by_a_cited_one() -> None:
             reached.add(dep)
             todo.append(dep)
     scripts = {p.name for p in BENCH.glob("*.py")}
-    uncited = sorted(scripts - reached - UNCITED_PENDING)
+    uncited = sorted(scripts - reached)
     assert not uncited, f"benchmarks/ scripts no document cites: {uncited}"
-    assert scripts >= UNCITED_PENDING, "a pending script is gone: drop it from UNCITED_PENDING"
