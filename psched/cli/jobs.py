@@ -17,7 +17,7 @@ from psched.cli.connect import (
 )
 from psched.core.errors import InputError
 
-__all__ = ['format_status', 'submit_line']
+__all__ = ["format_status", "submit_line"]
 
 
 def _cmd_page(args: argparse.Namespace) -> int:

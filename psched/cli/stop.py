@@ -12,9 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from psched.cli.connect import (
-    _service,
-)
+from psched.cli.connect import _service
 from psched.core.errors import InputError
 
 __all__ = [

@@ -8,9 +8,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Protocol
 
-from psched.core.model import (
-    JobSpec,
-)
+from psched.core.model import JobSpec
 
 __all__ = [
     "ArrivalSource",

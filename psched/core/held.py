@@ -9,10 +9,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from psched.core.model import (
-    Cluster,
-    Decision,
-)
+from psched.core.model import Cluster, Decision
 from psched.core.policy import Policy, View
 from psched.core.records import (
     Admission,

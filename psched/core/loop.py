@@ -4,24 +4,23 @@ The same :class:`SchedulerLoop` serves the trace-driven simulator and the live s
 (:mod:`ray_cluster.service`, its real-time driver). Everything that differs between them is
 injected:
 
-* :class:`ArrivalSource` -- a trace (:class:`TraceArrivals`) or a queue filled while the loop
-  runs (:class:`QueueArrivals`);
-* :class:`Clock` -- simulated time (:class:`SimClock`) or a wall clock;
+* :class:`~psched.core.arrivals.ArrivalSource` -- a trace or a queue filled while the loop runs;
+* :class:`~psched.core.arrivals.Clock` -- simulated time or a wall clock;
 * :class:`~psched.core.executor.Executor` -- modelled or measured progress.
 
-The loop keeps all of its own state in :class:`LoopState`, plain data that a live service can
-save and restore. A policy keeps its own state.
+The loop keeps all of its own state in :class:`~psched.core.records.LoopState`, plain data that
+a live service can save and restore. A policy keeps its own state.
 
 The API a live owner uses (between slots, under its own lock): :meth:`SchedulerLoop.admit`
-returns an :class:`Admission` per job (decision, payoff, committed schedule, latency);
-:meth:`~SchedulerLoop.book` holds a job for a later arrival slot; :meth:`~SchedulerLoop.admit_held`
-decides jobs a policy held for deferred admission (each slot, after its arrivals);
-:meth:`~SchedulerLoop.replan` re-decides a job's remaining work; :meth:`~SchedulerLoop.release` and
-:meth:`~SchedulerLoop.drop`; :meth:`~SchedulerLoop.restore` rebuilds finished slots from a
-journal; ``before_slot``/``after_slot``/``on_decision`` hooks; and :meth:`~SchedulerLoop.step`
-split into :meth:`~SchedulerLoop.begin_slot`, the executor's ``apply`` and
-:meth:`~SchedulerLoop.end_slot`, so that a real-time driver runs the same slot with its own
-clock.
+returns an :class:`~psched.core.records.Admission` per job (decision, payoff, committed
+schedule, latency); :meth:`~SchedulerLoop.book` holds a job for a later arrival slot;
+:meth:`~SchedulerLoop.admit_held` decides jobs a policy held for deferred admission (each slot,
+after its arrivals); :meth:`~SchedulerLoop.replan` re-decides a job's remaining work;
+:meth:`~SchedulerLoop.release` and :meth:`~SchedulerLoop.drop`; :meth:`~SchedulerLoop.restore`
+rebuilds finished slots from a journal; ``before_slot``/``after_slot``/``on_decision`` hooks;
+and :meth:`~SchedulerLoop.step` split into :meth:`~SchedulerLoop.begin_slot`, the executor's
+``apply`` and :meth:`~SchedulerLoop.end_slot`, so that a real-time driver runs the same slot
+with its own clock.
 """
 
 from __future__ import annotations
@@ -35,11 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from psched.core.arrivals import (
-    ArrivalSource,
-    Clock,
-    SimClock,
-)
+from psched.core.arrivals import ArrivalSource, Clock, SimClock
 from psched.core.checker import PlanChecker
 from psched.core.executor import Executor, SimulatedExecutor, SlotReport
 from psched.core.held import HeldAdmission
@@ -69,9 +64,7 @@ from psched.core.records import (
     capacity_slots,
 )
 
-__all__ = [
-    "SchedulerLoop",
-]
+__all__ = ["SchedulerLoop"]
 
 log = logging.getLogger(__name__)
 

@@ -7,20 +7,13 @@ import contextlib
 import gc
 from collections.abc import Callable, Iterator, Sequence
 
-from psched.core.arrivals import (
-    TraceArrivals,
-)
+from psched.core.arrivals import TraceArrivals
 from psched.core.loop import SchedulerLoop
-from psched.core.model import (
-    Cluster,
-    JobSpec,
-)
+from psched.core.model import Cluster, JobSpec
 from psched.core.policy import Policy
-from psched.core.records import (
-    RunResult,
-)
+from psched.core.records import RunResult
 
-__all__ = ['simulate']
+__all__ = ["simulate"]
 
 
 def simulate(

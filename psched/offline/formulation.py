@@ -68,7 +68,7 @@ from psched.core.aggregate import exact_aggregate
 from psched.core.model import Cluster, Job, Pool, ceil_eps
 from psched.offline.milp import Problem, Rows
 
-__all__ = ['DEFAULT_FORMULATION', 'Formulation', 'ps_slack', 'window_tail']
+__all__ = ["DEFAULT_FORMULATION", "Formulation", "ps_slack", "window_tail"]
 
 
 _WINDOWS = ("job", "horizon")

@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Iterator
 
-__all__ = ['start_local_ray']
+__all__ = ["start_local_ray"]
 
 
 def start_local_ray(num_cpus: int | None = None) -> float:

@@ -18,7 +18,7 @@ from typing import Any
 from psched.core.errors import InputError
 from psched.runs.sweep_cell import SweepCell
 
-__all__ = ['RESULT_COLUMNS', 'SweepSpec', 'cells_of', 'jobs_key', 'seeds_share_jobs']
+__all__ = ["RESULT_COLUMNS", "SweepSpec", "cells_of", "jobs_key", "seeds_share_jobs"]
 
 
 #: Columns of ``results.csv``, in order.

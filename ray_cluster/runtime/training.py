@@ -14,9 +14,7 @@ import ray
 from ray.exceptions import RayError
 
 from ray_cluster.runtime.boundary import SlotBoundary
-from ray_cluster.runtime.types import (
-    ProgressPoint,
-)
+from ray_cluster.runtime.types import ProgressPoint
 
 __all__ = ["INFRASTRUCTURE_ERRORS", "INFRA_BACKOFF_MAX_S", "INFRA_BACKOFF_S", "MAX_STRIKES",
            "PING_TIMEOUT_S", "Training", "infrastructure_failure"]

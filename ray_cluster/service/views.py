@@ -16,9 +16,7 @@ from psched.core.loop import SchedulerLoop
 from psched.core.model import RESOURCES, Alloc, Cluster
 from psched.core.policy import Policy
 from psched.core.records import HELD
-from ray_cluster.service.config import (
-    ServiceConfig,
-)
+from ray_cluster.service.config import ServiceConfig
 from ray_cluster.service.journal import Journal
 from ray_cluster.service.replay import HOLD
 from ray_cluster.service.rules import Commitments
