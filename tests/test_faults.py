@@ -6,7 +6,8 @@ as strikes against a job. The scenarios live in :mod:`ray_cluster.service.faults
 ``benchmarks/bench_faults.py`` runs the same ones and tabulates time to resume). Runtime and
 service scenarios share the session's Ray (tests/conftest.py); the operator scenarios run
 ``psched serve`` as a subprocess from a fresh environment (no ``RAY_*`` variable), with its
-own embedded Ray and token authentication on.
+own embedded Ray and token authentication on. A node lost mid-slot is in
+tests/test_service_faults.py.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from ray_cluster.runtime import infrastructure_failure  # noqa: E402
 from ray_cluster.service import (  # noqa: E402
     SERVICE_NAME,
     SERVICE_NAMESPACE,
-    SchedulerService,
     ServiceConfig,
     faults,
     service_actor,
@@ -199,47 +199,6 @@ def test_a_burst_of_200_submissions_survives_two_writer_kills(ray_session, tmp_p
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-def test_a_node_lost_mid_slot_moves_its_jobs_and_every_job_completes(ray_session, tmp_path):
-    """A second node (``ray.cluster_utils.Cluster``) carries the worker server; its
-    processes are killed while a slot trains there."""
-    from psched.core.model import Cluster, Pool, Resources, Server
-
-    extra = ray_session.cluster.add_node(num_cpus=2, object_store_memory=100 * 2**20)
-    ray_session.cluster.wait_for_nodes()
-    cap = Resources(cpu=3, memory_gb=16, bandwidth_gbps=10)
-    cluster = Cluster(servers=(Server(server_id="n2/w", pool=Pool.WORKER, capacity=cap),
-                               Server(server_id="head/w", pool=Pool.WORKER, capacity=cap),
-                               Server(server_id="head/ps", pool=Pool.PS, capacity=cap)),
-                      slot_seconds=SLOT_S)
-    head = ray_session.node_ids["head"]
-    node_of = {0: extra.node_id, 1: head, 2: head}
-    specs = [faults.small_spec(f"n{i}", minibatches=900, tau_s=TAU_S) for i in range(2)]
-    cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=80, history=tuple(specs),
-                        runtime={"start_timeout_s": 20.0})
-    svc = SchedulerService(tmp_path, config=cfg, cluster=cluster, node_of=node_of)
-    removed = False
-    try:
-        acked = [s.job_id for s in specs if svc.submit(s).get("admitted") is not None]
-        svc.start()
-        end = time.time() + 60
-        while not removed and time.time() < end:
-            plan = dict(svc._slot_plan) if svc._phase[0] == "run" else {}
-            if any(h == 0 for a in plan.values() for h, _ in a.workers):
-                time.sleep(SLOT_S / 3)  # mid-slot
-                ray_session.cluster.remove_node(extra, allow_graceful=False)
-                removed = True
-            time.sleep(0.05)
-        assert removed, "no job ran on the node to remove"
-        faults.wait_jobs_over(svc.status, 200)
-        events = [kind for _, _, kind, _ in svc.journal.events()]
-    finally:
-        svc.close()
-        if not removed:
-            ray_session.cluster.remove_node(extra)
-    assert "node_lost" in events
-    _assert_clean(faults.journal_outcome(tmp_path / "journal.db", acked, "node loss"))
-
-
 # -- psched serve as an operator runs it ------------------------------------------------------
 def _job_files(folder: Path, ids: list[str], m: int) -> list[str]:
     out = []
@@ -287,7 +246,26 @@ def _post_job(port: int, entrypoint: str) -> int | None:
         return None
 
 
+def _listening_ips(root_pid: int, pid_file: Path) -> set[str]:
+    """Every address a process of ``root_pid``'s tree or of ``pid_file`` (``ray.pids``: the
+    embedded Ray's processes, some of which leave the tree) listens on."""
+    import psutil
+
+    procs = [psutil.Process(root_pid), *psutil.Process(root_pid).children(recursive=True)]
+    for line in pid_file.read_text().splitlines():
+        with contextlib.suppress(psutil.Error, ValueError, IndexError):
+            procs.append(psutil.Process(int(line.split()[0])))
+    ips: set[str] = set()
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            ips |= {c.laddr.ip for c in p.net_connections(kind="inet")
+                    if c.status == psutil.CONN_LISTEN}
+    return ips
+
+
 def test_a_fresh_shell_submits_the_job_api_refuses_strangers_and_sigint_stops_serve(tmp_path):
+    """``psched serve`` from a fresh environment: its embedded Ray listens on loopback only,
+    the job API refuses a request without the token, SIGINT stops it cleanly."""
     work = tmp_path / "svc"
     work.mkdir()
     files = _job_files(tmp_path, ["f0"], m=300)
@@ -296,6 +274,7 @@ def test_a_fresh_shell_submits_the_job_api_refuses_strangers_and_sigint_stops_se
                         "--history", files[0]) as proc:
         token = work / "auth_token"
         assert token.stat().st_mode & 0o777 == 0o600
+        assert (work / "address").read_text().strip().startswith("127.0.0.1:")
         sub = faults.psched("submit", "--dir", str(work), *files)  # no RAY_* variable set
         assert sub.returncode == 0, sub.stderr
         assert "f0: arrival slot" in sub.stdout
@@ -313,6 +292,8 @@ def test_a_fresh_shell_submits_the_job_api_refuses_strangers_and_sigint_stops_se
         # the job agent answers 401 (no token): before, 200, and the command ran
         assert job_api_elsewhere or {401, 403} & set(codes), codes
         assert codes and not [c for c in codes if c < 400], codes  # no agent port accepted it
+        ips = _listening_ips(proc.pid, work / "ray.pids")  # every Ray process is up by now
+        assert ips and ips <= {"127.0.0.1", "::ffff:127.0.0.1", "::1"}, ips
         _wait_over(work, ["f0"], 150)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(120) == 130

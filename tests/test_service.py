@@ -1,7 +1,9 @@
-"""The scheduler service on Ray: CLI end to end, placement on nodes, a lost node, a crash.
+"""The scheduler service on Ray: CLI end to end, placement on nodes, a lost node, a node
+that joins, and what ``psched run`` writes.
 
-All on the session's Ray (tests/conftest.py) with one-to-two-second slots and tiny models;
-the loopback test starts its own embedded Ray in a subprocess (``psched serve``'s way).
+All on the session's Ray (tests/conftest.py) with one-to-two-second slots and tiny models. The
+service actor's restart is in tests/test_service_faults.py and tests/test_faults.py, the
+embedded Ray's loopback-only sockets in the fresh-shell test of tests/test_faults.py.
 """
 
 from __future__ import annotations
@@ -10,8 +12,6 @@ import dataclasses
 import json
 import re
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -33,7 +33,6 @@ from ray_cluster.service import (  # noqa: E402
     SERVICE_NAMESPACE,
     SchedulerService,
     ServiceConfig,
-    service_actor,
 )
 
 ROOT = Path(__file__).parent.parent
@@ -212,7 +211,7 @@ def test_a_node_that_joins_mid_run_becomes_a_server_and_takes_new_jobs(ray_sessi
                       capacity=Resources(cpu=8, memory_gb=32, bandwidth_gbps=10)))
     cluster = Cluster(servers=servers, slot_seconds=SLOT_S)
     node_of = {i: ray_session.node_ids[s.server_id] for i, s in enumerate(servers)}
-    big = job_spec("big", n=2, m=int(8 * SLOT_S / tau), tau_s=tau, gpu=1)
+    big = job_spec("big", n=2, m=int(6 * SLOT_S / tau), tau_s=tau, gpu=1)
     late = job_spec("late", n=1, m=int(2 * SLOT_S / tau), tau_s=tau, gpu=1)
     cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=60, history=(big, late),
                         runtime={"start_timeout_s": 30.0})
@@ -239,8 +238,8 @@ def test_a_node_that_joins_mid_run_becomes_a_server_and_takes_new_jobs(ray_sessi
             rt = svc.executor.runtimes.get("late")
             if rt is not None and rt.workers:
                 seen |= {n for n, _ in ray.get([w.where.remote() for w in rt.workers])}
-            if all(svc.loop.state.records[j].completion is not None for j in ("big", "late")):
-                break
+            if svc.loop.state.records["late"].completion is not None:
+                break  # what the new node was for; big goes on on the old ones
         assert seen == {extra.node_id}
         assert svc.loop.state.records["late"].completion is not None
         assert any(kind == "cluster_grown" for _, _, kind, _ in svc.journal.events())
@@ -248,77 +247,6 @@ def test_a_node_that_joins_mid_run_becomes_a_server_and_takes_new_jobs(ray_sessi
         svc.close()
         if extra is not None:
             ray_session.cluster.remove_node(extra)
-
-
-def test_service_killed_mid_run_restarts_from_journal(ray_session, tmp_path, tau):
-    """Kill the service actor mid-run: Ray restarts it, the journal restores it, every
-    accepted job completes once."""
-    cluster = Cluster(servers=(
-        Server(server_id="m/w", pool=Pool.WORKER,
-               capacity=Resources(cpu=3, memory_gb=16, bandwidth_gbps=10)),
-        Server(server_id="m/ps", pool=Pool.PS,
-               capacity=Resources(cpu=3, memory_gb=16, bandwidth_gbps=10))), slot_seconds=SLOT_S)
-    head = ray_session.node_ids["head"]
-    # one worker each, all three fit at once: their actors stay up from slot to slot
-    specs = [job_spec(f"c{i}", n=1, m=int(3 * SLOT_S / tau), tau_s=tau) for i in range(3)]
-    cfg = ServiceConfig(slot_seconds=SLOT_S, horizon=60, history=tuple(specs))
-    from ray_cluster.workloads.jobspec import spec_to_json
-
-    actor = service_actor().options(
-        name=SERVICE_NAME, namespace=SERVICE_NAMESPACE, lifetime="detached",
-    ).remote(str(tmp_path), cfg.to_json(), cluster.to_dict(), {"0": head, "1": head})
-    try:
-        decided = [ray.get(actor.submit.remote(spec_to_json(s))) for s in specs]
-        assert all(d.get("decided") for d in decided)
-        db = tmp_path / "journal.db"
-        for _ in range(120):  # two slots journaled
-            with sqlite3.connect(db) as con:
-                if con.execute("SELECT COUNT(*) FROM slots").fetchone()[0] >= 2:
-                    break
-            time.sleep(0.25)
-        ray.kill(actor, no_restart=False)  # a crash: Ray restarts it from the journal
-        st = _wait_over(actor, 150)
-    finally:
-        _stop(actor)
-    with sqlite3.connect(tmp_path / "journal.db") as con:
-        subs = con.execute("SELECT job_id FROM submissions").fetchall()
-        arrivals = con.execute("SELECT job_id FROM decisions WHERE kind='arrival'").fetchall()
-        done = con.execute("SELECT job_id, COUNT(*) FROM events WHERE kind='complete' "
-                           "GROUP BY job_id").fetchall()
-    assert sorted(subs) == sorted(arrivals) == [(s.job_id,) for s in specs]
-    admitted = {d["job_id"] for d in decided if d["admitted"]}
-    assert admitted
-    assert {j: n for j, n in done} == dict.fromkeys(admitted, 1)  # each completed once
-    for j in st["jobs"]:
-        if j["job_id"] in admitted:
-            assert j["state"] == "done"
-
-
-def test_embedded_ray_listens_on_loopback_only():
-    """``psched serve``'s embedded Ray (init_ray without an address), in a fresh process."""
-    code = (
-        "import json, psutil\n"
-        "from psched.cli.connect import init_ray\n"
-        "addr = init_ray(None, num_cpus=1)\n"
-        "import ray\n"
-        "me = psutil.Process()\n"
-        "ips = set()\n"
-        "for p in [me] + me.children(recursive=True):\n"
-        "    try:\n"
-        "        ips |= {c.laddr.ip for c in p.net_connections(kind='inet')\n"
-        "                if c.status == psutil.CONN_LISTEN}\n"
-        "    except psutil.Error:\n"
-        "        pass\n"
-        "print(json.dumps({'gcs': addr, 'nodes': [n['NodeManagerAddress'] for n in "
-        "ray.nodes()], 'ips': sorted(ips)}))\n"
-        "ray.shutdown()\n")
-    env = {k: v for k, v in __import__("os").environ.items() if k != "RAY_ADDRESS"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=180, env=env, check=True).stdout
-    got = json.loads(out.strip().splitlines()[-1])
-    assert got["gcs"].startswith("127.0.0.1:")
-    assert got["nodes"] == ["127.0.0.1"]
-    assert got["ips"] and set(got["ips"]) <= {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
 
 
 def test_run_writes_the_simulate_files_from_what_really_ran(ray_session, tmp_path, tau, capsys):
