@@ -277,7 +277,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     workdir.chmod(0o700)
     if embedded:
         _refuse_if_serving(workdir)
-        reap_orphans(workdir)  # of a serve killed before it could stop its Ray
+        # the processes of a serve killed before it could stop its Ray: their GCS is gone, so
+        # some wait out SIGTERM; the service actor among them is crash-safe (its journal)
+        reap_orphans(workdir, grace_s=1.0)
     moved = check_journal(workdir, fresh=args.fresh)
     if moved:
         print(f"psched: {moved}", file=sys.stderr)

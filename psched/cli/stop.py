@@ -147,15 +147,38 @@ def reap_orphans(workdir: str | Path, *, grace_s: float = 5.0) -> int:
     for p in procs:
         with contextlib.suppress(psutil.Error):
             p.terminate()
-    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    alive = _wait_all_gone(procs, grace_s)
     for p in alive:
         with contextlib.suppress(psutil.Error):
             p.kill()
-    psutil.wait_procs(alive, timeout=grace_s)
+    _wait_all_gone(alive, grace_s)
     (workdir / RAY_PIDS_FILE).unlink(missing_ok=True)
     if procs:
         log.warning("stopped %d process(es) of an earlier embedded Ray", len(procs))
     return len(procs)
+
+
+def _wait_all_gone(procs: list[Any], timeout_s: float) -> list[Any]:
+    """Wait until every process of ``procs`` has exited, at most ``timeout_s``; those still
+    running. A zombie counts as exited: an orphan's zombie waits for a reaper that a
+    container's first process may never be (``psutil.wait_procs`` would wait it out)."""
+    end = time.time() + timeout_s
+    alive = list(procs)
+    while alive:
+        alive = [p for p in alive if not _exited(p)]
+        if not alive or time.time() >= end:
+            break
+        time.sleep(0.1)
+    return alive
+
+
+def _exited(proc: Any) -> bool:
+    import psutil
+
+    try:
+        return bool(proc.status() == psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return True
 
 
 def _wait_gone(proc: Any, timeout_s: float) -> bool:
