@@ -132,6 +132,7 @@ def test_the_watcher_says_gone_when_the_service_was_stopped_for_good(ray_session
     assert watch_service(actor, poll_s=0.2, give_up_s=30) == "gone"
 
 
+@pytest.mark.faults
 def test_a_node_killed_mid_slot_does_not_wedge_the_loop(ray_session, tmp_path, tau):
     """The raylet of the node a job trains on dies in the middle of a slot."""
     extra = ray_session.cluster.add_node(num_cpus=0, num_gpus=1,
