@@ -103,7 +103,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any
     worker CPU, so the second waits for the first)."""
     root = tmp_path_factory.mktemp("page")
     work = root / "svc"
-    files = _jobs(root, {"pa": 3000, "pb": 3000})
+    files = _jobs(root, {"pa": 1500, "pb": 1500})
     with faults.serving(work, "--slot-seconds", str(SLOT_S), "--worker-cpus", "1",
                         "--history", files[0]) as proc:
         yield work, proc, files
