@@ -183,17 +183,7 @@ def _exited(proc: Any) -> bool:
 
 def _wait_gone(proc: Any, timeout_s: float) -> bool:
     """Wait until ``proc`` has exited (a zombie its parent has not reaped yet counts)."""
-    import psutil
-
-    end = time.time() + timeout_s
-    while time.time() < end:
-        try:
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.Error:
-            return True
-        time.sleep(0.2)
-    return False
+    return not _wait_all_gone([proc], timeout_s)
 
 
 def _cmd_stop(args: argparse.Namespace) -> int:
