@@ -59,6 +59,40 @@ def test_compiled_recursion_is_solve_fast(inp: JobInputs, floor: float, flat: bo
 
 
 @st.composite
+def _step_inputs(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, int]:
+    """``h``, ``c`` and ``hi`` of one min-plus step, tie-heavy: small integer costs (exact
+    ties), some nudged by a relative ``1e-13``, ``1e-12`` or ``1e-11`` (ties within
+    ``ARG_RTOL`` and just past it), unreachable entries (``inf``)."""
+    k = draw(st.integers(0, 9))
+    size = draw(st.integers(1, 16))
+    nudge = st.sampled_from([1.0, 1.0, 1.0 + 1e-13, 1.0 + 1e-12, 1.0 - 1e-12, 1.0 + 1e-11])
+    h = np.array([draw(st.integers(0, 12)) * draw(nudge) for _ in range(size)], dtype=float)
+    h[0] = 0.0
+    h[np.array(draw(st.lists(st.booleans(), min_size=size, max_size=size)))] = np.inf
+    c = np.array([0.0] + [draw(st.integers(0, 6)) * draw(nudge) for _ in range(k)])
+    return h, c, draw(st.integers(0, size - 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=_step_inputs())
+def test_compiled_step_is_the_literal_minplus_step(
+        case: tuple[np.ndarray, np.ndarray, int]) -> None:
+    """The one-pass compiled step (running minimum and threshold per entry) gives the values
+    and the minimisers of :func:`psched.oasis.fast.minplus_step`: the largest ``n`` within
+    ``ARG_RTOL`` of the minimum, ``k`` where every sum is infinite."""
+    from psched.oasis.fast import minplus_step
+    from psched.policies.oasis_rp import dp
+
+    h, c, hi = case
+    want, want_arg = minplus_step(h, c, hi)
+    new, arg = np.full(hi + 1, -1.0), np.full(hi + 1, -1, dtype=np.int32)
+    scratch = [np.empty(hi + 1) for _ in range(3)]
+    dp._step(h, c, c.size - 1, hi, new, arg, *scratch)
+    assert np.array_equal(new, want)
+    assert np.array_equal(arg, want_arg)
+
+
+@st.composite
 def _ledgers(draw: st.DrawFn) -> tuple[list[PlanLedger], Job, dict[str, int]]:
     """The same random plans added to (and some taken out of) a fast and a reference ledger,
     and a job to search for with its start, work and deadline."""

@@ -41,32 +41,50 @@ def _beats(payoff: float, best: float) -> bool:  # pragma: no cover - compiled
     return payoff > best + TIE_RTOL * abs(best)
 
 
-@numba.njit("void(float64[::1], float64[::1], int64, int64, float64[::1], int32[::1])",
-            cache=True, nogil=True)
-def _step(h: np.ndarray, c: np.ndarray, k: int, hi: int, new: np.ndarray,
-          arg: np.ndarray) -> None:  # pragma: no cover - compiled
+@numba.njit("void(float64[::1], float64[::1], int64, int64, float64[::1], int32[::1],"
+            " float64[::1], float64[::1], float64[::1])", cache=True, nogil=True,
+            error_model="numpy")
+def _step(h: np.ndarray, c: np.ndarray, k: int, hi: int, new: np.ndarray, arg: np.ndarray,
+          low: np.ndarray, thr: np.ndarray, cand: np.ndarray
+          ) -> None:  # pragma: no cover - compiled
     """``new[D] = min_n h[D - n] + c[n]``, ``arg[D]`` the largest minimising ``n`` within
-    ARG_RTOL, for ``D = 0..hi`` (``h[x] = inf`` for ``x < 0``): ``minplus_step``."""
+    ARG_RTOL, for ``D = 0..hi`` (``h[x] = inf`` for ``x < 0``): ``minplus_step``.
+
+    One pass over ``n`` ascending, each an elementwise pass over ``D`` (which the compiler
+    vectorises; ``low``, ``thr`` and ``cand`` are scratch of length ``>= hi + 1``): per ``D``
+    the running minimum ``low``, its threshold ``thr = low + ARG_RTOL * low`` and ``cand``,
+    the last ``n`` whose sum is within the threshold of the minimum *so far*. That last ``n``
+    is the largest within the threshold of the final minimum: past the last ``n`` that sets
+    the minimum, the threshold is the final one, and every ``n`` up to it is compared with a
+    threshold at least as high as the final one (the literal loop takes the largest ``n``
+    with ``sum <= thr`` of the final minimum). The sums are the same additions, the minimum
+    the same exact comparisons, so ``new`` and ``arg`` are bit-identical to the two-pass loop
+    over ``n`` descending (``tests/test_rp_search.py``). O(hi k)."""
     inf = np.inf
-    buf = np.empty(k + 1)
+    r = ARG_RTOL
     for d in range(hi + 1):
-        top = min(k, d)  # n > d reads h[< 0] = inf: those sums are inf
-        low = inf
-        for n in range(top, -1, -1):
-            v = h[d - n] + c[n]
-            buf[n] = v
-            if v < low:
-                low = v
-        if low == inf:  # every sum inf: the largest n, as the literal loop picks
+        low[d] = inf
+        thr[d] = inf
+        cand[d] = 0.0
+    for n in range(k + 1):
+        cn = c[n]
+        nn = float(n)
+        off = np.uint64(n)  # unsigned indices: no negative-index wrap, so the loop vectorises
+        for d in range(off, np.uint64(hi + 1)):
+            v = h[d - off] + cn
+            x = low[d]
+            t = thr[d]
+            cand[d] = nn if (v <= t or v < x) else cand[d]
+            thr[d] = (v + r * v) if v < x else t
+            low[d] = min(v, x)
+    for d in range(hi + 1):
+        if low[d] == inf:  # every sum inf: the largest n, as the literal loop picks
             new[d] = inf
             arg[d] = k
-            continue
-        thr = low + ARG_RTOL * low
-        for n in range(top, -1, -1):
-            if buf[n] <= thr:
-                new[d] = buf[n]
-                arg[d] = n
-                break
+        else:
+            n = int(cand[d])
+            arg[d] = n
+            new[d] = h[d - n] + c[n]
 
 
 @numba.njit("Tuple((float64, int64[::1]))(float64[:, ::1], int64[::1], float64[::1],"
@@ -80,6 +98,9 @@ def _solve(c_all: np.ndarray, n_cap: np.ndarray, util: np.ndarray, util_after: n
     h = np.full(work + 1, np.inf)
     h[0] = 0.0
     new = np.empty(work + 1)
+    low = np.empty(work + 1)  # _step's scratch
+    thr = np.empty(work + 1)
+    cand = np.empty(work + 1)
     reach = 0
     # the minimisers of every computed step, and for every slot the step it uses (-1: none)
     steps = np.zeros((0, work + 1), dtype=np.int32)
@@ -114,7 +135,7 @@ def _solve(c_all: np.ndarray, n_cap: np.ndarray, util: np.ndarray, util_after: n
             grown = np.zeros((max(4, 2 * n_steps), work + 1), dtype=np.int32)
             grown[:n_steps] = steps[:n_steps]
             steps = grown
-        _step(h, c_all[i], k, hi, new, steps[n_steps])
+        _step(h, c_all[i], k, hi, new, steps[n_steps], low, thr, cand)
         changed = False
         for d in range(hi + 1):
             if new[d] != h[d]:
