@@ -40,15 +40,18 @@ def test_kept_marginal_units_are_marginal_units_bit_for_bit(
 
 @settings(SETTINGS, max_examples=60)
 @given(rows=st.integers(1, 3), servers=st.integers(1, 5), k_max=st.integers(1, 4),
-       limit=st.integers(0, 12), data=st.data())
+       limit=st.integers(0, 12), rising=st.booleans(), data=st.data())
 def test_compiled_selection_is_the_head_of_a_stable_sort(rows: int, servers: int, k_max: int,
-                                                         limit: int,
+                                                         limit: int, rising: bool,
                                                          data: st.DataObject) -> None:
-    """Few distinct prices (many ties) and caps that cut units off (``inf``)."""
+    """Few distinct prices (many ties) and caps that cut units off (``inf``); ``rising``:
+    every server's units non-decreasing in ``k``, as own-usage prices are (the merge)."""
     raw = np.array(data.draw(st.lists(st.sampled_from([0.5, 1.0, 2.0, 3.0]),
                                       min_size=rows * servers * k_max,
                                       max_size=rows * servers * k_max))).reshape(
         rows, servers, k_max)
+    if rising:
+        raw = np.sort(raw, axis=2)
     caps = np.array(data.draw(st.lists(st.integers(0, k_max + 1), min_size=rows * servers,
                                        max_size=rows * servers))).reshape(rows, servers)
     marg, order, costs = select_units_compiled(raw, caps, limit)

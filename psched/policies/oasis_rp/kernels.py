@@ -27,8 +27,9 @@ from psched.core.model import EPS
 numba = lazy_numba(__name__)
 
 __all__ = ["greedy_costs_compiled", "greedy_takes_compiled", "log_prices_compiled",
-           "placement_groups_compiled", "runs_compiled", "scatter_add_compiled",
-           "scatter_add_ready", "unit_caps_compiled", "window_tables_compiled"]
+           "own_groups_compiled", "placement_groups_compiled", "runs_compiled",
+           "scatter_add_compiled", "scatter_add_ready", "unit_caps_compiled",
+           "window_tables_compiled"]
 
 
 @numba.njit("float64[:, ::1](float64[:, ::1], int64[:, ::1], int64)", cache=True, nogil=True)
@@ -152,6 +153,25 @@ def _place_row(unit: np.ndarray, caps: np.ndarray, r: int, need: int,
 
 
 @numba.njit(cache=True, nogil=True)
+def _spread(u_off: np.ndarray, u_srv: np.ndarray, u_cnt: np.ndarray,
+            uid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """Every item's (server, count) pairs (placement ``uid[i]``'s), one item after the
+    other."""
+    total = 0
+    for i in range(uid.size):
+        total += u_off[uid[i] + 1] - u_off[uid[i]]
+    s_srv = np.empty(total, dtype=np.int64)  # slot by slot, each slot's pairs
+    s_cnt = np.empty(total, dtype=np.int64)
+    m = 0
+    for i in range(uid.size):
+        for q in range(u_off[uid[i]], u_off[uid[i] + 1]):
+            s_srv[m] = u_srv[q]
+            s_cnt[m] = u_cnt[q]
+            m += 1
+    return s_srv, s_cnt
+
+
+@numba.njit(cache=True, nogil=True)
 def _groups(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray, need: np.ndarray,
             servers: np.ndarray, key: np.ndarray
             ) -> tuple[np.ndarray | bool, ...]:  # pragma: no cover
@@ -178,19 +198,56 @@ def _groups(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray, need: np.ndarr
         n_uid += 1
         u_off[n_uid] = k
         uid[i] = n_uid - 1
-    total = 0
-    for i in range(n):
-        total += u_off[uid[i] + 1] - u_off[uid[i]]
-    s_srv = np.empty(total, dtype=np.int64)  # slot by slot, each slot's pairs
-    s_cnt = np.empty(total, dtype=np.int64)
-    m = 0
-    for i in range(n):
-        for q in range(u_off[uid[i]], u_off[uid[i] + 1]):
-            s_srv[m] = u_srv[q]
-            s_cnt[m] = u_cnt[q]
-            m += 1
+    s_srv, s_cnt = _spread(u_off, u_srv, u_cnt, uid)
     return (u_off[:n_uid + 1].copy(), u_srv[:k].copy(), u_cnt[:k].copy(), uid, s_srv, s_cnt,
             True)
+
+
+@numba.njit(cache=True, nogil=True)
+def _own_groups(order: np.ndarray, k_max: int, width: int, rows: np.ndarray,
+                need: np.ndarray, servers: np.ndarray, key: np.ndarray
+                ) -> tuple[np.ndarray, ...]:  # pragma: no cover
+    n = rows.size
+    uid = np.empty(n, dtype=np.int64)
+    u_off = np.zeros(n + 1, dtype=np.int64)
+    u_srv = np.empty(n * max(width, 1), dtype=np.int64)
+    u_cnt = np.empty(n * max(width, 1), dtype=np.int64)
+    take = np.zeros(width, dtype=np.int64)
+    n_uid = 0
+    k = 0
+    for i in range(n):
+        if i > 0 and key[i] == key[i - 1]:
+            uid[i] = n_uid - 1
+            continue
+        take[:] = 0
+        for q in range(need[i]):
+            take[order[rows[i], q] // k_max] += 1
+        for h in range(width):
+            if take[h] > 0:
+                u_srv[k] = servers[h]
+                u_cnt[k] = take[h]
+                k += 1
+        n_uid += 1
+        u_off[n_uid] = k
+        uid[i] = n_uid - 1
+    s_srv, s_cnt = _spread(u_off, u_srv, u_cnt, uid)
+    return u_off[:n_uid + 1].copy(), u_srv[:k].copy(), u_cnt[:k].copy(), uid, s_srv, s_cnt
+
+
+def own_groups_compiled(order: np.ndarray, k_max: int, width: int, rows: np.ndarray,
+                        need: np.ndarray, servers: np.ndarray, key: np.ndarray
+                        ) -> tuple[np.ndarray, ...]:
+    """The own-usage placements (``need[i]`` containers of row ``rows[i]``: the first
+    ``need[i]`` units of ``order[rows[i]]``, unit ``q`` on the server at position
+    ``q // k_max`` of the ``width`` servers) as container groups, with the contract of
+    :func:`placement_groups_compiled`: ``(off, srv, cnt, uid, s_srv, s_cnt)``, zero counts
+    dropped, servers ascending. O(M (need + H))."""
+    out = _own_groups(np.ascontiguousarray(order, dtype=np.int64), int(k_max), int(width),
+                      np.ascontiguousarray(rows, dtype=np.int64),
+                      np.ascontiguousarray(need, dtype=np.int64),
+                      np.ascontiguousarray(servers, dtype=np.int64),
+                      np.ascontiguousarray(key, dtype=np.int64))
+    return tuple(np.asarray(a) for a in out)
 
 
 def placement_groups_compiled(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray,

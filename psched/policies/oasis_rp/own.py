@@ -35,8 +35,9 @@ from psched.oasis.prices import log_utility
 from psched.oasis.schedule import placement_tables
 from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.dp import solve_compiled
-from psched.policies.oasis_rp.plans import Found, Schedule
-from psched.policies.oasis_rp.search import priced_pools, window_inputs, window_tables
+from psched.policies.oasis_rp.kernels import own_groups_compiled
+from psched.policies.oasis_rp.plans import Found
+from psched.policies.oasis_rp.search import assemble, priced_pools, window_inputs, window_tables
 from psched.policies.oasis_rp.units import (
     OwnUnits,
     marginal_units,
@@ -110,19 +111,15 @@ def search_own_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, dead
     best = solve_compiled(inp, costs, floor, row_of=tab.row_of)
     if best.counts is None:
         return Found(payoff=best.payoff, schedule={})
-    out = Schedule()
-    made: dict[tuple[int, int], Alloc] = {}  # one placement per (run, workers): the same rows
-    for i in np.nonzero(best.counts)[0]:
-        n, row = int(best.counts[i]), int(tab.row_of[i])
-        alloc = made.get((row, n))
-        if alloc is None:
-            w = _place(wu, row, n)
-            p = _place(pu, row, int(psn[n]))
-            alloc = made[(row, n)] = Alloc.of(
-                {int(w_pool.servers[h]): c for h, c in w.items()},
-                {int(p_pool.servers[h]): c for h, c in p.items()})
-        out[t0 + int(i)] = alloc
-    return Found(payoff=best.payoff, schedule=out)
+    # one placement per (run, workers), compiled: the units _place takes, servers ascending
+    slots = np.flatnonzero(best.counts)
+    rows = tab.row_of[slots]
+    ns = best.counts[slots]
+    key = rows * (int(ns.max()) + 1) + ns
+    w, p = (own_groups_compiled(units.order, units.marg.shape[2], units.marg.shape[1], rows,
+                                need, pool.servers, key)
+            for units, pool, need in ((wu, w_pool, ns), (pu, p_pool, psn[ns])))
+    return Found(payoff=best.payoff, schedule=assemble(slots + t0, w, p))
 
 
 def search_own_reference(ledger: PlanLedger, job: Job, *, start: int, work: int,

@@ -61,7 +61,7 @@ from psched.policies.oasis_rp.kernels import (
 )
 from psched.policies.oasis_rp.plans import Found, Schedule
 
-__all__ = ["RunTables", "feasible_work", "priced_pools", "priced_pools_reference",
+__all__ = ["RunTables", "assemble", "feasible_work", "priced_pools", "priced_pools_reference",
            "run_tables", "search", "search_reference", "search_runs", "window_inputs",
            "window_tables", "window_tables_reference"]
 
@@ -222,18 +222,26 @@ def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
     (:meth:`~psched.core.model.Cluster.indices`), so the pairs come out as ``Alloc.of`` sorts them;
     the schedule keeps the container groups for the ledger."""
     slots = np.flatnonzero(counts)
-    out = Schedule()
     if slots.size == 0:
-        return out
+        return Schedule()
     rows = tab.row_of[slots]
     ns = counts[slots]
     key = rows * (int(ns.max()) + 1) + ns  # both pools: one placement per stretch of it
-    (w_off, w_srv, w_cnt, w_uid, w_s_srv, w_s_cnt), (p_off, p_srv, p_cnt, p_uid, p_s_srv,
-                                                      p_s_cnt) = (
-        placement_groups_compiled(unit[p], tab.caps[p], rows, need, tab.pools[p].servers,
-                                  key)
-        for p, need in ((0, ns), (1, tab.ps_needed[ns])))
-    at = slots + tab.start
+    w, p = (placement_groups_compiled(unit[q], tab.caps[q], rows, need, tab.pools[q].servers,
+                                      key)
+            for q, need in ((0, ns), (1, tab.ps_needed[ns])))
+    return assemble(slots + tab.start, w, p)
+
+
+def assemble(at: np.ndarray, workers: tuple[np.ndarray, ...],
+             ps: tuple[np.ndarray, ...]) -> Schedule:
+    """The schedule of the slots ``at`` (ascending) from the container groups of both pools
+    (:func:`~psched.policies.oasis_rp.kernels.placement_groups_compiled`'s ``(off, srv, cnt,
+    uid, s_srv, s_cnt)``, one item per slot, keyed alike in both pools): one ``Alloc`` per
+    placement, the groups kept for the ledger. O(slots + pairs)."""
+    (w_off, w_srv, w_cnt, w_uid, w_s_srv, w_s_cnt) = workers
+    (p_off, p_srv, p_cnt, p_uid, p_s_srv, p_s_cnt) = ps
+    out = Schedule()
     w_pairs = list(zip(w_srv.tolist(), w_cnt.tolist(), strict=True))
     p_pairs = list(zip(p_srv.tolist(), p_cnt.tolist(), strict=True))
     wo, po = w_off.tolist(), p_off.tolist()

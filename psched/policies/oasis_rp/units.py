@@ -123,6 +123,61 @@ def price_slope(ledger: PlanLedger, pool: int) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
+def _first(marg: np.ndarray, head: np.ndarray, a: int, b: int) -> bool:  # pragma: no cover
+    """Server ``a``'s next unit comes before server ``b``'s: cheaper, or as cheap and a lower
+    server (a lower position ``h K + k``)."""
+    va = marg[a, head[a]]
+    vb = marg[b, head[b]]
+    return va < vb or (va == vb and a < b)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sift(marg: np.ndarray, head: np.ndarray, heap: np.ndarray, size: int,
+          at: int) -> None:  # pragma: no cover - compiled
+    """Restore the heap order of ``heap[:size]`` below position ``at``."""
+    while True:
+        low = at
+        child = 2 * at + 1
+        if child < size and _first(marg, head, heap[child], heap[low]):
+            low = child
+        child += 1
+        if child < size and _first(marg, head, heap[child], heap[low]):
+            low = child
+        if low == at:
+            return
+        heap[at], heap[low] = heap[low], heap[at]
+        at = low
+
+
+@numba.njit(cache=True, nogil=True)
+def _merge(marg: np.ndarray, take: int, order: np.ndarray,
+           costs: np.ndarray) -> None:  # pragma: no cover - compiled
+    """The ``take`` cheapest units of one run whose servers' units rise in ``k``, by merging
+    the servers' rows (a heap of their next units): the next unit is the cheapest next one,
+    the lowest server among equal ones. Each row is sorted by (value, position), so this is
+    the order of a stable sort of the flattened row (ties by position ``h K + k``); the costs
+    are the same left-to-right sums. O(H + take log H)."""
+    n_srv, k_max = marg.shape
+    head = np.zeros(n_srv, dtype=np.int64)
+    heap = np.arange(n_srv)
+    size = n_srv
+    for at in range(size // 2 - 1, -1, -1):
+        _sift(marg, head, heap, size, at)
+    acc = 0.0
+    for q in range(take):
+        h = heap[0]
+        v = marg[h, head[h]]
+        order[q] = h * k_max + head[h]
+        acc = v if q == 0 else acc + v
+        costs[q + 1] = acc
+        head[h] += 1
+        if head[h] == k_max:  # the server's row is spent
+            size -= 1
+            heap[0] = heap[size]
+        _sift(marg, head, heap, size, 0)
+
+
+@numba.njit(cache=True, nogil=True)
 def _select(raw: np.ndarray, caps: np.ndarray, limit: int
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
     n_runs, n_srv, k_max = raw.shape
@@ -135,14 +190,23 @@ def _select(raw: np.ndarray, caps: np.ndarray, limit: int
     pos = np.empty(take, dtype=np.int64)
     vals = np.empty(take)
     for u in range(n_runs):
+        rising = True
         for h in range(n_srv):
+            c = caps[u, h]
             for k in range(k_max):
-                v = raw[u, h, k] if k < caps[u, h] else np.inf
+                v = raw[u, h, k] if k < c else np.inf
                 marg[u, h, k] = v
-                flat[h * k_max + k] = v
+                if 0 < k < c and v < raw[u, h, k - 1]:
+                    rising = False
         costs[u, 0] = 0.0
         if take == 0:
             continue
+        if rising:
+            _merge(marg[u], take, order[u], costs[u])
+            continue
+        for h in range(n_srv):
+            for k in range(k_max):
+                flat[h * k_max + k] = marg[u, h, k]
         # the take-th smallest value: every entry below it, then the entries equal to it
         # by position, until take are chosen (kept in position order)
         cut = np.sort(flat)[take - 1]
