@@ -90,7 +90,8 @@ def search_own_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, dead
     (:func:`~psched.policies.oasis_rp.units.marginal_units_kept`), the compiled
     recursion (:func:`~psched.policies.oasis_rp.dp.solve_compiled`). Each number is computed by the
     same operations on the same rows as there, so the result is bit-identical
-    (``tests/test_rp_search.py``). O(U (H + K) R + U H K log(H K) + Tw N) plus the recursion."""
+    (``tests/test_rp_search.py``). O(U (H + K) R + U (H K + N log H) + Tw N) plus the
+    recursion."""
     last = min(job.last_slot, deadline)
     t0 = max(job.arrival, start)
     if work <= 0 or last < t0:

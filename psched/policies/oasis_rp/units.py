@@ -16,10 +16,13 @@ calls, not the numbers, are its cost. Here:
 3. **One compiled call** masks the units beyond capacity, selects each run's cheapest
    ``limit`` units (ties by position: the first ``limit`` of a stable sort, as
    :func:`cheapest_units`) and sums them in rank order (``cumsum``
-   is a left-to-right sum, as here). Comparisons and the same additions in the same order:
+   is a left-to-right sum, as here). A server's units rise in ``k`` (the price curve is
+   convex), so the selection is a merge of the servers' rows (a heap of their next units);
+   a run where some row does not rise is selected by the
+   threshold and a stable sort. Comparisons and the same additions in the same order:
    bit-identical (``tests/test_rp_units.py``).
 
-Complexity: O(U H K R) for the einsum plus O(U H K + U L log L) for the selection, with
+Complexity: O(U H K R) for the einsum plus O(U (H K + L log H)) for the selection, with
 O(1) numpy calls per pool.
 """
 
@@ -239,8 +242,9 @@ def select_units_compiled(raw: np.ndarray, caps: np.ndarray, limit: int
     """``(marg, order, costs)`` of :func:`psched.policies.oasis_rp.units.marginal_units` from its
     unmasked marginal prices ``raw`` (U, H, K) and the container caps (U, H): units at
     ``k >= caps`` priced ``inf``, each run's ``min(limit, H K)`` cheapest units cheapest
-    first (ties by position), the cost of the ``n`` cheapest (``inf`` beyond). O(U H K
-    log(H K))."""
+    first (ties by position), the cost of the ``n`` cheapest (``inf`` beyond). O(U (H K +
+    limit log H)) where every server's units rise in ``k`` (a merge), O(U H K log(H K))
+    for a run where they do not."""
     return _select(np.ascontiguousarray(raw, dtype=np.float64),
                    np.ascontiguousarray(caps, dtype=np.int64), int(limit))
 
