@@ -337,10 +337,29 @@ def ratio_summary(cells: dict[tuple[str, str, str], Cell], policy: str,
     if not ratios:
         return "", math.nan
     r = np.array(ratios)
-    med = float(np.median(r))
+    med = quantile(r, 50)
     part = "" if len(r) == len(keys) else f" [{len(r)}/{len(keys)}]"
-    return (f"{med:.2f} / {np.percentile(r, 90):.2f} / {_fmt(float(r.max()))}{part}",
+    return (f"{_times(med)} / {_times(quantile(r, 90))} / {_fmt(float(r.max()))}{part}",
             -med)
+
+
+def _times(x: float) -> str:
+    return f"{x:.2f}" if math.isfinite(x) else "∞"
+
+
+def quantile(values: np.ndarray, q: float) -> float:
+    """``np.percentile(values, q)`` (linear), also where some values are ``inf`` (a policy
+    that earned nothing): numpy interpolates ``inf - inf`` there and returns NaN; here a
+    quantile between a finite value and ``inf`` is ``inf``, one at a finite value is that
+    value. O(n log n)."""
+    if np.all(np.isfinite(values)):
+        return float(np.percentile(values, q))
+    s = np.sort(values)
+    at = q / 100.0 * (s.size - 1)
+    i = math.floor(at)
+    if at == i:
+        return float(s[i])
+    return float(s[i + 1]) if math.isinf(s[i + 1]) else float(np.percentile(values, q))
 
 
 def render(cells: dict[tuple[str, str, str], Cell], policies: Sequence[str],

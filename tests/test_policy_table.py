@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,6 +56,19 @@ def test_ratio_uses_only_proven_optima_and_is_infinite_when_the_policy_earns_not
     text, value = pt.ratio_summary(cells, "rrh", keys)
     assert text.endswith("/ ∞ [2/3]")  # b's OPT is not proven: left out, and said so
     assert value == -math.inf  # median of [2, inf]
+
+
+@pytest.mark.parametrize(("values", "median", "p90"), [
+    ([2.0, 3.0, math.inf], 3.0, math.inf),
+    ([2.0, math.inf], math.inf, math.inf),
+    ([1.0, 2.0, 3.0, 4.0, math.inf, math.inf], 3.5, math.inf),
+    ([1.0, 2.0, 4.0], 2.0, 3.6),
+])
+def test_a_ratio_quantile_is_infinite_only_where_an_infinite_ratio_reaches_it(
+        values: list[float], median: float, p90: float) -> None:
+    got = [pt.quantile(np.array(values), q) for q in (50, 90)]
+    assert got == pytest.approx([median, p90])
+    assert not any(math.isnan(x) for x in got)
 
 
 def test_the_best_value_of_each_column_is_bold_and_only_it() -> None:
