@@ -146,6 +146,7 @@ class OasisRpPolicy:
         self._rho = 0.0  # density_floor x the clearing density (0: no floor)
         self._floor_cluster: Cluster | None = None  # sizes are measured against it
         self._totals: tuple[np.ndarray, np.ndarray] | None = None
+        self._sizes: dict[str, float] = {}  # job_size per job id, on _floor_cluster
         self._repack_min = 0.0  # the density a re-pack's newcomer needs (repack_quantile)
         #: online estimates (``price_source="online"``), None otherwise
         self._bounds: OnlineBounds | None = None
@@ -157,6 +158,7 @@ class OasisRpPolicy:
     # -- set-up -------------------------------------------------------------------------------
     def start(self, ctx: RunContext) -> None:
         self._bounds = self._local = self._quantile = None
+        self._sizes = {}
         if self.price_source == "online":  # flat until the first arrival is observed
             self._start(ctx, fixed_params(1.0, 1.0, 1.0, 1.0))
             self._bounds = OnlineBounds(ctx.cluster, ctx.horizon)
@@ -282,7 +284,10 @@ class OasisRpPolicy:
         best = (completion_utility(job, found.completion) if found.schedule
                 else job.utility_at(job.fastest))
         assert self._floor_cluster is not None  # set with the floor, in start
-        return best < self._rho * job_size(job, self._floor_cluster, self._totals)
+        size = self._sizes.get(job.job_id)
+        if size is None:
+            size = self._sizes[job.job_id] = job_size(job, self._floor_cluster, self._totals)
+        return best < self._rho * size
 
     def admit_held(self, jobs: Sequence[Job], view: View) -> dict[str, Decision]:
         """Decide the held ``jobs`` at the boundary of slot ``view.t``: the queue
