@@ -337,7 +337,7 @@ def ratio_summary(cells: dict[tuple[str, str, str], Cell], policy: str,
     if not ratios:
         return "", math.nan
     r = np.array(ratios)
-    med = quantile(r, 50)
+    med = float(np.median(r))  # inf where an infinite ratio reaches it, never NaN
     part = "" if len(r) == len(keys) else f" [{len(r)}/{len(keys)}]"
     return (f"{_times(med)} / {_times(quantile(r, 90))} / {_fmt(float(r.max()))}{part}",
             -med)
@@ -349,7 +349,8 @@ def _times(x: float) -> str:
 
 def quantile(values: np.ndarray, q: float) -> float:
     """``np.percentile(values, q)`` (linear), also where some values are ``inf`` (a policy
-    that earned nothing): numpy interpolates ``inf - inf`` there and returns NaN; here a
+    that earned nothing): numpy interpolates ``inf - inf`` there and returns NaN
+    (``np.median`` does not: it averages the two middle values); here a
     quantile between a finite value and ``inf`` is ``inf``, one at a finite value is that
     value. O(n log n)."""
     if np.all(np.isfinite(values)):
