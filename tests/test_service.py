@@ -232,15 +232,17 @@ def test_a_node_that_joins_mid_run_becomes_a_server_and_takes_new_jobs(ray_sessi
         first = min(svc.schedules["late"])
         assert svc.schedules["late"][first].workers == ((3, 1),)  # at once, on the new node
         assert first < svc.planned_end["big"]  # it does not wait for the busy servers
-        seen = set()
+        first_seen: set[str] = set()  # the nodes of late's first slot with workers
         for _ in range(30):
             svc.run_for(1)
             rt = svc.executor.runtimes.get("late")
-            if rt is not None and rt.workers:
-                seen |= {n for n, _ in ray.get([w.where.remote() for w in rt.workers])}
+            if not first_seen and rt is not None and rt.workers:
+                first_seen = {n for n, _ in ray.get([w.where.remote() for w in rt.workers])}
             if svc.loop.state.records["late"].completion is not None:
                 break  # what the new node was for; big goes on on the old ones
-        assert seen == {extra.node_id}
+        # it starts on the new node; a job that falls behind (a loaded machine) may later be
+        # re-planned onto servers that big's plan frees, so only its first slot is asserted
+        assert first_seen == {extra.node_id}
         assert svc.loop.state.records["late"].completion is not None
         assert any(kind == "cluster_grown" for _, _, kind, _ in svc.journal.events())
     finally:
