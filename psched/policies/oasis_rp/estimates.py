@@ -30,8 +30,8 @@ count reaches a power of two or a multiple of 256 (their values move slowly; eac
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections import deque
 
 import numpy as np
 
@@ -146,15 +146,18 @@ class OnlineBounds:
 
 
 class LocalFloor:
-    """The clearing density of the recent arrivals (module docstring): O(1) per arrival,
-    O(k log k) per slot for the k jobs that arrived within the span."""
+    """The clearing density of the recent arrivals (module docstring): O(log n) per arrival,
+    O(k log k) per slot for the k jobs that arrived within the span. Every arrival is kept
+    (three numbers): the span is the median window so far and may grow, taking older
+    arrivals back into the recent demand."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self.totals = pool_totals(cluster)
         self.span = 1  #: slots of recent arrivals that compete (the median window)
         self._windows: list[int] = []
-        self._recent: deque[tuple[int, float, float]] = deque()  # (arrival, density, size)
+        self._arrivals: list[int] = []  # sorted
+        self._rows: list[tuple[float, float]] = []  # (density, size), as _arrivals
         self._at: int | None = None
         self._rho = 0.0
 
@@ -163,9 +166,12 @@ class LocalFloor:
         self._windows.append(job.window)
         if refresh_due(len(self._windows)):
             self.span = max(1, int(np.median(self._windows)))
+            self._at = None
         size = job_size(job, self.cluster, self.totals)
         if 0.0 < size < math.inf:
-            self._recent.append((job.spec.arrival, job.utility_at(job.fastest) / size, size))
+            at = bisect.bisect_right(self._arrivals, job.spec.arrival)
+            self._arrivals.insert(at, job.spec.arrival)
+            self._rows.insert(at, (job.utility_at(job.fastest) / size, size))
             self._at = None
 
     def rho(self, t: int) -> float:
@@ -173,11 +179,11 @@ class LocalFloor:
         ``span`` slots of the cluster (0 if they fit)."""
         if self._at == t:
             return self._rho
-        while self._recent and self._recent[0][0] <= t - self.span:
-            self._recent.popleft()
+        lo = bisect.bisect_right(self._arrivals, t - self.span)
+        hi = bisect.bisect_right(self._arrivals, t)
         self._at, self._rho = t, 0.0
-        if self._recent:
-            rows = np.array([(d, s) for _, d, s in self._recent])
+        if hi > lo:
+            rows = np.array(self._rows[lo:hi])
             order = np.argsort(-rows[:, 0], kind="stable")
             hit = np.nonzero(np.cumsum(rows[order, 1]) >= self.span)[0]
             if hit.size:
