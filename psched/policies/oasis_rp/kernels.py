@@ -153,30 +153,13 @@ def _place_row(unit: np.ndarray, caps: np.ndarray, r: int, need: int,
 
 
 @numba.njit(cache=True, nogil=True)
-def _spread(u_off: np.ndarray, u_srv: np.ndarray, u_cnt: np.ndarray,
-            uid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
-    """Every item's (server, count) pairs (placement ``uid[i]``'s), one item after the
-    other."""
-    total = 0
-    for i in range(uid.size):
-        total += u_off[uid[i] + 1] - u_off[uid[i]]
-    s_srv = np.empty(total, dtype=np.int64)  # slot by slot, each slot's pairs
-    s_cnt = np.empty(total, dtype=np.int64)
-    m = 0
-    for i in range(uid.size):
-        for q in range(u_off[uid[i]], u_off[uid[i] + 1]):
-            s_srv[m] = u_srv[q]
-            s_cnt[m] = u_cnt[q]
-            m += 1
-    return s_srv, s_cnt
-
-
-@numba.njit(cache=True, nogil=True)
-def _groups(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray, need: np.ndarray,
-            servers: np.ndarray, key: np.ndarray
+def _groups(unit: np.ndarray, caps: np.ndarray, order: np.ndarray, k_max: int, own: bool,
+            rows: np.ndarray, need: np.ndarray, servers: np.ndarray, key: np.ndarray
             ) -> tuple[np.ndarray | bool, ...]:  # pragma: no cover
+    """:func:`placement_groups_compiled` (``own`` False: the greedy of ``unit`` and
+    ``caps``) and :func:`own_groups_compiled` (``own``: the first units of ``order``)."""
     n = rows.size
-    width = unit.shape[1]
+    width = servers.size
     uid = np.empty(n, dtype=np.int64)  # each item's placement: a new one where key changes
     u_off = np.zeros(n + 1, dtype=np.int64)
     u_srv = np.empty(n * max(width, 1), dtype=np.int64)
@@ -188,7 +171,11 @@ def _groups(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray, need: np.ndarr
         if i > 0 and key[i] == key[i - 1]:  # the same (row, need): the same placement
             uid[i] = n_uid - 1
             continue
-        if not _place_row(unit, caps, rows[i], need[i], take):
+        if own:
+            take[:] = 0
+            for q in range(need[i]):
+                take[order[rows[i], q] // k_max] += 1
+        elif not _place_row(unit, caps, rows[i], need[i], take):
             return u_off[:1], u_srv[:0], u_cnt[:0], uid[:0], u_srv[:0], u_cnt[:0], False
         for h in range(width):
             if take[h] > 0:
@@ -198,52 +185,34 @@ def _groups(unit: np.ndarray, caps: np.ndarray, rows: np.ndarray, need: np.ndarr
         n_uid += 1
         u_off[n_uid] = k
         uid[i] = n_uid - 1
-    s_srv, s_cnt = _spread(u_off, u_srv, u_cnt, uid)
+    total = 0
+    for i in range(n):
+        total += u_off[uid[i] + 1] - u_off[uid[i]]
+    s_srv = np.empty(total, dtype=np.int64)  # slot by slot, each slot's pairs
+    s_cnt = np.empty(total, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        for q in range(u_off[uid[i]], u_off[uid[i] + 1]):
+            s_srv[m] = u_srv[q]
+            s_cnt[m] = u_cnt[q]
+            m += 1
     return (u_off[:n_uid + 1].copy(), u_srv[:k].copy(), u_cnt[:k].copy(), uid, s_srv, s_cnt,
             True)
 
 
-@numba.njit(cache=True, nogil=True)
-def _own_groups(order: np.ndarray, k_max: int, width: int, rows: np.ndarray,
-                need: np.ndarray, servers: np.ndarray, key: np.ndarray
-                ) -> tuple[np.ndarray, ...]:  # pragma: no cover
-    n = rows.size
-    uid = np.empty(n, dtype=np.int64)
-    u_off = np.zeros(n + 1, dtype=np.int64)
-    u_srv = np.empty(n * max(width, 1), dtype=np.int64)
-    u_cnt = np.empty(n * max(width, 1), dtype=np.int64)
-    take = np.zeros(width, dtype=np.int64)
-    n_uid = 0
-    k = 0
-    for i in range(n):
-        if i > 0 and key[i] == key[i - 1]:
-            uid[i] = n_uid - 1
-            continue
-        take[:] = 0
-        for q in range(need[i]):
-            take[order[rows[i], q] // k_max] += 1
-        for h in range(width):
-            if take[h] > 0:
-                u_srv[k] = servers[h]
-                u_cnt[k] = take[h]
-                k += 1
-        n_uid += 1
-        u_off[n_uid] = k
-        uid[i] = n_uid - 1
-    s_srv, s_cnt = _spread(u_off, u_srv, u_cnt, uid)
-    return u_off[:n_uid + 1].copy(), u_srv[:k].copy(), u_cnt[:k].copy(), uid, s_srv, s_cnt
+_NO_UNITS = np.zeros((0, 0))  # the placement a mode of _groups does not read
+_NO_CAPS = np.zeros((0, 0), dtype=np.int64)
 
 
-def own_groups_compiled(order: np.ndarray, k_max: int, width: int, rows: np.ndarray,
-                        need: np.ndarray, servers: np.ndarray, key: np.ndarray
-                        ) -> tuple[np.ndarray, ...]:
+def own_groups_compiled(order: np.ndarray, k_max: int, rows: np.ndarray, need: np.ndarray,
+                        servers: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, ...]:
     """The own-usage placements (``need[i]`` containers of row ``rows[i]``: the first
     ``need[i]`` units of ``order[rows[i]]``, unit ``q`` on the server at position
-    ``q // k_max`` of the ``width`` servers) as container groups, with the contract of
+    ``q // k_max`` of ``servers``) as container groups, with the contract of
     :func:`placement_groups_compiled`: ``(off, srv, cnt, uid, s_srv, s_cnt)``, zero counts
     dropped, servers ascending. O(M (need + H))."""
-    out = _own_groups(np.ascontiguousarray(order, dtype=np.int64), int(k_max), int(width),
-                      np.ascontiguousarray(rows, dtype=np.int64),
+    *out, _ = _groups(_NO_UNITS, _NO_CAPS, np.ascontiguousarray(order, dtype=np.int64),
+                      int(k_max), True, np.ascontiguousarray(rows, dtype=np.int64),
                       np.ascontiguousarray(need, dtype=np.int64),
                       np.ascontiguousarray(servers, dtype=np.int64),
                       np.ascontiguousarray(key, dtype=np.int64))
@@ -262,7 +231,7 @@ def placement_groups_compiled(unit: np.ndarray, caps: np.ndarray, rows: np.ndarr
     the other in ``s_srv, s_cnt``. Integer counts: the same placements exactly. Raises
     ``ValueError`` if some ``need`` does not fit. O(M H log H)."""
     *out, ok = _groups(np.ascontiguousarray(unit, dtype=np.float64),
-                       np.ascontiguousarray(caps, dtype=np.int64),
+                       np.ascontiguousarray(caps, dtype=np.int64), _NO_CAPS, 1, False,
                        np.ascontiguousarray(rows, dtype=np.int64),
                        np.ascontiguousarray(need, dtype=np.int64),
                        np.ascontiguousarray(servers, dtype=np.int64),

@@ -37,7 +37,13 @@ from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.dp import solve_compiled
 from psched.policies.oasis_rp.kernels import own_groups_compiled
 from psched.policies.oasis_rp.plans import Found
-from psched.policies.oasis_rp.search import assemble, priced_pools, window_inputs, window_tables
+from psched.policies.oasis_rp.search import (
+    assemble,
+    placed_slots,
+    priced_pools,
+    window_inputs,
+    window_tables,
+)
 from psched.policies.oasis_rp.units import (
     OwnUnits,
     marginal_units,
@@ -113,12 +119,8 @@ def search_own_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, dead
     if best.counts is None:
         return Found(payoff=best.payoff, schedule={})
     # one placement per (run, workers), compiled: the units _place takes, servers ascending
-    slots = np.flatnonzero(best.counts)
-    rows = tab.row_of[slots]
-    ns = best.counts[slots]
-    key = rows * (int(ns.max()) + 1) + ns
-    w, p = (own_groups_compiled(units.order, units.marg.shape[2], units.marg.shape[1], rows,
-                                need, pool.servers, key)
+    slots, rows, ns, key = placed_slots(best.counts, tab.row_of)
+    w, p = (own_groups_compiled(units.order, units.marg.shape[2], rows, need, pool.servers, key)
             for units, pool, need in ((wu, w_pool, ns), (pu, p_pool, psn[ns])))
     return Found(payoff=best.payoff, schedule=assemble(slots + t0, w, p))
 

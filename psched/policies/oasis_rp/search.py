@@ -61,9 +61,9 @@ from psched.policies.oasis_rp.kernels import (
 )
 from psched.policies.oasis_rp.plans import Found, Schedule
 
-__all__ = ["RunTables", "assemble", "feasible_work", "priced_pools", "priced_pools_reference",
-           "run_tables", "search", "search_reference", "search_runs", "window_inputs",
-           "window_tables", "window_tables_reference"]
+__all__ = ["RunTables", "assemble", "feasible_work", "placed_slots", "priced_pools",
+           "priced_pools_reference", "run_tables", "search", "search_reference", "search_runs",
+           "window_inputs", "window_tables", "window_tables_reference"]
 
 
 _EMPTY = np.zeros(0)  # a run table's pools before pricing: no prices, no residual
@@ -221,16 +221,24 @@ def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
     (run, workers) pair. Pool servers are in ascending index order
     (:meth:`~psched.core.model.Cluster.indices`), so the pairs come out as ``Alloc.of`` sorts them;
     the schedule keeps the container groups for the ledger."""
-    slots = np.flatnonzero(counts)
+    slots, rows, ns, key = placed_slots(counts, tab.row_of)
     if slots.size == 0:
         return Schedule()
-    rows = tab.row_of[slots]
-    ns = counts[slots]
-    key = rows * (int(ns.max()) + 1) + ns  # both pools: one placement per stretch of it
     w, p = (placement_groups_compiled(unit[q], tab.caps[q], rows, need, tab.pools[q].servers,
                                       key)
             for q, need in ((0, ns), (1, tab.ps_needed[ns])))
     return assemble(slots + tab.start, w, p)
+
+
+def placed_slots(counts: np.ndarray, row_of: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The window slots with workers in ``counts``, their runs, their worker counts and the
+    key both pools place by (one placement per stretch of equal ``(run, workers)``).
+    O(Tw)."""
+    slots = np.flatnonzero(counts)
+    rows = row_of[slots]
+    ns = counts[slots]
+    return slots, rows, ns, rows * (int(ns.max(initial=0)) + 1) + ns
 
 
 def assemble(at: np.ndarray, workers: tuple[np.ndarray, ...],
