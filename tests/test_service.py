@@ -105,15 +105,22 @@ def _losses(db: Path, job_id: str) -> list[float]:
 def test_cli_jobs_are_decided_train_resize_and_complete(ray_session, tmp_path, tau, capsys):
     """serve / submit / status / logs / cancel on the session Ray, three jobs, OASiS."""
     work = tmp_path / "svc"
+    # Slack for busy cores: real training here runs 2-5x slower than the module's probe when
+    # several workers share the two cores, and a job behind a tight plan is re-planned or
+    # dropped. A given-tau job declares 3x the probe's tau and a third of the mini-batches:
+    # the same work in slots as planned, a third of the real training.
+    slack = 3
     files = []
     for i, (n, m, value, given) in enumerate([(2, 700, 10, True), (2, 500, 6, True),
                                               (1, 150, 4, False)]):
         f = tmp_path / f"job{i}.toml"
-        f.write_text(JOB_TOML.format(id=f"job{i}", n=n, m=m, value=value,
-                                     tau=f"tau_s = {tau!r}" if given else ""))
+        tau_line = f"tau_s = {slack * tau!r}" if given else ""
+        f.write_text(JOB_TOML.format(id=f"job{i}", n=n, m=m // slack if given else m,
+                                     value=value, tau=tau_line))
         files.append(str(f))
     hist = tmp_path / "hist.toml"
-    hist.write_text(JOB_TOML.format(id="h", n=2, m=600, value=10, tau=f"tau_s = {tau!r}"))
+    hist.write_text(JOB_TOML.format(id="h", n=2, m=600 // slack, value=10,
+                                    tau=f"tau_s = {slack * tau!r}"))
     addr = ray_session.cluster.address
     assert main(["serve", "--address", addr, "--dir", str(work), "--slot-seconds", str(SLOT_S),
                  "--history", str(hist), "--worker-cpus", "2"]) == 0
@@ -140,7 +147,7 @@ def test_cli_jobs_are_decided_train_resize_and_complete(ray_session, tmp_path, t
     with sqlite3.connect(db) as con:
         plans = [json.loads(p) for (p,) in con.execute("SELECT plan FROM slots ORDER BY t")]
     for j in admitted:
-        assert j["state"] == "done" and j["done"] >= j["work"] - 1e-6
+        assert j["state"] == "done" and j["done"] >= j["work"] - 1e-6, (j, states)
         losses = _losses(db, j["job_id"])
         assert len(losses) >= 2 and losses[-1] < losses[0], (j["job_id"], losses)
     # executed worker counts per job: a job whose count changed was resized at a boundary
