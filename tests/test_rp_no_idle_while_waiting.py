@@ -19,9 +19,14 @@ excused by one of the rules, each verified here where the rows and the records a
     the subject of ``test_oasis_rp_levers.test_own_usage_search_finds_the_brute_force_optimum``).
 ``limit``
     the queue was not searched for it: :data:`~psched.policies.oasis_rp.queue.QUEUE_LIMIT`
-    held jobs, or :data:`~psched.policies.oasis_rp.queue.HELD_LIMIT` without a reservation,
-    had been searched before it at that boundary; verified by counting them (a reservation
-    not searched that keeps its plan, starting later, counts here too).
+    held jobs had been searched before it at that boundary; verified by counting them (a
+    reservation not searched that keeps its plan, starting later, counts here too).
+``busy``
+    past :data:`~psched.policies.oasis_rp.queue.HELD_LIMIT` held jobs without a reservation
+    searched before it at that boundary (verified by counting them), and one of its workers
+    with its PS did not fit the room the book left in ``t`` at its turn: the room seen in
+    the rows was freed after the queue, by the boundary's revisions (pull-forward, re-plans).
+    A held job that fits the book's room is searched past that limit.
 ``later``
     a reservation whose best schedule starts after ``t``: the idle room of ``t`` could not
     have made it complete with more utility than it did (with as many workers as fit in
@@ -70,7 +75,7 @@ from psched.traces.synth import fig5_instance, oasis_paper_cluster, oasis_paper_
 SEEDS = [0, 7]
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-RULES = ("ps", "floor", "none", "limit", "later", "priced", "planned")
+RULES = ("ps", "floor", "none", "limit", "busy", "later", "priced", "planned")
 
 _COUNTS: Counter[str] = Counter()
 #: the ``priced`` cases seen: (instance, slot, job, utility at the earliest completion from
@@ -173,8 +178,10 @@ def unexcused_idle(result: RunResult, cluster: Cluster,
                 continue
             if rule == "kept":  # not searched (the limits), its reservation kept for later
                 rule = "limit"
-            if rule == "limit" and not _limit_reached(t, job_id, outcomes, records):
-                bad.append(f"{where}: not searched, though the queue's limits were not reached")
+            if rule in ("limit", "busy") and not _limit_reached(t, job_id, outcomes, records,
+                                                               held_limit=rule == "busy"):
+                bad.append(f"{where}: not searched ({rule}), though the queue's limit was not "
+                           "reached")
                 continue
             if rule == "reserved":
                 now = min(job.max_workers, job.work,
@@ -211,10 +218,10 @@ def _is_batch_arrival(t: int, job: Job) -> bool:
 
 
 def _limit_reached(t: int, job_id: str, outcomes: dict[tuple[int, str], list[str]],
-                   records: dict) -> bool:
+                   records: dict, *, held_limit: bool = False) -> bool:
     """Before ``job_id`` at the boundary of ``t``, the queue had searched
-    :data:`QUEUE_LIMIT` held jobs, or (``job_id`` without a reservation: it was not kept as
-    one at ``t - 1``) :data:`HELD_LIMIT` held jobs without one."""
+    :data:`QUEUE_LIMIT` held jobs, or with ``held_limit`` :data:`HELD_LIMIT` held jobs
+    without a reservation (not kept as one at ``t - 1``)."""
     order = [(j, what) for (s, j), whats in outcomes.items() if s == t
              for what in whats[-1:]]
     order.sort(key=lambda x: _position[(t, x[0])])
@@ -225,8 +232,8 @@ def _limit_reached(t: int, job_id: str, outcomes: dict[tuple[int, str], list[str
     searched = held = 0
     for j, what in order:
         if j == job_id:
-            return searched >= QUEUE_LIMIT or (not reserved(j) and held >= HELD_LIMIT)
-        if _is_batch_arrival(t, records[j].job) or what in ("limit", "kept"):
+            return held >= HELD_LIMIT if held_limit else searched >= QUEUE_LIMIT
+        if _is_batch_arrival(t, records[j].job) or what in ("limit", "kept", "busy"):
             continue
         searched += 1
         held += not reserved(j)
