@@ -149,7 +149,7 @@ def test_the_floor_rejects_exactly_the_arrivals_below_it(n: int, seed: int) -> N
             # held below the floor (or, searched again, with no schedule at all, or not
             # searched: the queue's limits), never reserved; decided on arrival in its last
             # slot: rejected for the floor
-            assert seen.get(job_id, set()) <= {"floor", "none", "limit", "busy"}
+            assert seen.get(job_id, set()) <= {"floor", "none", "limit", "busy", "tried"}
             assert job_id in seen or rec.reason == REJECT_DENSITY
     assert res.report["levers"]["density_floor"] == theta
 

@@ -26,7 +26,12 @@ excused by one of the rules, each verified here where the rows and the records a
     searched before it at that boundary (verified by counting them), and one of its workers
     with its PS did not fit the room the book left in ``t`` at its turn: the room seen in
     the rows was freed after the queue, by the boundary's revisions (pull-forward, re-plans).
-    A held job that fits the book's room is searched past that limit.
+``tried``
+    past :data:`~psched.policies.oasis_rp.queue.HELD_LIMIT` held jobs without a reservation
+    (verified by counting them), and a denser held job searched past that limit at the same
+    boundary was not admitted into the room (verified: a search outcome other than
+    ``admitted`` past the limit before it). Otherwise a held job that fits the book's room
+    is searched past that limit.
 ``later``
     a reservation whose best schedule starts after ``t``: the idle room of ``t`` could not
     have made it complete with more utility than it did (with as many workers as fit in
@@ -75,7 +80,7 @@ from psched.traces.synth import fig5_instance, oasis_paper_cluster, oasis_paper_
 SEEDS = [0, 7]
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-RULES = ("ps", "floor", "none", "limit", "busy", "later", "priced", "planned")
+RULES = ("ps", "floor", "none", "limit", "busy", "tried", "later", "priced", "planned")
 
 _COUNTS: Counter[str] = Counter()
 #: the ``priced`` cases seen: (instance, slot, job, utility at the earliest completion from
@@ -178,8 +183,9 @@ def unexcused_idle(result: RunResult, cluster: Cluster,
                 continue
             if rule == "kept":  # not searched (the limits), its reservation kept for later
                 rule = "limit"
-            if rule in ("limit", "busy") and not _limit_reached(t, job_id, outcomes, records,
-                                                               held_limit=rule == "busy"):
+            if rule in ("limit", "busy", "tried") and not _limit_reached(
+                    t, job_id, outcomes, records, held_limit=rule != "limit",
+                    tried=rule == "tried"):
                 bad.append(f"{where}: not searched ({rule}), though the queue's limit was not "
                            "reached")
                 continue
@@ -218,10 +224,11 @@ def _is_batch_arrival(t: int, job: Job) -> bool:
 
 
 def _limit_reached(t: int, job_id: str, outcomes: dict[tuple[int, str], list[str]],
-                   records: dict, *, held_limit: bool = False) -> bool:
+                   records: dict, *, held_limit: bool = False, tried: bool = False) -> bool:
     """Before ``job_id`` at the boundary of ``t``, the queue had searched
     :data:`QUEUE_LIMIT` held jobs, or with ``held_limit`` :data:`HELD_LIMIT` held jobs
-    without a reservation (not kept as one at ``t - 1``)."""
+    without a reservation (not kept as one at ``t - 1``); with ``tried`` also one more such
+    job past that limit, which was not admitted."""
     order = [(j, what) for (s, j), whats in outcomes.items() if s == t
              for what in whats[-1:]]
     order.sort(key=lambda x: _position[(t, x[0])])
@@ -230,13 +237,18 @@ def _limit_reached(t: int, job_id: str, outcomes: dict[tuple[int, str], list[str
         return (outcomes.get((t - 1, j)) or [""])[-1] in ("reserved", "kept")
 
     searched = held = 0
+    failed = False  # a held job without a reservation, past HELD_LIMIT, not admitted
     for j, what in order:
         if j == job_id:
-            return held >= HELD_LIMIT if held_limit else searched >= QUEUE_LIMIT
-        if _is_batch_arrival(t, records[j].job) or what in ("limit", "kept", "busy"):
+            if not held_limit:
+                return searched >= QUEUE_LIMIT
+            return held >= HELD_LIMIT and (failed or not tried)
+        if _is_batch_arrival(t, records[j].job) or what in ("limit", "kept", "busy", "tried"):
             continue
         searched += 1
-        held += not reserved(j)
+        if not reserved(j):
+            failed = failed or (held >= HELD_LIMIT and what != "admitted")
+            held += 1
     return False
 
 

@@ -30,13 +30,13 @@ are never touched: admitted plans stay in the book throughout.
 
 At most :data:`QUEUE_LIMIT` held jobs (besides the slot's arrivals) are searched per
 boundary, the densest. Of the held jobs without a reservation (they found no schedule of
-positive payoff at their last search) :data:`HELD_LIMIT` are searched, and past that only
-those one of whose workers, with the PS it needs, fits the room the book leaves in slot
-``t`` at their turn (:func:`fits_now`): in a burst most held jobs wait while the slot is
-full, and when room frees the densest of them that can use it are searched again at once,
-not four per slot (``psched trace synth --scenario philly --jobs 2000``, seed 0: the
-cluster's PS pool, its bottleneck, stood 27-60% idle in slots 60-140 with hundreds of jobs
-held that could still earn; BENCHMARKS section 11). The others wait for a later boundary (a
+positive payoff at their last search) :data:`HELD_LIMIT` are searched, and past that,
+densest first, those one of whose workers, with the PS it needs, fits the room the book
+leaves in slot ``t`` at their turn (:func:`fits_now`), until one of them is not admitted
+into that room (its best schedule starts later, or there is none): in a burst most held
+jobs wait while the slot is full, and when room frees the densest of them that can use it
+are searched again at once, not four per slot, while a room no held job can take costs one
+search more than before. The others wait for a later boundary (a
 reservation not searched keeps its plan if it still fits, and its job is admitted with it
 when it starts). Each search is one exact search over the job's window: the limits bound a
 boundary's work (decision time, BENCHMARKS section 11).
@@ -67,8 +67,9 @@ HELD_LIMIT = 4
 #: as a reservation (its best schedule starts later), no schedule of positive payoff, below
 #: the density floor, not searched (:data:`QUEUE_LIMIT` reached: ``limit``, or a reservation
 #: that keeps its plan: ``kept``), or not searched past :data:`HELD_LIMIT` because one of its
-#: workers with its PS does not fit the room the book leaves in the slot (``busy``)
-OUTCOMES = ("admitted", "reserved", "none", "floor", "limit", "kept", "busy")
+#: workers with its PS does not fit the room the book leaves in the slot (``busy``) or a
+#: denser job searched past it at this boundary was not admitted into that room (``tried``)
+OUTCOMES = ("admitted", "reserved", "none", "floor", "limit", "kept", "busy", "tried")
 
 
 def now_density(st: RunState, job: Job, t: int) -> float:
@@ -142,6 +143,7 @@ def queue_boundary(st: RunState, jobs: Sequence[Job], t: int, *,
     out: dict[str, Decision] = {}
     searched = held = 0
     full: set[tuple[object, ...]] = set()  # container shapes that no longer fit slot t
+    room = True
     for job in order:
         if job.job_id in arrivals:
             got = arrive(job)
@@ -153,14 +155,14 @@ def queue_boundary(st: RunState, jobs: Sequence[Job], t: int, *,
                       if job.job_id in st.soft else "none")
             continue
         over = searched >= QUEUE_LIMIT
-        busy = (not over and job.job_id not in reserved and held >= HELD_LIMIT
-                and not fits_now(st, job, t, full))
+        extra = not over and job.job_id not in reserved and held >= HELD_LIMIT
+        busy = extra and (not room or not fits_now(st, job, t, full))
         if over or busy:
             kept = _keep(st, previous.get(job.job_id), t, rtol)
             if kept is not None:
                 out[job.job_id] = kept
             if probe is not None:
-                probe(job.job_id, "busy" if busy else "limit"
+                probe(job.job_id, ("tried" if not room else "busy") if busy else "limit"
                       if job.job_id not in st.soft and kept is None else "kept")
             continue
         if job.job_id not in reserved:
@@ -168,6 +170,8 @@ def queue_boundary(st: RunState, jobs: Sequence[Job], t: int, *,
         searched += 1
         st.stats["queue_searches"] += 1
         found = st.search_new(job, t)
+        if extra and (not found.schedule or below_floor(job, found) or min(found.schedule) > t):
+            room = False  # the room of t did not admit this one: the rest wait, as before
         if not found.schedule or below_floor(job, found):
             if probe is not None:
                 probe(job.job_id, "none" if not found.schedule else "floor")
