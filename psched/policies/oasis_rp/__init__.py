@@ -20,9 +20,10 @@ The mechanisms, one module each:
 * :mod:`~psched.policies.oasis_rp.promises` -- the promise: the latest slot within
   ``promise_rtol`` of the planned completion's utility.
 * :mod:`~psched.policies.oasis_rp.repack` -- the re-pack (``repack_gap``) and the pull-forward.
-* :mod:`~psched.policies.oasis_rp.reservations`, :mod:`~psched.policies.oasis_rp.bump` -- an
-  arrival whose plan starts later is held with a reservation, admitted when it starts; a
-  denser arrival may move it.
+* :mod:`~psched.policies.oasis_rp.queue`, :mod:`~psched.policies.oasis_rp.reservations` --
+  a job not admitted on arrival is held and searched again at each boundary, densest first,
+  while its window is open; one whose best plan starts later holds it as a reservation,
+  admitted when it starts, and a denser job may take its room.
 * :mod:`~psched.policies.oasis_rp.ahead` -- idle capacity handed to admitted jobs at each
   boundary.
 * :mod:`~psched.policies.oasis_rp.steady` -- the boundary re-plan when reality departs from
@@ -30,8 +31,8 @@ The mechanisms, one module each:
 * :mod:`~psched.policies.oasis_rp.effort` -- the slot bank that bounds the re-packs and bumps
   at trace scale (``effort_slots``).
 * :mod:`~psched.policies.oasis_rp.restore` -- a live service's journal state and restart.
-* ``defer`` -- a job that finds no schedule is held and searched again at later boundaries
-  when plans moved (:meth:`OasisRpPolicy.admit_held`).
+* :mod:`~psched.policies.oasis_rp.estimates` -- the online estimates of U, L, the density
+  floor and the re-pack guard's quantile from the arrivals so far (the default).
 
 Beneath them: :mod:`~psched.policies.oasis_rp.book` (the plan ledger),
 :mod:`~psched.policies.oasis_rp.search`, :mod:`~psched.policies.oasis_rp.latest`,
@@ -40,8 +41,9 @@ Beneath them: :mod:`~psched.policies.oasis_rp.book` (the plan ledger),
 composition in the tests), :mod:`~psched.policies.oasis_rp.plans` (plans as data) and
 :mod:`~psched.policies.oasis_rp.state` (one run's state).
 
-Prices: ``price_source`` ``"hindsight"`` (U, L from the whole trace), ``"history"`` or
-``"fixed"`` (``prices``: the service's ``--prices``). The certificate
+Prices: ``price_source`` ``"online"`` (the default: from the arrivals so far), ``"history"`` (a
+history trace), ``"fixed"`` (``prices``: the service's ``--prices``) or ``"hindsight"`` (U, L
+from the whole trace, jobs not yet arrived included: an oracle). The certificate
 (:func:`psched.oasis.dual.dual_objective`) is computed as for OASiS at the final prices; weak
 duality holds for any non-negative prices, and every ``mu_i`` is recomputed there by the exact
 search, so ``dual_bound`` bounds the offline optimum for this run too. (The recorded payoffs
