@@ -102,15 +102,13 @@ def _losses(db: Path, job_id: str) -> list[float]:
     return [float(m.group(1)) for (info,) in rows if (m := re.search(r"eval=([0-9.]+)", info))]
 
 
-def test_cli_jobs_are_decided_train_resize_and_complete(ray_session, tmp_path, tau, capsys):
+def test_cli_jobs_are_decided_run_as_planned_and_complete(ray_session, tmp_path, tau, capsys):
     """serve / submit / status / logs / cancel on the session Ray, three jobs, OASiS."""
     work = tmp_path / "svc"
     # Slack for busy cores: real training here runs 2-5x slower than the module's probe when
     # several workers share the two cores, and a job behind a tight plan is re-planned or
     # dropped. A given-tau job declares 3x the probe's tau and a third of the mini-batches:
     # the same work in slots as planned, a third of the real training.
-    # job0 has more partitions than the two worker servers hold beside job1, so its plan
-    # can grow when job1 ends (a resize at a boundary).
     slack = 3
     files = []
     for i, (n, m, value, given) in enumerate([(4, 350, 10, True), (2, 500, 6, True),
@@ -147,15 +145,29 @@ def test_cli_jobs_are_decided_train_resize_and_complete(ray_session, tmp_path, t
     assert admitted, "OASiS admitted nothing"
     db = work / "journal.db"
     with sqlite3.connect(db) as con:
-        plans = [json.loads(p) for (p,) in con.execute("SELECT plan FROM slots ORDER BY t")]
+        rows = con.execute("SELECT t, plan FROM slots ORDER BY t").fetchall()
+    assert [t for t, _ in rows] == list(range(len(rows)))
+    plans = [json.loads(p) for _, p in rows]
     for j in admitted:
         assert j["state"] == "done" and j["done"] >= j["work"] - 1e-6, (j, states)
         losses = _losses(db, j["job_id"])
         assert len(losses) >= 2 and losses[-1] < losses[0], (j["job_id"], losses)
-    # executed worker counts per job: a job whose count changed was resized at a boundary
-    counts = {j["job_id"]: [sum(c for _, c in p[j["job_id"]][0]) for p in plans
-                            if j["job_id"] in p] for j in admitted}
-    assert any(len(set(c)) > 1 for c in counts.values()), counts
+    # every slot ran what the job's latest decision by then (its arrival, or a re-plan at a
+    # boundary, journaled) planned for that slot, servers and counts, and nothing else; how
+    # many workers a plan gives depends on the measured speed, so a change of size is not
+    # asserted here (a resize at a boundary: tests/test_ray_runtime.py,
+    # tests/test_ray_oasis_rp_ahead.py)
+    with sqlite3.connect(db) as con:
+        decided = con.execute("SELECT job_id, slot, schedule FROM decisions "
+                              "WHERE admitted = 1 ORDER BY seq").fetchall()
+    for t, plan in enumerate(plans):
+        latest: dict[str, dict] = {}
+        for job_id, slot, schedule in decided:
+            if slot <= t:
+                latest[job_id] = json.loads(schedule)
+        want = {j: sched[str(t)] for j, sched in latest.items() if str(t) in sched}
+        assert plan == want, (t, plan, want)
+    assert any(plans), "nothing ran"
 
 
 def test_actors_follow_the_plan_and_a_lost_node_moves_the_job(ray_session, tmp_path, tau):
