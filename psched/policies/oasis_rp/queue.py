@@ -28,18 +28,17 @@ denser job takes the room of a less dense reservation at the next boundary, and 
 left idle by the admitted plans goes to the densest held job that can earn with it. Promises
 are never touched: admitted plans stay in the book throughout.
 
-At most :data:`QUEUE_LIMIT` held jobs (besides the slot's arrivals) are searched per
-boundary, the densest. Of the held jobs without a reservation (they found no schedule of
-positive payoff at their last search) :data:`HELD_LIMIT` are searched, and past that,
-densest first, those one of whose workers, with the PS it needs, fits the room the book
-leaves in slot ``t`` at their turn (:func:`fits_now`), until one of them is not admitted
-into that room (its best schedule starts later, or there is none): in a burst most held
-jobs wait while the slot is full, and when room frees the densest of them that can use it
-are searched again at once, not four per slot, while a room no held job can take costs one
-search more than before. The others wait for a later boundary (a
-reservation not searched keeps its plan if it still fits, and its job is admitted with it
-when it starts). Each search is one exact search over the job's window: the limits bound a
-boundary's work (decision time, BENCHMARKS section 11).
+At most :data:`QUEUE_LIMIT` held jobs (besides the slot's arrivals) are searched per boundary,
+the densest. Of the held jobs without a reservation (they found no schedule of positive payoff
+at their last search) :data:`HELD_LIMIT` are searched, and past that, densest first, those one
+of whose workers, with the PS it needs, fits the room the book leaves in slot ``t`` at their
+turn (:func:`fits_now`), until one of them is not admitted into that room (its best schedule
+starts later, or there is none): in a burst most held jobs wait while the slot is full, and
+when room frees the densest of them that can use it are searched again at once, not four per
+slot, while a room no held job can take costs one search more than before. The others wait for
+a later boundary (a reservation not searched keeps its plan if it still fits, and its job is
+admitted with it when it starts). Each search is one exact search over the job's window: the
+limits bound a boundary's work (decision time, BENCHMARKS section 11).
 The loop rejects a held job for good once its window has closed
 (:meth:`psched.core.loop.SchedulerLoop.admit_held`), with the reason it was held for.
 """
@@ -85,9 +84,10 @@ def now_density(st: RunState, job: Job, t: int) -> float:
 def fits_now(st: RunState, job: Job, t: int, full: set[tuple[object, ...]]) -> bool:
     """One worker of ``job`` and the parameter servers it needs fit the capacity of slot
     ``t`` that the book leaves now (admitted plans and the reservations made so far this
-    boundary). ``full`` holds the container shapes found not to fit at this boundary: the
-    boundary only adds usage, so they are not tested again (one is added when it fails).
-    O(S R), O(1) for a shape in ``full``."""
+    boundary). ``full`` holds the container shapes found not to fit at this boundary, not
+    tested again (one is added when it fails): the queue's reservations and admissions only
+    add usage to ``t`` (a re-pack for an arrival may free some; a shape then waits for the
+    next boundary). O(S R), O(1) for a shape in ``full``."""
     spec = job.spec
     need = job.ps_needed(1)
     key = (spec.worker_demand, spec.ps_demand, need)
@@ -143,7 +143,7 @@ def queue_boundary(st: RunState, jobs: Sequence[Job], t: int, *,
     out: dict[str, Decision] = {}
     searched = held = 0
     full: set[tuple[object, ...]] = set()  # container shapes that no longer fit slot t
-    room = True
+    room_left = True  # no search past HELD_LIMIT has failed to admit into slot t's room yet
     for job in order:
         if job.job_id in arrivals:
             got = arrive(job)
@@ -156,13 +156,15 @@ def queue_boundary(st: RunState, jobs: Sequence[Job], t: int, *,
             continue
         over = searched >= QUEUE_LIMIT
         extra = not over and job.job_id not in reserved and held >= HELD_LIMIT
-        busy = extra and (not room or not fits_now(st, job, t, full))
-        if over or busy:
+        waits = None  # why a job past HELD_LIMIT is not searched, or None
+        if extra:
+            waits = "tried" if not room_left else None if fits_now(st, job, t, full) else "busy"
+        if over or waits is not None:
             kept = _keep(st, previous.get(job.job_id), t, rtol)
             if kept is not None:
                 out[job.job_id] = kept
             if probe is not None:
-                probe(job.job_id, ("tried" if not room else "busy") if busy else "limit"
+                probe(job.job_id, waits if waits is not None else "limit"
                       if job.job_id not in st.soft and kept is None else "kept")
             continue
         if job.job_id not in reserved:
@@ -170,9 +172,10 @@ def queue_boundary(st: RunState, jobs: Sequence[Job], t: int, *,
         searched += 1
         st.stats["queue_searches"] += 1
         found = st.search_new(job, t)
-        if extra and (not found.schedule or below_floor(job, found) or min(found.schedule) > t):
-            room = False  # the room of t did not admit this one: the rest wait, as before
-        if not found.schedule or below_floor(job, found):
+        held_again = not found.schedule or below_floor(job, found)
+        if extra and (held_again or min(found.schedule) > t):
+            room_left = False  # the room of t did not admit this one: the rest wait
+        if held_again:
             if probe is not None:
                 probe(job.job_id, "none" if not found.schedule else "floor")
             continue
