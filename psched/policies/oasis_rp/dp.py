@@ -41,6 +41,16 @@ def _beats(payoff: float, best: float) -> bool:  # pragma: no cover - compiled
     return payoff > best + TIE_RTOL * abs(best)
 
 
+@numba.njit(inline="always")
+def _fold(v: float, n: float, low: float, thr: float,
+          cand: float) -> tuple[float, float, float]:  # pragma: no cover - compiled
+    """One sum ``v = h[D - n] + c[n]`` into ``D``'s running minimum ``low``, its threshold
+    ``thr`` and candidate ``cand`` (:func:`_step`)."""
+    cand = n if (v <= thr or v < low) else cand
+    thr = (v + ARG_RTOL * v) if v < low else thr
+    return min(v, low), thr, cand
+
+
 @numba.njit("void(float64[::1], float64[::1], int64, int64, float64[::1], int32[::1],"
             " float64[::1], float64[::1], float64[::1])", cache=True, nogil=True,
             error_model="numpy")
@@ -50,33 +60,41 @@ def _step(h: np.ndarray, c: np.ndarray, k: int, hi: int, new: np.ndarray, arg: n
     """``new[D] = min_n h[D - n] + c[n]``, ``arg[D]`` the largest minimising ``n`` within
     ARG_RTOL, for ``D = 0..hi`` (``h[x] = inf`` for ``x < 0``): ``minplus_step``.
 
-    One pass over ``n`` ascending, each an elementwise pass over ``D`` (which the compiler
-    vectorises; ``low``, ``thr`` and ``cand`` are scratch of length ``>= hi + 1``): per ``D``
-    the running minimum ``low``, its threshold ``thr = low + ARG_RTOL * low`` and ``cand``,
-    the last ``n`` whose sum is within the threshold of the minimum *so far*. That last ``n``
-    is the largest within the threshold of the final minimum: past the last ``n`` that sets
-    the minimum, the threshold is the final one, and every ``n`` up to it is compared with a
-    threshold at least as high as the final one (the literal loop takes the largest ``n``
-    with ``sum <= thr`` of the final minimum). The sums are the same additions, the minimum
-    the same exact comparisons, so ``new`` and ``arg`` are bit-identical to the two-pass loop
-    over ``n`` descending (``tests/test_rp_search.py``). O(hi k)."""
+    The sums are folded in ``n`` ascending (:func:`_fold`; ``low``, ``thr`` and ``cand`` are
+    scratch of length ``>= hi + 1``): per ``D`` the running minimum ``low``, its threshold
+    ``thr = low + ARG_RTOL * low`` and ``cand``, the last ``n`` whose sum is within the
+    threshold of the minimum *so far*. That last ``n`` is the largest within the threshold of
+    the final minimum: past the last ``n`` that sets the minimum, the threshold is the final
+    one, and every ``n`` up to it is compared with a threshold at least as high as the final
+    one (the literal loop takes the largest ``n`` with ``sum <= thr`` of the final minimum).
+    Two ``n`` are folded per pass over ``D`` (``n`` then ``n + 1``, the order of one pass
+    each; the compiler vectorises the pass over ``D``), so the scratch is read and written
+    half as often. The sums are the same additions, the minimum the same exact comparisons,
+    so ``new`` and ``arg`` are bit-identical to the two-pass loop over ``n`` descending
+    (``tests/test_rp_search.py``). O(hi k)."""
     inf = np.inf
-    r = ARG_RTOL
     for d in range(hi + 1):
         low[d] = inf
         thr[d] = inf
         cand[d] = 0.0
-    for n in range(k + 1):
-        cn = c[n]
-        nn = float(n)
-        off = np.uint64(n)  # unsigned indices: no negative-index wrap, so the loop vectorises
-        for d in range(off, np.uint64(hi + 1)):
-            v = h[d - off] + cn
-            x = low[d]
-            t = thr[d]
-            cand[d] = nn if (v <= t or v < x) else cand[d]
-            thr[d] = (v + r * v) if v < x else t
-            low[d] = min(v, x)
+    n = 0
+    while n <= k:
+        ca = c[n]
+        fa = float(n)
+        a = np.uint64(n)  # unsigned indices: no negative-index wrap, so the loop vectorises
+        if n == k:  # the last n alone
+            for d in range(a, np.uint64(hi + 1)):
+                low[d], thr[d], cand[d] = _fold(h[d - a] + ca, fa, low[d], thr[d], cand[d])
+            break
+        cb = c[n + 1]
+        fb = float(n + 1)
+        b = np.uint64(n + 1)
+        if n <= hi:  # D = n: only n (D - (n + 1) < 0)
+            low[n], thr[n], cand[n] = _fold(h[0] + ca, fa, low[n], thr[n], cand[n])
+        for d in range(b, np.uint64(hi + 1)):
+            x, t, m = _fold(h[d - a] + ca, fa, low[d], thr[d], cand[d])
+            low[d], thr[d], cand[d] = _fold(h[d - b] + cb, fb, x, t, m)
+        n += 2
     for d in range(hi + 1):
         if low[d] == inf:  # every sum inf: the largest n, as the literal loop picks
             new[d] = inf
