@@ -61,7 +61,7 @@ def _rows(pool: PoolInputs, starts: np.ndarray) -> PoolInputs:
 
 def _place(units: OwnUnits, row: int, n: int) -> dict[int, int]:
     """Containers per server (pool position) of the ``n`` cheapest units of run ``row``."""
-    k = units.marg.shape[2]
+    k = units.k
     got: dict[int, int] = {}
     for h in (units.order[row, :n] // k).tolist():
         got[h] = got.get(h, 0) + 1
@@ -120,7 +120,7 @@ def search_own_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, dead
         return Found(payoff=best.payoff, schedule={})
     # one placement per (run, workers), compiled: the units _place takes, servers ascending
     slots, rows, ns, key = placed_slots(best.counts, tab.row_of)
-    w, p = (own_groups_compiled(units.order, units.marg.shape[2], rows, need, pool.servers, key)
+    w, p = (own_groups_compiled(units.order, units.k, rows, need, pool.servers, key)
             for units, pool, need in ((wu, w_pool, ns), (pu, p_pool, psn[ns])))
     return Found(payoff=best.payoff, schedule=assemble(slots + t0, w, p))
 

@@ -41,17 +41,20 @@ from psched.policies.oasis_rp.book import PlanLedger
 numba = lazy_numba(__name__)
 
 __all__ = ["OwnUnits", "cheapest_units", "marginal_units", "marginal_units_kept", "price_slope",
-           "select_units_compiled"]
+           "select_rising_compiled", "select_units_compiled", "unit_prices_sum"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class OwnUnits:
     """Marginal unit prices of one pool over a job's window, one row per run of slots."""
 
-    marg: np.ndarray  #: (U, H, K) price of the k-th container on server h; inf beyond capacity
+    k: int  #: K, the units per server: unit ``h K + k`` is the k-th container on server h
     #: (U, min(limit, H*K)) the cheapest units of each run, cheapest first (stable)
     order: np.ndarray
-    costs: np.ndarray  #: (U, K_max + 1) cost of the n cheapest units; inf beyond capacity
+    costs: np.ndarray  #: (U, limit + 1) cost of the n cheapest units; inf beyond capacity
+    #: (U, H, K) price of the k-th container on server h, inf beyond capacity; None where
+    #: the units were priced only as the selection reached them (:func:`marginal_units_kept`)
+    marg: np.ndarray | None = None
 
 
 def marginal_units(pool: PoolInputs, caps: np.ndarray, a: np.ndarray, limit: int
@@ -73,7 +76,7 @@ def marginal_units(pool: PoolInputs, caps: np.ndarray, a: np.ndarray, limit: int
         z = np.zeros((n_runs, n_srv, 0))
         costs = np.full((n_runs, limit + 1), np.inf)
         costs[:, 0] = 0.0
-        return OwnUnits(marg=z, order=np.zeros((n_runs, 0), dtype=np.intp), costs=costs)
+        return OwnUnits(k=0, marg=z, order=np.zeros((n_runs, 0), dtype=np.intp), costs=costs)
     ad = a * pool.demand[None, :]  # (H, R) exponent per container
     with np.errstate(invalid="ignore", divide="ignore"):
         stretch = np.where(ad > 0, np.expm1(ad) / np.where(ad > 0, ad, 1.0), 1.0)
@@ -81,7 +84,7 @@ def marginal_units(pool: PoolInputs, caps: np.ndarray, a: np.ndarray, limit: int
     # (U, H, K): sum_r norm_r p_hr exp(ad_hr k) stretch_hr
     weight = pool.price * (pool.norm[None, None, :] * stretch[None, :, :])  # (U, H, R)
     grow = np.exp(ad[None, :, :] * k[:, None, None])  # (K, H, R)
-    marg = np.einsum("uhr,khr->uhk", weight, grow)
+    marg = unit_prices_sum(weight, grow)
     marg = np.where(k[None, None, :] < caps[:, :, None], marg, np.inf)
     flat = marg.reshape(n_runs, -1)
     order = cheapest_units(flat, limit)
@@ -89,7 +92,20 @@ def marginal_units(pool: PoolInputs, caps: np.ndarray, a: np.ndarray, limit: int
     costs = np.full((n_runs, limit + 1), np.inf)
     costs[:, 0] = 0.0
     costs[:, 1:ranked.shape[1] + 1] = np.cumsum(ranked, axis=1)
-    return OwnUnits(marg=marg, order=order, costs=costs)
+    return OwnUnits(k=k_max, marg=marg, order=order, costs=costs)
+
+
+def unit_prices_sum(weight: np.ndarray, grow: np.ndarray) -> np.ndarray:
+    """``marg[u, h, k] = sum_r weight[u, h, r] grow[k, h, r]`` (U, H, K), summed over the
+    resources left to right (``((w_0 g_0 + w_1 g_1) + w_2 g_2) + ...``): one product and one
+    addition per term, each rounded as IEEE arithmetic rounds it, so a compiled loop in the
+    same order gives the same numbers on any machine (``np.einsum`` sums in an order its
+    build's vector width decides). O(U H K R)."""
+    prod = weight[:, :, None, :] * grow.transpose(1, 0, 2)[None, :, :, :]  # (U, H, K, R)
+    out: np.ndarray = prod[..., 0].copy()
+    for r in range(1, prod.shape[3]):
+        out += prod[..., r]
+    return out
 
 
 def cheapest_units(flat: np.ndarray, limit: int) -> np.ndarray:
@@ -249,6 +265,98 @@ def select_units_compiled(raw: np.ndarray, caps: np.ndarray, limit: int
                    np.ascontiguousarray(caps, dtype=np.int64), int(limit))
 
 
+@numba.njit(cache=True, nogil=True)
+def _unit(pw: np.ndarray, grow: np.ndarray, u: int, h: int,
+          k: int) -> float:  # pragma: no cover - compiled
+    """``sum_r pw[u, h, r] grow[k, h, r]``, left to right, as :func:`unit_prices_sum`."""
+    acc: float = pw[u, h, 0] * grow[k, h, 0]
+    for r in range(1, pw.shape[2]):
+        acc = acc + pw[u, h, r] * grow[k, h, r]
+    return acc
+
+
+@numba.njit(cache=True, nogil=True)
+def _ahead(cur: np.ndarray, a: int, b: int) -> bool:  # pragma: no cover - compiled
+    """Server ``a``'s next unit comes before server ``b``'s, as :func:`_first` decides."""
+    va = cur[a]
+    vb = cur[b]
+    return va < vb or (va == vb and a < b)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sift_next(cur: np.ndarray, heap: np.ndarray, size: int,
+               at: int) -> None:  # pragma: no cover - compiled
+    """:func:`_sift` on the servers' next unit prices ``cur``."""
+    while True:
+        low = at
+        child = 2 * at + 1
+        if child < size and _ahead(cur, heap[child], heap[low]):
+            low = child
+        child += 1
+        if child < size and _ahead(cur, heap[child], heap[low]):
+            low = child
+        if low == at:
+            return
+        heap[at], heap[low] = heap[low], heap[at]
+        at = low
+
+
+@numba.njit(cache=True, nogil=True)
+def _select_lazy(pw: np.ndarray, grow: np.ndarray, caps: np.ndarray, limit: int
+                 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """``(order, costs)`` of :func:`_select` on ``unit_prices_sum(pw, grow)`` for units
+    that rise in ``k`` on every server, each unit priced only when the merge reaches it:
+    :func:`_merge` with ``marg[h, k]`` computed by :func:`_unit` (the same sum) when ``k``
+    becomes server ``h``'s next unit, ``inf`` at ``k >= caps``. The same comparisons on the
+    same numbers in the same order, so the same order and costs. O(U (H R + take (R +
+    log H)))."""
+    n_runs, n_srv, _ = pw.shape
+    k_max = grow.shape[0]
+    take = min(limit, n_srv * k_max)
+    order = np.empty((n_runs, take), dtype=np.int64)
+    costs = np.full((n_runs, limit + 1), np.inf)
+    head = np.empty(n_srv, dtype=np.int64)
+    cur = np.empty(n_srv)
+    heap = np.empty(n_srv, dtype=np.int64)
+    for u in range(n_runs):
+        costs[u, 0] = 0.0
+        if take == 0:
+            continue
+        for h in range(n_srv):
+            head[h] = 0
+            cur[h] = _unit(pw, grow, u, h, 0) if caps[u, h] > 0 else np.inf
+            heap[h] = h
+        size = n_srv
+        for at in range(size // 2 - 1, -1, -1):
+            _sift_next(cur, heap, size, at)
+        acc = 0.0
+        for q in range(take):
+            h = heap[0]
+            v = cur[h]
+            order[u, q] = h * k_max + head[h]
+            acc = v if q == 0 else acc + v
+            costs[u, q + 1] = acc
+            head[h] += 1
+            if head[h] == k_max:  # the server's row is spent
+                size -= 1
+                heap[0] = heap[size]
+            else:
+                k = head[h]
+                cur[h] = _unit(pw, grow, u, h, k) if k < caps[u, h] else np.inf
+            _sift_next(cur, heap, size, 0)
+    return order, costs
+
+
+def select_rising_compiled(pw: np.ndarray, grow: np.ndarray, caps: np.ndarray, limit: int
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """``(order, costs)`` of :func:`select_units_compiled` on ``unit_prices_sum(pw, grow)``
+    where every server's units rise in ``k`` (the caller's to know), pricing a unit only when
+    the merge reaches it (:func:`_select_lazy`). O(U (H R + limit (R + log H)))."""
+    return _select_lazy(np.ascontiguousarray(pw, dtype=np.float64),
+                        np.ascontiguousarray(grow, dtype=np.float64),
+                        np.ascontiguousarray(caps, dtype=np.int64), int(limit))
+
+
 #: the most kept terms per ledger (each a few (K, H, R) arrays)
 _MEMO_MAX = 1024
 
@@ -258,10 +366,11 @@ _TERMS: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], dict[Any, Any]]] =
 
 
 def _terms(ledger: PlanLedger, pool: int, pinp: PoolInputs,
-           k_max: int) -> tuple[np.ndarray, np.ndarray]:
+           k_max: int) -> tuple[np.ndarray, np.ndarray, bool]:
     """``norm * stretch`` (1, H, R) and ``exp(a w k)`` (K, H, R) of one pool, computed as
-    :func:`~psched.policies.oasis_rp.units.marginal_units` computes them, kept per ledger while its
-    capacities and price parameters are the same objects."""
+    :func:`~psched.policies.oasis_rp.units.marginal_units` computes them, and whether that
+    growth never falls in ``k`` (``exp`` of rising exponents; checked, not assumed), kept per
+    ledger while its capacities and price parameters are the same objects."""
     valid = (ledger.capacity[0], ledger.capacity[1], ledger.params)
     got = _TERMS.get(ledger)
     if got is None or any(a is not b for a, b in zip(got[0], valid, strict=True)):
@@ -280,21 +389,32 @@ def _terms(ledger: PlanLedger, pool: int, pinp: PoolInputs,
         with np.errstate(invalid="ignore", divide="ignore"):
             stretch = np.where(ad > 0, np.expm1(ad) / np.where(ad > 0, ad, 1.0), 1.0)
         k = np.arange(k_max)
-        terms = memo[key] = (pinp.norm[None, None, :] * stretch[None, :, :],
-                             np.exp(ad[None, :, :] * k[:, None, None]))
+        grow = np.exp(ad[None, :, :] * k[:, None, None])
+        rises = bool(np.all(grow[1:] >= grow[:-1]))
+        terms = memo[key] = (pinp.norm[None, None, :] * stretch[None, :, :], grow, rises)
     return terms
 
 
 def marginal_units_kept(ledger: PlanLedger, pool: int, pinp: PoolInputs, caps: np.ndarray,
                         limit: int) -> OwnUnits:
-    """:func:`marginal_units` ``(pinp, caps, price_slope(ledger, pool), limit)``,
-    bit-identical: the per-job terms kept (:func:`_terms`), the same einsum, the selection
-    and sums compiled (:func:`select_units_compiled`)."""
+    """:func:`marginal_units` ``(pinp, caps, price_slope(ledger, pool), limit)``, the same
+    ``order`` and ``costs`` bit for bit: the per-job terms kept (:func:`_terms`), the same
+    products, and the selection and sums compiled.
+
+    Where the growth terms never fall in ``k`` and the weighted prices are non-negative,
+    every server's units rise in ``k`` (IEEE products by a non-negative number and sums of
+    rising terms are monotone), so the selection is the merge of :func:`_select`, and a unit
+    is priced only when the merge reaches it (:func:`select_rising_compiled`: ``H + limit``
+    units a run, not ``H K``; ``marg`` is then not built). Otherwise every unit is priced
+    (:func:`unit_prices_sum`) and selected by :func:`select_units_compiled`."""
     n_srv = caps.shape[1]
     k_max = int(min(limit, caps.max(initial=0)))
     if k_max == 0 or n_srv == 0:
         return marginal_units(pinp, caps, price_slope(ledger, pool), limit)
-    weight_of, grow = _terms(ledger, pool, pinp, k_max)
-    raw = np.einsum("uhr,khr->uhk", pinp.price * weight_of, grow)
-    marg, order, costs = select_units_compiled(raw, caps, limit)
-    return OwnUnits(marg=marg, order=order, costs=costs)
+    weight_of, grow, rises = _terms(ledger, pool, pinp, k_max)
+    pw = pinp.price * weight_of
+    if rises and bool(np.all(pw >= 0.0)):  # False for a NaN
+        order, costs = select_rising_compiled(pw, grow, caps, limit)
+        return OwnUnits(k=k_max, order=order, costs=costs)
+    marg, order, costs = select_units_compiled(unit_prices_sum(pw, grow), caps, limit)
+    return OwnUnits(k=k_max, marg=marg, order=order, costs=costs)
