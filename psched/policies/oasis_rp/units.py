@@ -12,18 +12,24 @@ calls, not the numbers, are its cost. Here:
    ledger's capacities and price parameters, the job's demand and the number of
    containers only: they are computed once (by the same numpy operations on the same
    numbers) and kept while the capacity array and the parameters are the same objects.
-2. **The same products and the same einsum** give the marginal prices.
-3. **One compiled call** masks the units beyond capacity, selects each run's cheapest
-   ``limit`` units (ties by position: the first ``limit`` of a stable sort, as
-   :func:`cheapest_units`) and sums them in rank order (``cumsum``
-   is a left-to-right sum, as here). A server's units rise in ``k`` (the price curve is
-   convex), so the selection is a merge of the servers' rows (a heap of their next units);
-   a run where some row does not rise is selected by the
-   threshold and a stable sort. Comparisons and the same additions in the same order:
-   bit-identical (``tests/test_rp_units.py``).
+2. **The same products, summed in a fixed order.** A unit's price is
+   ``sum_r weight_r growth_r`` over the resources, added left to right
+   (:func:`unit_prices_sum`) here and in the reference, so both give the same numbers on
+   any machine.
+3. **Units priced as the selection reaches them.** The growth terms are ``exp`` of rising
+   exponents, so where they never fall in ``k`` (checked once per kept term) and the
+   weighted prices are non-negative, every server's units rise in ``k`` (IEEE products by a
+   non-negative number and sums of rising terms are monotone). The cheapest ``limit`` units
+   of a run are then a merge of the servers' rows (a heap of their next units, ties by
+   position: the first ``limit`` of a stable sort, as :func:`cheapest_units`), and a unit
+   is priced only when it becomes its server's next one: ``H + limit`` units a run instead
+   of ``H K``. The costs are the rank-order sums (``cumsum`` is a left-to-right sum).
+   Otherwise every unit is priced and one compiled call selects them (the merge where each
+   row rises, else the threshold and a stable sort). Comparisons and the same additions in
+   the same order: bit-identical (``tests/test_rp_units.py``).
 
-Complexity: O(U H K R) for the einsum plus O(U (H K + L log H)) for the selection, with
-O(1) numpy calls per pool.
+Complexity: O(U (H R + L (R + log H))) where the units rise, O(U H K R + U H K log(H K))
+otherwise, with O(1) numpy calls per pool.
 """
 
 from __future__ import annotations
