@@ -25,6 +25,7 @@ from psched.core.executor import SlotReport
 from psched.core.loop import SchedulerLoop
 from psched.core.model import Cluster, Job, JobSpec, Pool, Resources, Server, SlotPlan
 from psched.core.promises import broken_promises, broken_promises_in, completions_from_rows
+from psched.core.records import RunResult
 from psched.core.simulator import simulate
 from psched.core.utility import Utility
 from psched.oasis.prices import fixed_params
@@ -44,6 +45,22 @@ SETTINGS = settings(max_examples=15, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
+def check_promises(result: RunResult) -> None:
+    """No broken promise (re-derived from the allocation rows), and every promise made to an
+    admitted job between its admission and the promised slot, within its window, and kept by
+    the loop's completion too. An admitted job may have no promise: it completed before its
+    commit point, or never reached one with a plan (uncommitted, displaced by denser jobs)."""
+    assert broken_promises(result) == []
+    for rec in result.records.values():
+        if rec.promised is None:
+            assert rec.promised_at is None
+            continue
+        assert rec.admitted and rec.decided is not None and rec.promised_at is not None
+        assert rec.job.arrival <= rec.decided <= rec.promised_at <= rec.promised
+        assert rec.promised <= rec.job.last_slot
+        assert rec.completion is not None and rec.completion <= rec.promised
+
+
 def _ids(v: dict[str, object]) -> str:
     return ",".join(f"{k}={v[k]}" for k in sorted(v)) or "default"
 
@@ -57,12 +74,7 @@ def test_every_promise_is_kept_and_every_rule_holds(options: dict[str, object], 
     cluster, specs, horizon = instance
     result = simulate(specs, cluster, make_policy("oasis-rp", **options), horizon, seed=seed)
     check_schedule(result, cluster, horizon)
-    assert broken_promises(result) == []
-    for rec in result.records.values():
-        assert (rec.promised is not None) == rec.admitted
-        if rec.admitted:
-            assert rec.job.arrival <= rec.promised <= rec.job.last_slot
-            assert rec.completion is not None and rec.completion <= rec.promised
+    check_promises(result)
 
 
 @settings(max_examples=10, deadline=None,
@@ -131,21 +143,45 @@ def _blocking_pair() -> tuple[Cluster, list[JobSpec]]:
     return cluster, [flat, urgent]
 
 
-def test_a_flat_job_makes_room_for_an_urgent_one_within_its_promise() -> None:
-    """The worked instance of re-packing: OASiS books slots 0-1 for the flat job and the urgent
-    job (utility 25 in slot 1) can only run in slot 2 (utility 0.3); oasis-rp moves the flat
-    job's second slot after the urgent one, inside the flat job's promise (its window end)."""
+def test_an_uncommitted_job_yields_its_room_to_a_denser_arrival() -> None:
+    """The worked instance of late commitment: OASiS books slots 0-1 for the flat job and the
+    urgent job (utility 25 in slot 1) can only run in slot 2 (utility 0.3). oasis-rp admits the
+    flat job uncommitted (its utility never decays: it can wait), so at slot 1 the urgent job,
+    denser, takes the slot, promised at once (it cannot wait), and the flat job, searched again
+    after it, completes in slot 2, before its commit point, with no promise needed."""
     cluster, specs = _blocking_pair()
     base = simulate(specs, cluster, make_policy("oasis"), 8)
     rp = simulate(specs, cluster, make_policy("oasis-rp"), 8)
     assert base.records["urgent"].completion == 2
-    assert rp.records["urgent"].completion == 1
-    assert rp.records["flat"].completion == 2
-    assert rp.records["flat"].promised == 7  # the window end: the utility never decays
+    urgent, flat = rp.records["urgent"], rp.records["flat"]
+    assert (urgent.completion, urgent.promised, urgent.promised_at) == (1, 1, 1)
+    assert (flat.admitted, flat.completion, flat.promised) == (True, 2, None)
     assert sum(r.utility for r in rp.records.values()) > sum(
         r.utility for r in base.records.values()) + 20
-    assert rp.report["repack_kept"] == 1
+    assert rp.report["admitted_uncommitted"] == 1 and rp.report["uncommitted_searches"] >= 1
     assert broken_promises(rp) == []
+
+
+def test_a_job_is_promised_at_its_commit_point_and_keeps_the_promise() -> None:
+    """The late job (12 worker-slots on 4 GPUs, a deadline at its fifth slot) starts on
+    arrival, uncommitted; an urgent job takes the 4 GPUs in slots 1-2, so the late job's plan
+    moves to slots 3-4, and it is promised at the boundary of slot 3, the last from which it
+    can still meet its deadline without work in that slot. With ``commit_margin=1`` it is
+    promised a slot earlier, keeping one slot of slack. Alone it completes in slot 2, before
+    its commit point, without a promise."""
+    cluster = Cluster(servers=(_server("w0", Pool.WORKER, 4), _server("p0", Pool.PS, 0)))
+    late = _spec("late", 0, 4, 3, Utility(kind="deadline", value=10.0, target=5.0))
+    urgent = _spec("urgent", 1, 4, 2, Utility(kind="sigmoid", value=50.0, decay=5.0,
+                                              target=2.0))
+    got = {}
+    for margin, specs in ((0, [late, urgent]), (1, [late, urgent]), (None, [late])):
+        opts = {} if margin is None else {"commit_margin": margin}
+        res = simulate(specs, cluster, make_policy("oasis-rp", **opts), 8)
+        rec = res.records["late"]
+        got[margin] = (rec.decided, rec.promised_at, rec.promised, rec.completion)
+        assert broken_promises(res) == []
+        assert all(r.completion is not None for r in res.records.values())
+    assert got == {0: (0, 3, 4, 4), 1: (0, 2, 4, 4), None: (0, None, None, 2)}
 
 
 @settings(max_examples=25, deadline=None,
@@ -216,26 +252,28 @@ class _LosesOneSlot:
 
 
 def test_a_job_that_runs_behind_is_replanned_within_its_promise() -> None:
-    """Reality behind the plan (no progress in one slot): the job is re-planned from what it
-    measured and still completes by its promise, which had the slack."""
-    cluster, specs = _blocking_pair()
-    loop = SchedulerLoop(cluster=cluster, policy=make_policy("oasis-rp"), horizon=8,
-                         arrivals=TraceArrivals(specs), executor=_LosesOneSlot("flat", 0),
-                         known_jobs=specs)
+    """Reality behind the plan (no progress in one slot): with the live service's one slot of
+    commit margin the promised job is re-planned from what it measured and still completes by
+    its promise, which had that slot of slack."""
+    cluster = Cluster(servers=(_server("w0", Pool.WORKER, 4), _server("p0", Pool.PS, 0)))
+    specs = [_spec("late", 0, 4, 2, Utility(kind="deadline", value=10.0, target=3.0))]
+    loop = SchedulerLoop(cluster=cluster, policy=make_policy("oasis-rp", commit_margin=1),
+                         horizon=6, arrivals=TraceArrivals(specs),
+                         executor=_LosesOneSlot("late", 0), known_jobs=specs)
     res = loop.run()
-    flat = res.records["flat"]
+    late = res.records["late"]
+    assert late.promised_at == 0
     assert res.report["replanned_behind"] >= 1
     assert res.report["promise_at_risk"] == 0
-    assert flat.completion is not None and flat.completion <= flat.promised
-    assert res.records["urgent"].completion == 1
+    assert late.completion is not None and late.completion <= late.promised
 
 
-def test_the_report_lists_exactly_the_ten_options_in_order() -> None:
+def test_the_report_lists_exactly_the_options_in_order() -> None:
     cluster, specs = _blocking_pair()
     res = simulate(specs, cluster, make_policy("oasis-rp"), 8)
     assert list(res.report["levers"]) == list(inspect.signature(OasisRpPolicy).parameters) == [
         "price_source", "estimate_factor", "prices", "certificate", "density_floor",
-        "promise_rtol", "repack_gap", "repack_quantile", "effort_slots"]
+        "promise_rtol", "repack_gap", "repack_quantile", "effort_slots", "commit_margin"]
 
 
 def test_fixed_prices_are_the_u_and_l_the_policy_runs_with() -> None:

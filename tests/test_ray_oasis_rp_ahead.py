@@ -1,24 +1,18 @@
-"""``oasis-rp`` on Ray: working ahead grows an admitted job mid-run, the
-revised plan is a resize at the boundary, and the job completes by its promise.
+"""``oasis-rp`` on Ray: a job displaced by a denser one resumes mid-run as soon as the room is
+free again, the revised plan is a resize at the boundary, and the job completes.
 
 On the tests' Ray (the ``ray_session`` fixture of tests/conftest.py: two fake-GPU nodes, a
 head for the PS), real actors
 train the ``softmax`` workload, planned at their measured speed. ``patient`` (two workers, a
-slowly decaying utility, so its promise lies well after its planned completion) takes both
-GPUs from slot 0; ``urgent`` (two workers, steep) arrives in slot 1 and is decided at that
-slot's boundary: the re-pack moves ``patient`` after it, and ``patient`` is
-suspended (checkpointed). The user then cancels ``urgent`` before slot 2: its GPUs are in no
-plan, and at slot 2's boundary ``ahead`` (:mod:`psched.policies.oasis_rp.ahead`) hands them to
-``patient``, whose plan then resumes in slot 2 instead of after ``urgent``'s (a ``revise``
-row with two workers in slot 2, its tail trimmed), run as a resize from its checkpoint.
-
-Why working ahead and no other mechanism: ``patient`` made no progress while suspended, so it is on
-its plan at slot 2 (the steady boundary re-plan leaves it alone) and no job is
-re-planned there (``urgent`` is gone), so the pull-forward does not run. In simulation
-(:class:`psched.core.behind.StartupExecutor`, rates 0.6-1.3 of the plan, start-up 0.3-1 slot,
-resize 0-0.5 slot: 19 settings) working ahead grew ``patient`` at slot 2 in every one. A spy on
-:func:`psched.policies.oasis_rp.ahead.grow` says which job it grew at which boundary; the
-policy's ``ahead_jobs`` counter, the journal's revision and the slot's executed plan agree.
+slowly decaying utility: it can wait, so it is admitted uncommitted, without a promise) takes
+both GPUs from slot 0; ``urgent`` (two workers, steep) arrives in slot 1 and is decided at
+that slot's boundary, denser: it takes the GPUs, and ``patient``, searched again after it,
+is suspended (checkpointed). The user then cancels ``urgent`` before slot 2: its GPUs are in
+no plan, and at slot 2's boundary the queue searches ``patient`` again
+(:mod:`psched.policies.oasis_rp.queue`), whose plan then resumes in slot 2 instead of after
+``urgent``'s (a ``revise`` row with two workers in slot 2), run as a resize from its
+checkpoint. A spy on the queue's search of uncommitted jobs says which job it planned at
+which boundary; the journal's revision and the slot's executed plan agree.
 """
 
 from __future__ import annotations
@@ -31,7 +25,7 @@ ray = pytest.importorskip("ray")
 
 from psched.core.model import Cluster, JobSpec, Pool, Resources, Server, resolve_job  # noqa: E402
 from psched.core.utility import Utility  # noqa: E402
-from psched.policies.oasis_rp import ahead as ahead_module  # noqa: E402
+from psched.policies.oasis_rp import queue as queue_module  # noqa: E402
 from ray_cluster.runtime import RuntimeConfig  # noqa: E402
 from ray_cluster.runtime.executor import profile_seconds_per_batch, training_job  # noqa: E402
 from ray_cluster.service import SchedulerService, ServiceConfig  # noqa: E402
@@ -79,44 +73,34 @@ def _service(ray_session, tmp_path, patient: JobSpec, urgent: JobSpec) -> Schedu
     return SchedulerService(tmp_path, config=cfg, cluster=cluster, node_of=node_of)
 
 
-def test_ahead_grows_a_suspended_job_mid_run_as_a_resize_and_it_completes_by_its_promise(
+def test_a_displaced_job_resumes_mid_run_as_a_resize_once_the_room_is_free(
         ray_session, tmp_path, tau, monkeypatch):
     patient = _spec("patient", slots=2, tau=tau, workers=2, value=10, decay=0.2, target=40)
-    urgent = _spec("urgent", slots=3, tau=tau, workers=2, value=20, decay=0.5, target=3)
+    urgent = _spec("urgent", slots=2, tau=tau, workers=2, value=40, decay=0.5, target=3)
     svc = _service(ray_session, tmp_path, patient, urgent)
-    pol = svc.policy
-    grown: list[tuple[int, str, int, int]] = []  # (slot, job, workers before, after)
-    real_grow = ahead_module.grow
+    planned: list[tuple[int, str, int]] = []  # (slot, job, workers planned in that slot)
+    real = queue_module._uncommitted
 
-    def spy(st, job, old, t):
-        new = real_grow(st, job, old, t)
-        if new is not None:
-            grown.append((t, job.job_id, old[t].n_workers if t in old else 0,
-                          new[t].n_workers))
-        return new
+    def spy(st, job, old, left, t, rtol, searched):
+        got = real(st, job, old, left, t, rtol, searched)
+        plan = st.plans.get(job.job_id, {})
+        planned.append((t, job.job_id, plan[t].n_workers if t in plan else 0))
+        return got
 
-    monkeypatch.setattr(ahead_module, "grow", spy)
-    counted: dict[int, int] = {}  # slot -> jobs ahead grew at its boundary (the counter)
-
-    def ahead_jobs() -> int:  # the counter, as the journal's boundary state holds it
-        return int(pol.boundary_state()["stats"]["ahead_jobs"])  # type: ignore[attr-defined]
-
-    def step() -> None:
-        t, before = svc.loop.state.t, ahead_jobs()
-        svc.run_for(1)
-        counted[t] = ahead_jobs() - before
-
+    monkeypatch.setattr(queue_module, "_uncommitted", spy)
     try:
         assert svc.submit(patient)["held"]  # decided at slot 0's boundary (batch)
-        step()
+        svc.run_for(1)
+        first = svc.loop.state.records["patient"]
+        assert first.admitted and first.promised is None  # uncommitted: it can wait
         assert svc.executor.runtimes["patient"].shards  # it trained in slot 0
         assert svc.submit(urgent)["held"]
-        step()
+        svc.run_for(1)
         assert svc.loop.state.records["urgent"].admitted
         assert not svc.executor.runtimes["patient"].shards  # suspended in slot 1
         assert svc.cancel("urgent")  # between slots: at once
         for _ in range(30):
-            step()
+            svc.run_for(1)
             if svc.idle():
                 break
         slots = {t: plan for t, _s, _e, plan in svc.journal.slots()}
@@ -126,12 +110,13 @@ def test_ahead_grows_a_suspended_job_mid_run_as_a_resize_and_it_completes_by_its
     finally:
         svc.close()
     assert slots[0]["patient"].n_workers == 2 and "patient" not in slots[1]
-    assert (2, "patient", 0, 2) in grown  # ahead: resumed in slot 2, not after urgent's plan
-    assert counted[2] >= 1  # the policy counted the move at that boundary
+    assert (1, "patient", 0) in planned  # searched after urgent: not in slot 1
+    assert (2, "patient", 2) in planned  # resumed in slot 2, not after urgent's plan
     assert revised[("patient", 2)][2].n_workers == 2  # journaled as a revision
     assert slots[2]["patient"].n_workers == 2  # and run: a resize at the boundary
     rec = svc.loop.state.records["patient"]
     assert status["patient"]["state"] == "done" and rec.done >= rec.job.work - 1e-6
-    assert rec.completion is not None and rec.completion <= rec.promised
+    assert rec.completion is not None
+    assert rec.promised is None or rec.completion <= rec.promised
     assert status["patient"]["promised"] == rec.promised
     assert svc.loop.state.records["urgent"].reason == "cancelled"

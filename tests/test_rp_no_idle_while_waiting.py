@@ -50,6 +50,14 @@ excused by one of the rules, each verified here where the rows and the records a
     an admitted job whose remaining work is all planned in ``t`` (nothing to move ahead):
     on the simulated executor a job with work left after ``t`` has it planned after ``t``,
     so this rule never applies; it is counted for the live service's sake.
+``closed``
+    an admitted job past the last slot of its window (an uncommitted job displaced until its
+    window closed): it can earn nothing more.
+
+An admitted job not yet promised (uncommitted, :mod:`psched.policies.oasis_rp.promises`)
+that the queue left without a plan is given the idle room of the slot after the planned
+jobs have grown into it (:func:`psched.policies.oasis_rp.ahead.work_ahead`), so the rule
+for admitted jobs covers it too.
 
 What became of each held job at each boundary comes from the policy's ``queue_probe``
 (:data:`~psched.policies.oasis_rp.queue.OUTCOMES`). Anything else -- an admitted job not
@@ -80,7 +88,8 @@ from psched.traces.synth import fig5_instance, oasis_paper_cluster, oasis_paper_
 SEEDS = [0, 7]
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-RULES = ("ps", "floor", "none", "limit", "busy", "tried", "later", "priced", "planned")
+RULES = ("ps", "floor", "none", "limit", "busy", "tried", "later", "priced", "planned",
+         "closed")
 
 _COUNTS: Counter[str] = Counter()
 #: the ``priced`` cases seen: (instance, slot, job, utility at the earliest completion from
@@ -161,6 +170,9 @@ def unexcused_idle(result: RunResult, cluster: Cluster,
             admitted = rec.admitted and rec.decided is not None and rec.decided <= t
             if admitted:
                 if before + n_w >= job.work or n_w >= job.max_workers:
+                    continue
+                if t > job.last_slot:
+                    counts["closed"] += 1
                     continue
             elif t > job.last_slot:
                 continue

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import pytest
 from test_journal import _cluster, _drive, _outcome, _spec
-from test_service_oasis_rp import _config
+from test_service_oasis_rp import _config, assert_promises_kept
 from test_service_rules import FastExecutor
 
 from psched.core import policy as base
@@ -151,9 +151,7 @@ def test_a_restart_holds_again_and_decides_as_the_uninterrupted_service(
     assert _outcome(again) == _outcome(ref)
     assert sorted(again.loop.state.allocations) == sorted(ref.loop.state.allocations)
     assert again.policy.promises() == ref.policy.promises()  # type: ignore[attr-defined]
-    for rec in again.loop.state.records.values():
-        if rec.admitted:
-            assert rec.completion is not None and rec.completion <= rec.promised
+    assert_promises_kept(again)
     assert not again.loop.state.held  # every held job decided by the end
 
 
@@ -163,13 +161,22 @@ def test_a_deferred_admission_is_journaled_with_its_slot_and_promise(tmp_path):
     _drive(svc, _plan(20), 20)
     rows = [r for r in svc.journal.decisions() if r.kind == "deferred"]
     assert rows
-    for r in rows:
+    seen: set[str] = set()
+    for r in rows:  # an admission, then for an uncommitted job possibly its promise
         rec = svc.loop.state.records[r.job_id]
         assert r.slot >= rec.job.arrival
         if r.admitted:
-            assert r.promised == rec.promised and rec.decided == r.slot
+            if r.job_id not in seen:  # the admission: promised on it, or uncommitted
+                assert rec.decided == r.slot and r.promised in (None, rec.promised)
+                assert r.promised is None or rec.promised_at == r.slot
+            else:  # the promise made later, at the commit point
+                assert (r.promised, r.slot) == (rec.promised, rec.promised_at)
+                assert rec.promised_at > rec.decided
+            seen.add(r.job_id)
             assert r.schedule and min(r.schedule) >= r.slot
-    later = next(r for r in rows if r.admitted
+    assert any(r.promised is None for r in rows if r.admitted)  # admitted uncommitted
+    later = next(r for r in rows if r.admitted  # an admission at a later boundary
+                 and r.slot == svc.loop.state.records[r.job_id].decided
                  and r.slot > svc.loop.state.records[r.job_id].job.arrival)
     arrival = svc.loop.state.records[later.job_id].job.arrival
     assert [line.split(" payoff=")[0] for line in svc.logs(later.job_id)[:2]] == [
@@ -329,6 +336,6 @@ def test_a_restart_keeps_the_batch_and_the_reservations_and_decides_as_uninterru
     assert again.loop.state.held == ref.loop.state.held  # reservations starting after end
     if rate == 1.0:
         for rec in again.loop.state.records.values():
-            if rec.admitted:  # completed by its promise, or not due yet
+            if rec.promised is not None:  # completed by its promise, or not due yet
                 assert (rec.promised >= end if rec.completion is None
                         else rec.completion <= rec.promised)

@@ -1,9 +1,10 @@
 """``oasis-rp`` in the scheduler service, on the simulated executor (no Ray, exact).
 
 The service gives it price bounds as it gives ``oasis`` (a declared capability, not its
-name); a re-pack at an arrival moves an admitted job and is journaled as a ``revise`` row;
-a restarted service re-applies promises, plans and revisions, and then decides exactly as
-a service never interrupted; a job that runs behind is re-planned and not forgotten.
+name); a denser arrival takes the room of an uncommitted job, whose plan moves and is
+journaled as a ``revise`` row; a restarted service re-applies promises (made on admission or
+later), plans and revisions, and then decides exactly as a service never interrupted; a job
+that runs behind is re-planned and not forgotten.
 """
 
 from __future__ import annotations
@@ -70,42 +71,55 @@ def test_an_unpriced_policy_gets_no_price_options_and_an_unknown_one_is_one_line
         _config("nope").make_policy()
 
 
-def _repacked(tmp_path, **kw) -> SchedulerService:
-    """``j1`` (utility constant: promised the end of its window) fills the worker server
-    from slot 0; ``j2`` (steep) arrives in slot 1 and finds no room: the re-pack moves
-    ``j1`` after it, within its promise. Each is held on submission and decided at the
-    boundary of its slot (with the slot's other arrivals, densest first); the service is
-    left at slot 2."""
+def _displaced(tmp_path, **kw) -> SchedulerService:
+    """``j1`` (utility constant: it can wait, so it is admitted uncommitted, without a
+    promise) fills the worker server from slot 0; ``j2`` (steep) arrives in slot 1, denser:
+    it takes slots 1-2, promised at once, and ``j1``, searched again after it, moves after it.
+    Each is held on submission and decided at the boundary of its slot (with the slot's other
+    arrivals, densest first); the service is left at slot 2."""
     svc = SchedulerService(tmp_path, config=_config(**kw), cluster=_cluster(),
                            executor=SimulatedExecutor())
     assert svc.submit(_spec(1, n=2, work_s=0.08, kind="constant", value=5))["held"]
     svc.run_for(1)
     rec = svc.loop.state.records["j1"]
-    assert rec.admitted and rec.promised > svc.planned_end["j1"]
+    assert rec.admitted and rec.promised is None
     assert svc.submit(_spec(2, n=2, work_s=0.04, value=20))["held"]
     svc.run_for(1)
-    assert svc.loop.state.records["j2"].admitted
+    j2 = svc.loop.state.records["j2"]
+    assert j2.admitted and j2.promised_at == 1
     return svc
 
 
-def test_a_repack_at_an_arrival_is_journaled_as_a_revision_and_run_as_a_resize(tmp_path):
-    svc = _repacked(tmp_path)
-    rows = [(r.kind, r.job_id, r.slot) for r in svc.journal.decisions()]
-    assert rows == [("hold", "j1", 0), ("deferred", "j1", 0),  # held, decided at the boundary
-                    ("revise", "j1", 0),  # slot 0's idle capacity handed to j1 (work ahead)
-                    ("hold", "j2", 1), ("deferred", "j2", 1), ("revise", "j1", 1)]  # re-pack
+def test_a_displaced_plan_is_journaled_as_a_revision_and_run_as_a_resize(tmp_path):
+    svc = _displaced(tmp_path)
+    rows = [(r.kind, r.job_id, r.slot, r.promised) for r in svc.journal.decisions()]
+    assert rows[:6] == [("hold", "j1", 0, None), ("deferred", "j1", 0, None),  # uncommitted
+                        ("revise", "j1", 0, None),  # slot 0's idle capacity (work ahead)
+                        ("hold", "j2", 1, None), ("deferred", "j2", 1, 3),  # promised at once
+                        ("revise", "j1", 1, None)]  # j1 searched again after j2
+    assert {r[:3] for r in rows[6:]} <= {("revise", "j1", 1)}  # the boundary's work ahead
     moved = svc.schedules["j1"]
-    assert 1 not in moved and max(moved) > 3  # no longer in slot 1, done later than planned
+    assert 1 not in moved and 2 not in moved  # no longer in slots 1-2: j2's
     assert svc.planned_end["j1"] == max(moved)  # the status shows the current plan
     svc.run_for(11)
     ran = {t for t, j, _h, role, _n in svc.loop.state.allocations if j == "j1" and
            role == "worker"}
-    assert 0 in ran and 1 not in ran and ran <= set(moved)  # paused, resumed as revised
-    for job_id in ("j1", "j2"):
-        rec = svc.loop.state.records[job_id]
-        assert rec.completion is not None and rec.completion <= rec.promised
+    assert 0 in ran and not ran & {1, 2}  # paused, resumed as revised
+    j1, j2 = (svc.loop.state.records[j] for j in ("j1", "j2"))
+    assert j2.completion is not None and j2.completion <= j2.promised
+    assert j1.completion is not None and j1.promised is None  # done before its commit point
     status = {j["job_id"]: j for j in svc.status()["jobs"]}
-    assert status["j1"]["promised"] == svc.loop.state.records["j1"].promised
+    assert status["j2"]["promised"] == j2.promised and status["j1"]["promised"] is None
+
+
+def assert_promises_kept(svc: SchedulerService) -> None:
+    """Every promise (made on admission or later) kept, and every admitted job of these
+    light runs completed (an uncommitted one before its commit point)."""
+    for job_id, rec in svc.loop.state.records.items():
+        if rec.admitted:
+            assert rec.completion is not None, job_id
+        if rec.promised is not None:
+            assert rec.completion <= rec.promised, job_id
 
 
 def _rows(svc: SchedulerService) -> list[tuple]:
@@ -165,7 +179,7 @@ def test_a_restart_decides_as_the_uninterrupted_service(tmp_path_factory, seed, 
 def test_a_revision_made_after_a_restart_is_the_uninterrupted_ones(tmp_path, crash_at):
     """The re-pack of ``_repacked`` happens after the restart (``crash_at`` 1) or before
     it (2, 3: the moved plan is restored): either way the same plans run."""
-    ref = _repacked(tmp_path / "ref")
+    ref = _displaced(tmp_path / "ref")
     ref.run_for(11)
     svc = SchedulerService(tmp_path / "crash", config=_config(), cluster=_cluster(),
                            executor=SimulatedExecutor())
@@ -229,12 +243,14 @@ def test_a_job_that_cannot_finish_in_its_window_is_dropped_and_a_restart_keeps_i
 def test_the_status_table_shows_each_promise(tmp_path):
     from psched.cli.jobs import format_status
 
-    svc = _repacked(tmp_path)
+    svc = _displaced(tmp_path)
     table = format_status(svc.status())
-    header, row = table.splitlines()[1], next(
-        line for line in table.splitlines() if line.startswith("j1 "))
+    header = table.splitlines()[1]
     col = header.index(" prom") + len(" prom")
-    assert row[:col].split()[-1] == str(svc.loop.state.records["j1"].promised)
+    for job_id in ("j1", "j2"):
+        row = next(line for line in table.splitlines() if line.startswith(f"{job_id} "))
+        promised = svc.loop.state.records[job_id].promised
+        assert row[col - 5:col].strip() == ("" if promised is None else str(promised))
 
 
 def test_a_journal_written_before_promises_were_journaled_still_opens(tmp_path):
@@ -282,9 +298,7 @@ def test_a_crash_in_the_middle_of_a_slot_reruns_it_and_keeps_every_promise(tmp_p
     again = SchedulerService(tmp_path, executor=SimulatedExecutor())
     assert again.loop.state.t == at
     _drive(again, [(s, b) for s, b in plan if s > at], 40)
-    for job_id, rec in again.loop.state.records.items():
-        if rec.admitted:
-            assert rec.completion is not None and rec.completion <= rec.promised, job_id
+    assert_promises_kept(again)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -306,9 +320,7 @@ def test_with_real_valued_demands_a_restart_keeps_every_promise(tmp_path_factory
     assert again.policy.current_plans() == plans  # type: ignore[attr-defined]
     assert again.policy.promises() == promises  # type: ignore[attr-defined]
     _drive(again, [(s, b) for s, b in plan if s >= crash_at], 40)
-    for job_id, rec in again.loop.state.records.items():
-        if rec.admitted:
-            assert rec.completion is not None and rec.completion <= rec.promised, job_id
+    assert_promises_kept(again)
 
 
 @pytest.mark.parametrize(("policy", "says"), [("nope", "unknown policy 'nope'"),

@@ -1,7 +1,9 @@
-"""Deferred admission in the scheduling loop: jobs a policy held (``Decision.hold``) are
+"""Deferred decisions in the scheduling loop: jobs a policy held (``Decision.hold``) are
 decided at a later slot boundary, after that slot's arrivals, or rejected for good when their
-window closes. :class:`HeldAdmission` is the part of :class:`~psched.core.loop.SchedulerLoop`
-that does it (the loop's state, policy, cluster and hooks are its own)."""
+window closes; jobs a policy admitted without a promise may be promised at a later boundary
+(a deferred promise). :class:`HeldAdmission` is the part of
+:class:`~psched.core.loop.SchedulerLoop` that does it (the loop's state, policy, cluster and
+hooks are its own)."""
 
 from __future__ import annotations
 
@@ -40,19 +42,23 @@ class HeldAdmission:
         policy's ``admit_held(jobs, view)`` (see :class:`~psched.core.policy.Policy`), which
         returns a :class:`~psched.core.model.Decision` for each job it decides now (the view holds
         the active jobs as measured, as for ``plan``; admitted: the
-        job becomes active, with its promise, as an arrival of this slot; rejected without
-        ``hold``: rejected for good now) and leaves the others held. Called by
-        :meth:`begin_slot` after the slot's arrivals; one :class:`Admission` per job decided
-        (slot ``t``), also passed to the ``on_decision`` hooks. O(held) plus the policy.
+        job becomes active, with its promise if it has one, as an arrival of this slot;
+        rejected without ``hold``: rejected for good now) and leaves the others held. The
+        policy may also answer for an active job admitted without a promise: ``admitted`` with
+        ``promised`` set is its promise, made now (a *deferred promise*; the job is not
+        admitted again). Called by :meth:`begin_slot` after the slot's arrivals, while any job
+        is held or active; one :class:`Admission` per job decided (slot ``t``; a deferred
+        promise has ``deferred_promise`` set), also passed to the ``on_decision`` hooks.
+        O(held) plus the policy.
 
         ``forced``: the decisions made at this boundary before (a journal), by job id, for
-        held jobs only. A policy with a ``restore_held(job, decision)`` method re-applies each
-        as it was; any other policy is offered those jobs again (``admit_held``) and the
-        forced decision wins where they differ (logged)."""
+        held jobs and deferred promises only. A policy with a ``restore_held(job, decision)``
+        method re-applies each as it was; any other policy is offered those jobs again
+        (``admit_held``) and the forced decision wins where they differ (logged)."""
         st = self.state
         self.expire_held(t)
         hook = getattr(self.policy, "admit_held", None)
-        if not st.held or hook is None:
+        if hook is None or not (st.held or st.active):
             return []
         if forced is not None:
             decisions, ms = self._forced_held(t, forced)
@@ -63,13 +69,24 @@ class HeldAdmission:
             ms = (time.perf_counter() - t0) * 1e3
         out: list[Admission] = []
         for job_id, decision in decisions.items():
+            rec = st.records.get(job_id)
+            if rec is None:
+                raise ValueError(f"admit_held decided {job_id!r}, which never arrived")
             if job_id not in st.held:
-                raise ValueError(f"admit_held decided {job_id!r}, which is not held")
-            rec = st.records[job_id]
+                if not self._awaits_promise(job_id) or decision.promised is None:
+                    raise ValueError(f"admit_held decided {job_id!r}, which is neither held "
+                                     "nor admitted without a promise")
+                rec.promised, rec.promised_at = decision.promised, t
+                out.append(Admission(job_id=job_id, slot=t, admitted=True, payoff=rec.payoff,
+                                     work=rec.job.work,
+                                     schedule=dict(decision.schedule or {}), latency_ms=ms,
+                                     promised=rec.promised, deferred_promise=True))
+                continue
             if decision.admitted:
                 del st.held[job_id]
                 rec.admitted, rec.payoff, rec.reason = True, decision.payoff, ""
                 rec.promised, rec.decided = decision.promised, t
+                rec.promised_at = None if rec.promised is None else t
                 st.active.append(job_id)
                 st.arrived.append(job_id)
             elif not decision.hold:
@@ -99,6 +116,12 @@ class HeldAdmission:
             self._settle_held(job_id, t)
         return gone
 
+    def _awaits_promise(self, job_id: str) -> bool:
+        """``job_id`` is active and was admitted without a promise."""
+        rec = self.state.records.get(job_id)
+        return (rec is not None and rec.admitted and rec.promised is None
+                and rec.completion is None and job_id in self.state.active)
+
     def _held_view(self, t: int) -> View:
         st = self.state
         return View(t=t, cluster=self.cluster, horizon=self.horizon,
@@ -108,7 +131,7 @@ class HeldAdmission:
                      ) -> tuple[dict[str, Decision], float]:
         """The decisions of :meth:`admit_held` replayed from a journal (see there)."""
         st = self.state
-        jobs = [st.records[j].job for j in forced if j in st.held]
+        jobs = [st.records[j].job for j in forced if j in st.held or self._awaits_promise(j)]
         restore = getattr(self.policy, "restore_held", None)
         t0 = time.perf_counter()
         if restore is not None:

@@ -294,6 +294,7 @@ class SchedulerLoop(HeldAdmission):
             st.event_ms.append(ms)
         rec.admitted, rec.payoff = decision.admitted, decision.payoff
         rec.promised = decision.promised if decision.admitted else None
+        rec.promised_at = None if rec.promised is None else t
         if decision.admitted:
             st.active.append(spec.job_id)
             st.arrived.append(spec.job_id)

@@ -69,7 +69,9 @@ class JobRecord:
     done: float = 0.0  #: work done, worker-slots
     first_slot: int | None = None  #: first slot with workers
     completion: int | None = None  #: slot in which the last work was done
-    promised: int | None = None  #: completion slot promised on admission, if the policy promises
+    promised: int | None = None  #: completion slot promised, if the policy promises
+    #: slot the promise was made in: the admission's, or a later one (a deferred promise)
+    promised_at: int | None = None
     #: slot of the admission decision: the arrival slot, a later one for a deferred admission,
     #: the slot a held job's window closed (or the run ended) if it never was; None while held
     decided: int | None = None
@@ -172,6 +174,8 @@ class Admission:
     schedule: Mapping[int, Alloc] = field(default_factory=dict)
     latency_ms: float | None = None  #: the policy's decision time; None if screened out
     promised: int | None = None  #: the completion slot promised on admission, if any
+    #: a promise made now to a job admitted earlier without one (not a new admission)
+    deferred_promise: bool = False
 
 
 #: A before-slot hook: called with slot ``t`` once it has begun, before its arrivals.

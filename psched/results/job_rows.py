@@ -15,7 +15,8 @@ JOBS_COLUMNS: tuple[str, ...] = (
     "job_id", "arrival", "work", "max_workers", "ps_ratio",
     *(f"worker_{r}" for r in RESOURCES), *(f"ps_{r}" for r in RESOURCES),
     "utility_kind", "value", "decay", "target",
-    "admitted", "reason", "completion", "duration", "utility", "promised", "decided",
+    "admitted", "reason", "completion", "duration", "utility", "promised", "promised_at",
+    "decided",
 )
 
 
@@ -35,6 +36,7 @@ def job_rows(result: RunResult) -> list[list[Any]]:
             "" if rec.duration is None else rec.duration,
             repr(rec.utility),
             "" if rec.promised is None else rec.promised,
+            "" if rec.promised_at is None else rec.promised_at,
             "" if rec.decided is None else rec.decided,
         ])
     return rows

@@ -20,14 +20,17 @@ from psched.core.policy import Policy
 from psched.policies import policy_factory
 from ray_cluster.workloads.jobspec import spec_from_json, spec_to_json
 
-__all__ = ["CANCELLED", "DROPPED_BEHIND", "FAILED", "SERVICE_NAME", "SERVICE_NAMESPACE",
-           "ServiceConfig", "cluster_from_dict"]
+__all__ = ["CANCELLED", "DROPPED_BEHIND", "FAILED", "LIVE_COMMIT_MARGIN", "SERVICE_NAME",
+           "SERVICE_NAMESPACE", "ServiceConfig", "cluster_from_dict"]
 
 SERVICE_NAME = "psched-scheduler"  #: name of the detached service actor
 SERVICE_NAMESPACE = "psched"  #: its Ray namespace
 DROPPED_BEHIND = "dropped_behind"  #: reason of a job dropped when its re-plan is rejected
 CANCELLED = "cancelled"  #: reason of a cancelled job
 FAILED = "failed"  #: reason of a job whose training raises every time (released, not retried)
+#: ``commit_margin`` of a policy that takes one (``oasis-rp``), unless ``policy_options`` set
+#: it: a promise keeps one slot of slack, for a slot lost to an actor's start-up or a slow node
+LIVE_COMMIT_MARGIN = 1
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -85,6 +88,8 @@ class ServiceConfig:
         except KeyError as err:
             raise InputError(str(err.args[0]), field="policy") from None
         takes = inspect.signature(factory).parameters
+        if "commit_margin" in takes:  # a real executor may lose a slot: promises keep one
+            opts.setdefault("commit_margin", LIVE_COMMIT_MARGIN)
         open_ended = any(p.kind is p.VAR_KEYWORD for p in takes.values())
         unknown = [] if open_ended else sorted(set(opts) - set(takes))
         if unknown:

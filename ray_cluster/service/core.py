@@ -169,6 +169,7 @@ class SchedulerService(ServiceViews):
         self._cancels: list[str] = []  # requested while a slot runs
         self._booked: set[str] = set()  # journaled without a decision: decided when due
         self._held: set[str] = set()  # journaled as held: decided at a later boundary
+        self._replaying = False  # re-applying the journal: its decisions are not journaled again
         self._slot_started = 0.0
         self._slot_plan: SlotPlan = {}
         self._slot_info: dict[str, tuple[str, str]] = {}
@@ -194,7 +195,11 @@ class SchedulerService(ServiceViews):
         self.revisions = PlanRevisions(self.policy, self.commitments)
         if self.restored:
             self.nodes.regrow()
-            restore_loop(self.loop, self.journal, on_revision=self.revisions.replayed)
+            self._replaying = True
+            try:
+                restore_loop(self.loop, self.journal, on_revision=self.revisions.replayed)
+            finally:
+                self._replaying = False
             self._booked = {s.job_id for s in self.loop.state.booked}
             self._held = set(self.loop.state.held)
             reported = getattr(self.executor, "reported", None)
@@ -253,10 +258,13 @@ class SchedulerService(ServiceViews):
     # -- decisions -------------------------------------------------------------------------
     def _decided(self, adm: Admission) -> None:
         """Every decision of the loop: keep the committed schedule; journal the decision of
-        a booked job, made when its slot began, and the decision of a held job, made at a
-        slot boundary (kind ``deferred``)."""
+        a booked job, made when its slot began, and the decision of a held job or a deferred
+        promise, made at a slot boundary (kind ``deferred``)."""
         self.commitments.record(adm)
-        if adm.job_id in self._booked:
+        if adm.deferred_promise:
+            if not self._replaying:
+                self.journal.decide(decision_row(adm, DEFERRED, adm.latency_ms or 0.0))
+        elif adm.job_id in self._booked:
             self._booked.discard(adm.job_id)
             self.journal.decide(self._arrival_row(adm, adm.latency_ms or 0.0))
             self.journal.revise(*self.revisions.capture(adm.slot))

@@ -14,8 +14,9 @@ policy's ``restore_plan``); at the end the policy's ``resume(t, state)`` keeps t
 from slot ``t`` on and takes back its journaled boundary state, so every admitted job keeps
 its promise and its current plan. A ``hold`` row holds the job again (deferred admission:
 :meth:`~psched.core.loop.SchedulerLoop.admit_held`); a ``deferred`` row re-applies the
-decision made on a held job at a boundary (``admit_held`` with it ``forced``: the policy's
-``restore_held(job, decision)``, else the job is offered to it again and the journal wins);
+decision made on a held job at a boundary, or the promise made then to a job admitted
+without one (``admit_held`` with it ``forced``: the policy's ``restore_held(job, decision)``,
+else the job is offered to it again and the journal wins);
 a job still held after the replay is offered to the policy again at the next boundary, and
 one whose window closed before it is rejected with its held reason (the loop's ``restore``).
 Jobs submitted for a later slot and not yet decided are booked again. Then

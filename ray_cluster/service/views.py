@@ -18,7 +18,7 @@ from psched.core.policy import Policy
 from psched.core.records import HELD
 from ray_cluster.service.config import ServiceConfig
 from ray_cluster.service.journal import Journal
-from ray_cluster.service.replay import HOLD
+from ray_cluster.service.replay import DEFERRED, HOLD
 from ray_cluster.service.rules import Commitments
 
 __all__ = ["LiveView", "ServiceViews"]
@@ -140,10 +140,14 @@ class ServiceViews:
     def logs(self, job_id: str) -> list[str]:
         """The journal's lines about one job."""
         out = []
+        admitted = False
         for d in self.journal.decisions():
             if d.job_id == job_id:
-                verdict = ("held" if d.kind == HOLD else
-                           "admitted" if d.admitted else "rejected")
+                # a second admitted deferred row is the promise made at the commit point
+                promise = d.kind == DEFERRED and d.admitted and admitted
+                verdict = ("held" if d.kind == HOLD else f"promised slot {d.promised}"
+                           if promise else "admitted" if d.admitted else "rejected")
+                admitted = admitted or (d.admitted and d.kind in (DEFERRED, "arrival"))
                 out.append(f"slot {d.slot}: {d.kind}: {verdict}"
                            f" {d.reason} payoff={d.payoff} work={d.work} "
                            f"planned={sorted(d.schedule)} ({d.latency_ms:.1f} ms)")

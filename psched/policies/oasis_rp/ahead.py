@@ -28,17 +28,18 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from psched.core.model import Alloc, Job
+from psched.core.model import Alloc, Job, ceil_eps
 from psched.core.placement import room
 from psched.core.policy import View
 from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.plans import Schedule
+from psched.policies.oasis_rp.queue import now_density
 from psched.policies.oasis_rp.state import RunState
 
 #: no cap on how many containers a server may take (:func:`psched.core.placement.room`)
 _NO_CAP = 1 << 30
 
-__all__ = ["grow", "grow_now", "place", "trim_tail", "work_ahead"]
+__all__ = ["grow", "grow_alloc", "grow_now", "place", "trim_tail", "work_ahead"]
 
 
 def place(old: Mapping[int, int], extra: int, spare: np.ndarray,
@@ -104,8 +105,24 @@ def grow_now(book: PlanLedger, job: Job, plan: Mapping[int, Alloc],
     now = plan.get(t)
     n_now = now.n_workers if now is not None else 0
     later = sum(a.n_workers for s, a in plan.items() if s > t)
-    cap_n = min(job.max_workers, n_now + later)
-    if later <= 0 or cap_n <= n_now:
+    if later <= 0:
+        return None
+    grown = grow_alloc(book, job, now, min(job.max_workers, n_now + later), t)
+    if grown is None:
+        return None
+    out = trim_tail(job, plan, t, grown.n_workers - n_now)
+    out[t] = grown
+    return out
+
+
+def grow_alloc(book: PlanLedger, job: Job, now: Alloc | None, cap_n: int,
+               t: int) -> Alloc | None:
+    """``job``'s allocation ``now`` in slot ``t`` (None: nothing yet) grown to the most
+    workers, at most ``cap_n``, for which they and their PS fit the capacity the book leaves
+    in ``t`` (the new containers on the servers already used first, then in pool order);
+    None if it cannot grow. O(S R)."""
+    n_now = now.n_workers if now is not None else 0
+    if cap_n <= n_now:
         return None
     w_dem, p_dem = book.demands_of(job)
     room_w = room(book.capacity[0] - book.usage[0][t], w_dem, _NO_CAP)
@@ -121,21 +138,32 @@ def grow_now(book: PlanLedger, job: Job, plan: Mapping[int, Alloc],
     ps = place(old_p, max(0, job.ps_needed(n) - sum(old_p.values())), room_p, book.servers[1])
     if workers is None or ps is None:
         return None
-    out = trim_tail(job, plan, t, n - n_now)
-    out[t] = Alloc.of(workers, ps)
-    return out
+    return Alloc.of(workers, ps)
 
 
 def work_ahead(st: RunState, t: int, view: View) -> None:
     """Hand the capacity of slot ``t`` that no plan uses to the admitted jobs that are still
-    active, least slack first, each taking the worker-slots from the end of its plan (it
-    completes no later). O(jobs (S R + plan entries))."""
+    active: first the planned ones, least slack first, each taking the worker-slots from the
+    end of its plan (it completes no later); then the uncommitted ones the queue left without
+    a plan (none of positive payoff), densest first, each running in ``t`` as large as the
+    room left allows. O(jobs (S R + plan entries))."""
     order = sorted((j for j in st.plans if j in view.active),
                    key=lambda j: (st.promise[j] - max(st.plans[j]), st.promise[j], j))
     for j in order:
         new = grow(st, st.jobs[j], st.plans[j], t)
         if new is not None:
             st.plans[j] = new
+    left = {j: ceil_eps(view.active[j].remaining) for j in st.uncommitted
+            if j not in st.plans and j in view.active}
+    for j in sorted(left, key=lambda j: (-now_density(st, st.jobs[j], t, left[j]), j)):
+        job = st.jobs[j]
+        alloc = grow_alloc(st.book, job, None, min(job.max_workers, left[j]), t)
+        if alloc is not None and left[j] > 0:
+            st.book.add(job, {t: alloc})
+            st.plans[j] = Schedule({t: alloc})
+            st.promise[j] = t
+            st.stats["ahead_jobs"] += 1
+            st.stats["ahead_moved"] += alloc.n_workers
 
 
 def grow(st: RunState, job: Job, old: dict[int, Alloc], t: int) -> Schedule | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from psched.core.model import Alloc, Cluster, Decision, Job, SlotPlan
+from psched.core.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps
 from psched.core.policy import RunContext, View, register_policy
 from psched.oasis.dual import dual_objective
 from psched.oasis.prices import PriceParams, fixed_params, params_from_jobs
@@ -31,7 +31,7 @@ from psched.policies.oasis_rp.effort import SlotBank
 from psched.policies.oasis_rp.estimates import LocalFloor, OnlineBounds, RunningQuantile
 from psched.policies.oasis_rp.plans import Found
 from psched.policies.oasis_rp.promises import REJECT_PAYOFF, completion_utility, promise_for
-from psched.policies.oasis_rp.queue import queue_boundary
+from psched.policies.oasis_rp.queue import queue_boundary, take_uncommitted
 from psched.policies.oasis_rp.repack import pull_one, repack
 from psched.policies.oasis_rp.reservations import Reservation
 from psched.policies.oasis_rp.state import RunState
@@ -76,9 +76,14 @@ class OasisRpPolicy:
         densities (online: of the arrivals so far; in [0, 1); 0: every arrival).
     effort_slots : slot-searches credited to the slot bank per arrival (None: no bank;
         :mod:`~psched.policies.oasis_rp.effort`).
+    commit_margin : slots of slack a promise keeps when it is made at the commit point
+        (:mod:`~psched.policies.oasis_rp.promises`): 0, the last boundary that can keep it,
+        for an executor that does what is planned (simulation); the live service uses 1.
 
     A job that is not admitted on arrival is held and searched again at every boundary
-    while its window is open (:mod:`~psched.policies.oasis_rp.queue`).
+    while its window is open, and an admitted job is uncommitted, searched again with them,
+    until its commit point (:mod:`~psched.policies.oasis_rp.queue`,
+    :mod:`~psched.policies.oasis_rp.promises`).
     """
 
     name = "oasis-rp"
@@ -101,6 +106,7 @@ class OasisRpPolicy:
         repack_gap: float = 0.05,
         repack_quantile: float = 0.1,
         effort_slots: float | None = 50.0,
+        commit_margin: int = 0,
     ) -> None:
         if price_source not in PRICE_SOURCES:
             raise ValueError(f"price_source must be one of {', '.join(PRICE_SOURCES)}, "
@@ -123,6 +129,9 @@ class OasisRpPolicy:
             raise ValueError(f"repack_quantile must be in [0, 1), got {repack_quantile!r}")
         if effort_slots is not None:
             SlotBank(per_arrival=float(effort_slots))  # checks it
+        if isinstance(commit_margin, bool) or not isinstance(commit_margin, int) \
+                or commit_margin < 0:
+            raise ValueError(f"commit_margin must be an integer >= 0, got {commit_margin!r}")
         self.price_source = price_source
         self.estimate_factor = factor
         self.prices = None if prices is None else dict(prices)
@@ -132,6 +141,7 @@ class OasisRpPolicy:
         self.repack_gap = float(repack_gap)
         self.repack_quantile = float(repack_quantile)
         self.effort_slots = None if effort_slots is None else float(effort_slots)
+        self.commit_margin = commit_margin
         #: a benchmark's probe, or None (the default: nothing is timed): called as
         #: ``probe(job_id, cpu_s)`` after each decision of a batch with its own CPU seconds
         #: (:meth:`admit_held`; the ordering and the boundary's upkeep are not in them)
@@ -195,7 +205,8 @@ class OasisRpPolicy:
         self.ledger = PlanLedger(ctx.cluster, ctx.horizon, params)
         bank = None if self.effort_slots is None else SlotBank(per_arrival=self.effort_slots,
                                                                cap=effort.BANK_SLOTS)
-        self._st = RunState(book=self.ledger, cluster=ctx.cluster, slot_bank=bank)
+        self._st = RunState(book=self.ledger, cluster=ctx.cluster, slot_bank=bank,
+                            commit_margin=self.commit_margin)
         self._boundary_ms = []
         self._report = None
 
@@ -272,7 +283,7 @@ class OasisRpPolicy:
             st.stats["soft_reserved"] += 1
             return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0, hold=True)
         st.decided[job.job_id] = (job, found.payoff)
-        return promise_for(st, job, found, self.promise_rtol)
+        return promise_for(st, job, found, self.promise_rtol, t)
 
     def _below_floor(self, job: Job, found: Found, t: int) -> bool:
         """``job``'s best schedule ``found`` from slot ``t`` (or, with none, its utility at
@@ -296,6 +307,9 @@ class OasisRpPolicy:
         :data:`~psched.policies.oasis_rp.queue.QUEUE_LIMIT`) decisions."""
         st = self._state()
         t = view.t
+        left = {j: ceil_eps(view.active[j].remaining) for j in st.uncommitted
+                if j in view.active}
+        uncommitted = take_uncommitted(st, left, t)  # searched again in the queue
         reconcile(st, view)  # jobs gone or behind since the last plan free or take room
         probe = self.decision_probe
 
@@ -310,7 +324,7 @@ class OasisRpPolicy:
         seen = self.queue_probe
         return queue_boundary(st, jobs, t, arrive=arrive,
                               below_floor=lambda job, found: self._below_floor(job, found, t),
-                              rtol=self.promise_rtol,
+                              rtol=self.promise_rtol, left=left, uncommitted=uncommitted,
                               probe=None if seen is None else lambda j, what: seen(t, j, what))
 
     # -- slot boundaries -----------------------------------------------------------------------
@@ -377,8 +391,12 @@ class OasisRpPolicy:
 
     # -- results --------------------------------------------------------------------------------
     def promises(self) -> dict[str, int]:
-        """The promised completion slot of every admitted job."""
-        return {} if self._st is None else dict(self._st.promise)
+        """The promised completion slot of every promised job (an uncommitted one has none
+        yet)."""
+        if self._st is None:
+            return {}
+        st = self._st
+        return {j: p for j, p in st.promise.items() if j not in st.uncommitted}
 
     def report(self) -> dict[str, Any]:
         if self._report is not None:
@@ -406,7 +424,8 @@ class OasisRpPolicy:
                          "certificate": self.certificate, "density_floor": self.density_floor,
                          "promise_rtol": self.promise_rtol, "repack_gap": self.repack_gap,
                          "repack_quantile": self.repack_quantile,
-                         "effort_slots": self.effort_slots}
+                         "effort_slots": self.effort_slots,
+                         "commit_margin": self.commit_margin}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha
         out["estimate_factor"] = self.estimate_factor

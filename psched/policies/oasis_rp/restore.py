@@ -57,18 +57,31 @@ def restore(st: RunState, job: Job, decision: Decision) -> None:
 
 def restore_held(st: RunState, job: Job, decision: Decision) -> None:
     """Re-apply a deferred decision made before at a slot boundary: admitted, ``job`` (held
-    since its arrival, restored by :func:`restore` as a rejection) gets the promise and the
-    plan of ``decision``; a rejection changes nothing here. O(schedule entries)."""
+    since its arrival, restored by :func:`restore` as a rejection) gets the promise (if any)
+    and the plan of ``decision``; an uncommitted job promised at its commit point gets that
+    promise (its plan is restored by the revisions); a rejection changes nothing here.
+    O(schedule entries)."""
+    if job.job_id in st.uncommitted:
+        if decision.promised is not None:
+            st.uncommitted.discard(job.job_id)
+            st.promise[job.job_id] = decision.promised
+            st.promised_utility += job.utility_at(decision.promised - job.arrival + 1)
+        return
     if decision.admitted and decision.schedule:
         _admit(st, job, decision)
 
 
 def _admit(st: RunState, job: Job, decision: Decision) -> None:
+    """Admitted with ``decision``'s plan: its promise, or uncommitted without one (bound by
+    the plan's completion until the queue searches it again)."""
     schedule = dict(decision.schedule or {})
-    promise = decision.promised if decision.promised is not None else max(schedule)
     st.jobs[job.job_id] = job
-    st.promise[job.job_id] = promise
-    st.promised_utility += job.utility_at(promise - job.arrival + 1)
+    if decision.promised is None:
+        st.promise[job.job_id] = max(schedule)
+        st.uncommitted.add(job.job_id)
+    else:
+        st.promise[job.job_id] = decision.promised
+        st.promised_utility += job.utility_at(decision.promised - job.arrival + 1)
     st.place(job, schedule)
 
 

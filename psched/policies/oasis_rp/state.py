@@ -36,7 +36,9 @@ def new_stats() -> dict[str, float]:
             "queue_admitted": 0, "queue_searches": 0,
             "pulled": 0, "replanned_behind": 0, "promise_at_risk": 0,
             "kept_running": 0, "soft_reserved": 0, "ahead_jobs": 0, "ahead_moved": 0,
-            "repack_guarded": 0, "repack_prechecked": 0}
+            "repack_guarded": 0, "repack_prechecked": 0,
+            "admitted_uncommitted": 0, "committed_late": 0, "uncommitted_searches": 0,
+            "uncommitted_unplanned": 0}
 
 
 @dataclass(kw_only=True, eq=False)
@@ -48,7 +50,12 @@ class RunState:
     slot_bank: SlotBank | None  #: the slot-search bank (``effort_slots``), or None
     jobs: dict[str, Job] = field(default_factory=dict)  #: admitted jobs by id
     plans: Plans = field(default_factory=Plans)  #: job -> {slot -> alloc}, slots not yet run
-    promise: dict[str, int] = field(default_factory=dict)  #: job -> promised completion slot
+    #: job -> promised completion slot; for an uncommitted job, its planned completion (what
+    #: the revisions of one boundary keep it within)
+    promise: dict[str, int] = field(default_factory=dict)
+    #: admitted jobs not promised yet (:mod:`~psched.policies.oasis_rp.promises`)
+    uncommitted: set[str] = field(default_factory=set)
+    commit_margin: int = 0  #: slots of slack a promise keeps at the commit point
     soft: Reservations = field(default_factory=Reservations)  #: held jobs' reservations
     batch: list[str] = field(default_factory=list)  #: held on arrival this slot, undecided
     restored: dict[str, Job] = field(default_factory=dict)  #: held jobs replayed, until resume
@@ -64,11 +71,13 @@ class RunState:
     dens: dict[str, float] = field(default_factory=dict)
     fits: FitCounts | None = None
 
-    def search_new(self, job: Job, t: int) -> Found:
-        """The best schedule of a job not yet admitted, from slot ``t``, at own-usage prices
-        (:func:`~psched.policies.oasis_rp.own.search_own`)."""
+    def search_new(self, job: Job, t: int, work: int | None = None) -> Found:
+        """The best schedule of a job not yet promised, from slot ``t``, at own-usage prices
+        (:func:`~psched.policies.oasis_rp.own.search_own`): its ``work`` worker-slots left
+        (default all of them), its utility counted from its arrival."""
         self.slots += search_span(job, t, job.last_slot)
-        return search_own(self.book, job, start=t, work=job.work, deadline=job.last_slot)
+        return search_own(self.book, job, start=t, work=job.work if work is None else work,
+                          deadline=job.last_slot)
 
     def search_kept(self, job: Job, t: int, work: int, deadline: int,
                     flat: bool = False) -> Found:

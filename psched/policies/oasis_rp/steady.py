@@ -171,8 +171,8 @@ def reconcile(st: RunState, view: View) -> None:
         del st.plans[j]
     todo = []
     for j, status in view.active.items():
-        if j not in st.plans and j not in st.promise:
-            continue
+        if (j not in st.plans and j not in st.promise) or j in st.uncommitted:
+            continue  # an uncommitted job is searched again by the queue
         left = max(0, ceil_eps(status.remaining))
         if left != st.plans.left.get(j, 0):  # the plan holds slots >= t only
             todo.append((j, left))
