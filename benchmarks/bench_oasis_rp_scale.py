@@ -7,14 +7,14 @@ revised window rule) or ``ef-<name>`` (an ElasticFlow trace, loaded as
 ``benchmarks/rivals_tables.py`` does). Each policy runs in its own child process, so that the
 peak resident memory (``ru_maxrss`` of that child) is the policy's run alone, trace loading
 included. One markdown row per policy; its last column counts broken promises (re-derived
-from the allocation rows, :func:`psched.core.promises.broken_promises`) and the policy's re-pack and
-slot-bank counters (:mod:`psched.policies.oasis_rp.effort`).
+from the allocation rows, :func:`psched.core.promises.broken_promises`) and the policy's re-pack,
+queue and commitment counters.
 
     python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 \
         --policies oasis,oasis-rp,fifo,srtf
     python benchmarks/bench_oasis_rp_scale.py --trace ef-cluster04 --policies oasis,oasis-rp
     python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 \
-        --policies oasis-rp:effort_slots=100
+        --policies oasis-rp:commit_margin=1
     python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 --policies oasis-rp \
         --max-cpu-s 120      # how far a run gets in 120 CPU s
     python benchmarks/bench_oasis_rp_scale.py --trace philly-80000 --policies oasis-rp,oasis \
@@ -141,9 +141,9 @@ def _child(trace: str, policy: str, seed: int, out: Any, max_cpu_s: float | None
                   f"{k}={res.report[k]}" for k in COUNTERS if k in res.report])})
 
 
-#: report counters shown per row (the re-pack and the bounded effort of ``oasis-rp``)
-COUNTERS = ("repack_tried", "repack_kept", "queue_admitted",
-            "effort_slot_trimmed", "effort_slot_skipped", "effort_slot_spent")
+#: report counters shown per row (the re-pack, the queue and the commitments of ``oasis-rp``)
+COUNTERS = ("repack_tried", "repack_kept", "queue_admitted", "admitted_uncommitted",
+            "committed_late", "uncommitted_searches")
 
 
 def _number(text: str) -> Any:

@@ -39,7 +39,7 @@ VARIANTS = [
     {"price_source": "hindsight"},
     {"promise_rtol": 0.0},
     {"repack_gap": 1.0, "repack_quantile": 0.0},
-    {"density_floor": 0.0, "effort_slots": None},
+    {"density_floor": 0.0},
 ]
 SETTINGS = settings(max_examples=15, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -216,7 +216,6 @@ def test_same_seed_same_run(options: dict[str, object], instance: Instance) -> N
 @pytest.mark.parametrize("bad", [{"promise_rtol": 1.0}, {"repack_gap": 0.0},
                                  {"price_source": "fixed"}, {"estimate_factor": -1.0},
                                  {"density_floor": -1.0}, {"repack_quantile": 1.0},
-                                 {"effort_slots": 0.0},
                                  {"prices": {"u_worker": 1.0}}])
 def test_bad_options_are_refused(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
@@ -273,7 +272,7 @@ def test_the_report_lists_exactly_the_options_in_order() -> None:
     res = simulate(specs, cluster, make_policy("oasis-rp"), 8)
     assert list(res.report["levers"]) == list(inspect.signature(OasisRpPolicy).parameters) == [
         "price_source", "estimate_factor", "prices", "certificate", "density_floor",
-        "promise_rtol", "repack_gap", "repack_quantile", "effort_slots", "commit_margin"]
+        "promise_rtol", "repack_gap", "repack_quantile", "commit_margin"]
 
 
 def test_fixed_prices_are_the_u_and_l_the_policy_runs_with() -> None:

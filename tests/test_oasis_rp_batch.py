@@ -32,7 +32,7 @@ from psched.core.utility import Utility
 from psched.policies import make_policy
 from psched.policies.oasis_rp.admission import containers_that_fit, density, density_order
 
-OPTIONS = [{}, {"price_source": "hindsight"}, {"effort_slots": None}]
+OPTIONS = [{}, {"price_source": "hindsight"}, {"commit_margin": 1}]
 SETTINGS = settings(max_examples=15, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

@@ -1,7 +1,6 @@
 """Exact fast paths of oasis-rp at trace scale: each gives the reference's answer.
 
-``clash_rank`` (one masked count over every plan's groups) against
-:func:`~psched.policies.oasis_rp.effort.clash_rank_reference`; the scalar path of
+The scalar path of
 :class:`~psched.core.utility.Utility` against its numpy path, bit for bit; the container counts kept
 per demand (:class:`~psched.policies.oasis_rp.admission.FitCounts`) against the counts computed
 afresh;
@@ -21,7 +20,6 @@ from strategies import clusters, job_specs, utilities
 from psched.core.arrivals import TraceArrivals
 from psched.core.loop import SchedulerLoop
 from psched.core.model import (
-    Alloc,
     Cluster,
     Job,
     JobSpec,
@@ -34,42 +32,9 @@ from psched.core.utility import Utility, make_utility
 from psched.oasis.prices import _demands, log_utility, log_utility_one
 from psched.policies import make_policy
 from psched.policies.oasis_rp.admission import FitCounts, density, density_quantile
-from psched.policies.oasis_rp.effort import clash_loads, clash_rank, clash_rank_reference
-from psched.policies.oasis_rp.plans import Schedule
 
 FAST = settings(max_examples=60, deadline=None)
 FEW = settings(max_examples=12, deadline=None)
-
-
-@st.composite
-def _plans(draw: st.DrawFn) -> tuple[list[str], dict[str, dict[int, Alloc]]]:
-    """Distinct job ids (in a drawn order) and their plans: Schedules, plain dicts, empty."""
-    n = draw(st.integers(0, 7))
-    plans: dict[str, dict[int, Alloc]] = {}
-    for i in range(n):
-        if draw(st.booleans()):  # short
-            slots = draw(st.lists(st.integers(0, 30), max_size=8, unique=True))
-            plan = {s: Alloc.of({h: draw(st.integers(1, 4)) for h in
-                                 draw(st.lists(st.integers(0, 3), min_size=1, max_size=3,
-                                               unique=True))}, {9: 1}) for s in slots}
-        else:  # long: more groups than clash_loads batches, one allocation throughout
-            one = Alloc.of({0: draw(st.integers(1, 4)), 2: 1}, {9: 1})
-            plan = {s: one for s in range(draw(st.integers(0, 30)), 100)}
-        plans[f"j{i}"] = Schedule(plan) if draw(st.booleans()) else plan
-    jobs = draw(st.permutations(list(plans)))
-    return jobs, plans
-
-
-@settings(max_examples=25, deadline=None)
-@given(got=_plans(), t0=st.integers(0, 90), width=st.integers(-2, 90))
-def test_clash_rank_is_the_reference_order_for_any_plans_and_window(
-        got: tuple[list[str], dict[str, dict[int, Alloc]]], t0: int, width: int) -> None:
-    jobs, plans = got
-    assert clash_rank(jobs, plans, t0, t0 + width) == clash_rank_reference(
-        jobs, plans, t0, t0 + width)
-    want = [sum(a.n_workers for s, a in plans[j].items() if t0 <= s <= t0 + width)
-            for j in jobs]
-    assert clash_loads(jobs, plans, t0, t0 + width).tolist() == want
 
 
 @settings(max_examples=200, deadline=None)

@@ -16,7 +16,6 @@ from psched.core.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps
 from psched.core.policy import RunContext, View, register_policy
 from psched.oasis.dual import dual_objective
 from psched.oasis.prices import PriceParams, fixed_params, params_from_jobs
-from psched.policies.oasis_rp import effort
 from psched.policies.oasis_rp import restore as journal
 from psched.policies.oasis_rp.admission import (
     REJECT_DENSITY,
@@ -27,7 +26,6 @@ from psched.policies.oasis_rp.admission import (
 )
 from psched.policies.oasis_rp.ahead import work_ahead
 from psched.policies.oasis_rp.book import PlanLedger
-from psched.policies.oasis_rp.effort import SlotBank
 from psched.policies.oasis_rp.estimates import LocalFloor, OnlineBounds, RunningQuantile
 from psched.policies.oasis_rp.plans import Found
 from psched.policies.oasis_rp.promises import REJECT_PAYOFF, completion_utility, promise_for
@@ -74,8 +72,6 @@ class OasisRpPolicy:
         its utility at the fastest duration (in (0, 1]; :mod:`~psched.policies.oasis_rp.repack`).
     repack_quantile : re-pack only for an arrival at least this quantile of the price jobs'
         densities (online: of the arrivals so far; in [0, 1); 0: every arrival).
-    effort_slots : slot-searches credited to the slot bank per arrival (None: no bank;
-        :mod:`~psched.policies.oasis_rp.effort`).
     commit_margin : slots of slack a promise keeps when it is made at the commit point
         (:mod:`~psched.policies.oasis_rp.promises`): 0, the last boundary that can keep it,
         for an executor that does what is planned (simulation); the live service uses 1.
@@ -105,7 +101,6 @@ class OasisRpPolicy:
         promise_rtol: float = 0.3,
         repack_gap: float = 0.05,
         repack_quantile: float = 0.1,
-        effort_slots: float | None = 50.0,
         commit_margin: int = 0,
     ) -> None:
         if price_source not in PRICE_SOURCES:
@@ -127,8 +122,6 @@ class OasisRpPolicy:
             raise ValueError(f"repack_gap must be in (0, 1], got {repack_gap!r}")
         if not 0.0 <= repack_quantile < 1.0:
             raise ValueError(f"repack_quantile must be in [0, 1), got {repack_quantile!r}")
-        if effort_slots is not None:
-            SlotBank(per_arrival=float(effort_slots))  # checks it
         if isinstance(commit_margin, bool) or not isinstance(commit_margin, int) \
                 or commit_margin < 0:
             raise ValueError(f"commit_margin must be an integer >= 0, got {commit_margin!r}")
@@ -140,7 +133,6 @@ class OasisRpPolicy:
         self.promise_rtol = float(promise_rtol)
         self.repack_gap = float(repack_gap)
         self.repack_quantile = float(repack_quantile)
-        self.effort_slots = None if effort_slots is None else float(effort_slots)
         self.commit_margin = commit_margin
         #: a benchmark's probe, or None (the default: nothing is timed): called as
         #: ``probe(job_id, cpu_s)`` after each decision of a batch with its own CPU seconds
@@ -203,9 +195,7 @@ class OasisRpPolicy:
             params = params.scaled(self.estimate_factor)
         self.params = params
         self.ledger = PlanLedger(ctx.cluster, ctx.horizon, params)
-        bank = None if self.effort_slots is None else SlotBank(per_arrival=self.effort_slots,
-                                                               cap=effort.BANK_SLOTS)
-        self._st = RunState(book=self.ledger, cluster=ctx.cluster, slot_bank=bank,
+        self._st = RunState(book=self.ledger, cluster=ctx.cluster,
                             commit_margin=self.commit_margin)
         self._boundary_ms = []
         self._report = None
@@ -260,14 +250,12 @@ class OasisRpPolicy:
     def _arrive(self, st: RunState, job: Job, t: int) -> Decision:
         """Decide the arrival of ``job`` in slot ``t``: the floor, the search, a re-pack if
         its best is poor, then a reservation or a promise; a job that finds nothing is held."""
-        if st.slot_bank is not None:
-            st.slot_bank.credit()
         found = st.search_new(job, t)
         if self._below_floor(job, found, t):
             return Decision(admitted=False, reason=REJECT_DENSITY, payoff=0.0, hold=True)
         base = completion_utility(job, found.completion)
         if not found.schedule or base < (1.0 - self.repack_gap) * job.utility_at(job.fastest):
-            got = repack(st, job, t, base, gap=self.repack_gap, min_density=self._repack_min)
+            got = repack(st, job, t, base, min_density=self._repack_min)
             if got.schedule:
                 found = got
             elif found.schedule:
@@ -414,8 +402,6 @@ class OasisRpPolicy:
             achieved = st.promised_utility
             out["certified_ratio"] = out["dual_bound"] / achieved if achieved > 0 else None
         out.update(st.stats)
-        if st.slot_bank is not None:
-            out.update(st.slot_bank.stats())
         ms = np.array(self._boundary_ms) if self._boundary_ms else np.zeros(1)
         out["boundary_ms_p50"] = float(np.percentile(ms, 50))
         out["boundary_ms_p99"] = float(np.percentile(ms, 99))
@@ -424,7 +410,6 @@ class OasisRpPolicy:
                          "certificate": self.certificate, "density_floor": self.density_floor,
                          "promise_rtol": self.promise_rtol, "repack_gap": self.repack_gap,
                          "repack_quantile": self.repack_quantile,
-                         "effort_slots": self.effort_slots,
                          "commit_margin": self.commit_margin}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha

@@ -3,8 +3,7 @@ their promises.
 
 When an arriving job finds no schedule, or only one whose utility is below ``1 - repack_gap``
 of its best, the future plans of the admitted jobs that use slots of its window are taken out
-(at most :data:`REPACK_LIMIT`, most slack first; the slot bank may take fewer,
-:mod:`psched.policies.oasis_rp.effort`), and:
+(at most :data:`REPACK_LIMIT`, most slack first), and:
 
 1. **First order.** The newcomer takes its best schedule, then each job, tightest promise
    first, keeps its old plan if it still fits, else gets its best schedule within its promise.
@@ -24,8 +23,7 @@ before the re-pack, ``c_j`` after its pull). A pull only moves ``j``'s own plan,
 least ``lb_j = max(t, a_j) + ceil(W_j / N_j) - 1`` (``W_j`` its work left) and
 ``f_j(c_j) <= f_j(lb_j)``; when ``f_new(done) - base + sum_j max(0, f_j(lb_j) - f_j(s_j))`` is not
 positive the re-pack is undone whatever the pulls find (floating-point sums are monotone).
-Their slot-searches are still counted (:func:`pull_spans`), so the slot bank is debited
-exactly as if they had run. What does not follow: the ``pulled`` counter.
+What does not follow: the ``pulled`` counter.
 """
 
 from __future__ import annotations
@@ -34,26 +32,23 @@ import math
 from collections.abc import Mapping, Sequence
 
 from psched.core.model import Alloc, Job
-from psched.policies.oasis_rp.effort import Ranked, search_span
 from psched.policies.oasis_rp.latest import search_latest
 from psched.policies.oasis_rp.plans import Found, work_of
-from psched.policies.oasis_rp.promises import completion_utility, latest_same_utility
+from psched.policies.oasis_rp.promises import completion_utility
 from psched.policies.oasis_rp.state import NONE_FOUND, RunState
 from psched.policies.oasis_rp.steady import keeps_running
 
-__all__ = ["REPACK_LIMIT", "gain_bound", "good_end", "pull_one", "pull_spans", "repack"]
+__all__ = ["REPACK_LIMIT", "gain_bound", "pull_one", "repack"]
 
 #: most admitted jobs one re-pack moves (most slack first)
 REPACK_LIMIT = 64
 
 
-def repack(st: RunState, job: Job, t: int, base: float, *, gap: float,
-           min_density: float) -> Found:
+def repack(st: RunState, job: Job, t: int, base: float, *, min_density: float) -> Found:
     """Make room for ``job`` in slot ``t`` (its utility without a re-pack: ``base``) by
     re-planning admitted jobs within their promises (the module docstring). Returns the
-    newcomer's schedule, placed, or :data:`NONE_FOUND` (nothing changed). ``gap`` is
-    ``repack_gap`` (the newcomer's good slots, for the slot bank), ``min_density`` the
-    density it needs (``repack_quantile``).
+    newcomer's schedule, placed, or :data:`NONE_FOUND` (nothing changed). ``min_density`` is
+    the density it needs (``repack_quantile``).
     O(moved jobs) exact searches."""
     if min_density > 0.0 and st.density(job) < min_density:
         st.stats["repack_guarded"] += 1
@@ -63,20 +58,7 @@ def repack(st: RunState, job: Job, t: int, base: float, *, gap: float,
     if not cands:
         return NONE_FOUND
     cands.sort(key=lambda j: (-(st.promise[j] - max(st.plans[j])), j))
-    cands = cands[:REPACK_LIMIT]
-    if st.slot_bank is not None:  # three searches per job to its promise, two for the newcomer
-        cost = {j: 3.0 * max(1, st.promise[j] - t + 1) for j in cands}
-        cands = st.slot_bank.afford(cands, cost, 2.0 * (job.last_slot - t + 1),
-                                    Ranked(cands, st.plans, t, good_end(job, t, gap)))
-        if not cands:
-            return NONE_FOUND
-    return st.banked(lambda: _repack(st, job, t, base, cands))
-
-
-def good_end(job: Job, t: int, gap: float) -> int:
-    """The last of ``job``'s good slots from ``t``: its latest completion keeping ``1 - gap``
-    of its utility at the fastest duration from ``t``. O(window)."""
-    return latest_same_utility(job, min(t + job.fastest - 1, job.last_slot), gap)
+    return _repack(st, job, t, base, cands[:REPACK_LIMIT])
 
 
 def _repack(st: RunState, job: Job, t: int, base: float, cands: list[str],
@@ -150,7 +132,6 @@ def _refit(st: RunState, cands: list[str], saved: dict[str, dict[int, Alloc]], t
         if keep_old:
             got = st.search_kept(jj, t, work_of(saved[j]), st.promise[j])
         else:
-            st.slots += search_span(jj, t, st.promise[j])
             got = search_latest(book, jj, start=t, work=work_of(saved[j]),
                                 deadline=st.promise[j])
         if not got.schedule:
@@ -164,11 +145,10 @@ def _refit(st: RunState, cands: list[str], saved: dict[str, dict[int, Alloc]], t
 def _pulls_vain(st: RunState, job: Job, t: int, base: float, found: Found, moved: list[str],
                 saved: dict[str, dict[int, Alloc]]) -> bool:
     """True if no pull of ``moved`` can make the re-pack's gain positive (:func:`gain_bound`);
-    their slot-searches are then counted as run and the skip in ``repack_prechecked``."""
+    the skip is then counted in ``repack_prechecked``."""
     newcomer = completion_utility(job, found.completion)
     if gain_bound(newcomer, base, moved, st.jobs, saved, t) > 0:
         return False
-    st.slots += pull_spans(moved, st.jobs, st.plans, t)[1]
     st.stats["repack_prechecked"] += 1
     return True
 
@@ -187,21 +167,6 @@ def gain_bound(newcomer_utility: float, base: float, moved: Sequence[str],
         lb = max(t, job.arrival) + math.ceil(work / job.max_workers) - 1
         extra.append(max(0.0, completion_utility(job, lb) - completion_utility(job, max(plan))))
     return newcomer_utility - base + sum(extra)
-
-
-def pull_spans(moved: Sequence[str], jobs: Mapping[str, Job],
-               plans: Mapping[str, Mapping[int, Alloc]], t: int) -> tuple[int, int]:
-    """(searches, slot-searches) the pulls of ``moved`` would run from slot ``t``, as
-    :func:`pull_one` counts them: none for a plan that ends by ``t``, else one search over
-    ``max(t, a_j) .. min(done_j - 1, last_j)``. O(moved + plan entries)."""
-    searches = slots = 0
-    for j in moved:
-        done = max(plans[j])
-        if done <= t:
-            continue
-        searches += 1
-        slots += search_span(jobs[j], t, done - 1)
-    return searches, slots
 
 
 def pull_one(st: RunState, j: str, t: int, steady: bool = False) -> bool:

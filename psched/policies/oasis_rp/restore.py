@@ -27,15 +27,13 @@ __all__ = ["boundary_state", "restore", "restore_held", "restore_plan", "resume"
 
 def boundary_state(st: RunState) -> dict[str, Any]:
     """What a restarted service needs besides the promises and plans (JSON): whether the
-    next boundary pulls, the report's counters, the jobs that ran in the last slot, the
-    held jobs (the slot's undecided arrivals, the reservations) and the slot bank.
+    next boundary pulls, the report's counters, the jobs that ran in the last slot and the
+    held jobs (the slot's undecided arrivals, the reservations).
     O(jobs + new reservation entries)."""
     ran = {j: [list(a.workers), list(a.ps)] for j, a in sorted(st.ran.items())}
     out: dict[str, Any] = {"dirty": st.dirty, "stats": dict(st.stats),
                            "ran": ran, "batch": list(st.batch)}
     out.update(st.soft.to_json())  # reservations (their usage is in the book), jobs that lost one
-    if st.slot_bank is not None:
-        out["effort_slots"] = {"bank": st.slot_bank.bank, "counts": dict(st.slot_bank.counts)}
     return out
 
 
@@ -114,9 +112,6 @@ def resume(st: RunState, t: int, state: Mapping[str, Any] | None = None) -> None
         st.stats.update(state.get("stats", {}))
         st.ran = {j: Alloc.of(dict(w), dict(p)) for j, (w, p) in state.get("ran", {}).items()}
         _resume_held(st, state)
-        if st.slot_bank is not None and "effort_slots" in state:
-            st.slot_bank.bank = float(state["effort_slots"]["bank"])
-            st.slot_bank.counts.update(state["effort_slots"]["counts"])
     st.restored = {}
 
 

@@ -1,5 +1,5 @@
 """The state of one ``oasis-rp`` run: the plan book, the admitted jobs' plans and promises, the
-held jobs, the slot bank and the counters, with the searches every mechanism runs on it.
+held and uncommitted jobs and the counters, with the searches every mechanism runs on it.
 
 Every mechanism (:mod:`~psched.policies.oasis_rp.repack`,
 :mod:`~psched.policies.oasis_rp.reservations`, :mod:`~psched.policies.oasis_rp.steady`,
@@ -11,13 +11,11 @@ calls them in the order of the round: arrivals, then the boundary.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from psched.core.model import Alloc, Cluster, Job
 from psched.policies.oasis_rp.admission import FitCounts, density
 from psched.policies.oasis_rp.book import PlanLedger
-from psched.policies.oasis_rp.effort import SlotBank, search_span
 from psched.policies.oasis_rp.own import search_own
 from psched.policies.oasis_rp.plans import Found, Plans, Schedule
 from psched.policies.oasis_rp.reservations import Reservations
@@ -47,7 +45,6 @@ class RunState:
 
     book: PlanLedger  #: usage and prices of every plan and reservation
     cluster: Cluster  #: the cluster now (servers may join)
-    slot_bank: SlotBank | None  #: the slot-search bank (``effort_slots``), or None
     jobs: dict[str, Job] = field(default_factory=dict)  #: admitted jobs by id
     plans: Plans = field(default_factory=Plans)  #: job -> {slot -> alloc}, slots not yet run
     #: job -> promised completion slot; for an uncommitted job, its planned completion (what
@@ -65,7 +62,6 @@ class RunState:
     decided: dict[str, tuple[Job, float]] = field(default_factory=dict)
     promised_utility: float = 0.0  #: utility of every promise made
     stats: dict[str, float] = field(default_factory=new_stats)  #: the report's counters
-    slots: int = 0  #: slots spanned by the exact searches so far (the slot bank's measure)
     dirty: bool = False  #: plans changed: the next boundary pulls jobs forward
     #: density per job id on :attr:`cluster`, and the container counts it is computed from
     dens: dict[str, float] = field(default_factory=dict)
@@ -75,7 +71,6 @@ class RunState:
         """The best schedule of a job not yet promised, from slot ``t``, at own-usage prices
         (:func:`~psched.policies.oasis_rp.own.search_own`): its ``work`` worker-slots left
         (default all of them), its utility counted from its arrival."""
-        self.slots += search_span(job, t, job.last_slot)
         return search_own(self.book, job, start=t, work=job.work if work is None else work,
                           deadline=job.last_slot)
 
@@ -83,7 +78,6 @@ class RunState:
                     flat: bool = False) -> Found:
         """Re-plan an admitted job (re-pack, pull-forward): its best schedule of ``work``
         worker-slots by ``deadline``, no floor (``flat``: the cheapest one)."""
-        self.slots += search_span(job, t, deadline)
         return search(self.book, job, start=t, work=work, deadline=deadline, flat=flat,
                       floor=-math.inf)
 
@@ -109,13 +103,3 @@ class RunState:
                 self.fits = FitCounts(self.cluster)  # container counts per demand, kept
             got = self.dens[job.job_id] = density(job, self.cluster, self.fits)
         return got
-
-    def banked(self, lever: Callable[[], Found]) -> Found:
-        """Run a re-pack or a bump (``lever``, its jobs chosen), then debit the slot bank
-        (if any) the slot-searches it ran."""
-        before = self.slots
-        try:
-            return lever()
-        finally:
-            if self.slot_bank is not None:
-                self.slot_bank.spend(self.slots - before)
