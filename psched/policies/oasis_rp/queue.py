@@ -20,8 +20,9 @@ slot ``t`` (:func:`queue_boundary`) the held jobs are taken in the order of thei
   reservations of every job after it in the order taken out of the book first; it must pass
   the density floor;
 * every **uncommitted job** (admitted, not promised yet: before its commit point,
-  :mod:`psched.policies.oasis_rp.promises`) is searched again the same way for the work it has
-  left, its plan taken out of the book first; it is promised if ``t`` is its commit point.
+  :mod:`psched.policies.oasis_rp.promises`), its plan taken out of the book first, keeps that
+  plan if it still fits (no denser job took its room), else is searched again the same way
+  for the work it has left; it is promised if ``t`` is its commit point.
 
 A held job whose best schedule starts now is admitted (promised, or uncommitted until its
 commit point) and placed; one whose best schedule starts later keeps it as a reservation (its
@@ -157,22 +158,25 @@ def take_uncommitted(st: RunState, left: Mapping[str, int],
 
 
 def _uncommitted(st: RunState, job: Job, old: dict[int, Alloc], left: int, t: int, rtol: float,
-                 searched: bool) -> Decision | None:
+                 may_search: bool) -> tuple[Decision | None, bool]:
     """An uncommitted job at the boundary of slot ``t`` (its plan ``old`` out of the book):
-    ``searched``, its best schedule of the ``left`` worker-slots it has to do, else its old
-    plan if that still fits and does that work; then its promise if ``t`` is its commit point
-    (the decision returned). With neither it gets no work in this slot. One exact search."""
+    its old plan if that still fits and does the ``left`` worker-slots it has to do (no denser
+    job took its room), else, if ``may_search``, its best schedule of that work; then its
+    promise if ``t`` is its commit point. Returns that decision (or None) and whether it was
+    searched. With no plan it gets no work in this slot (but the slot's idle room,
+    :func:`~psched.policies.oasis_rp.ahead.work_ahead`). At most one exact search."""
+    keep = bool(old) and work_of(old) == left and st.book.fits(job, old)
+    searched = may_search and not keep
+    plan: dict[int, Alloc] = old if keep else {}
     if searched:
         st.stats["uncommitted_searches"] += 1
-        plan: dict[int, Alloc] = st.search_new(job, t, left).schedule
+        plan = st.search_new(job, t, left).schedule
         st.dirty = True
-    else:
-        plan = old if old and work_of(old) == left and st.book.fits(job, old) else {}
     if not plan:
         st.stats["uncommitted_unplanned"] += 1
-        return None
+        return None, searched
     st.place(job, plan)
-    return commit(st, job, st.plans[job.job_id], left, rtol, t)
+    return commit(st, job, st.plans[job.job_id], left, rtol, t), searched
 
 
 def queue_boundary(st: RunState, jobs: Sequence[Job], t: int, *,
@@ -207,9 +211,9 @@ def queue_boundary(st: RunState, jobs: Sequence[Job], t: int, *,
     room_left = True  # no search past HELD_LIMIT has failed to admit into slot t's room yet
     for job in order:
         if job.job_id in open_:
-            search = searched < QUEUE_LIMIT
+            got, search = _uncommitted(st, job, open_[job.job_id], left[job.job_id], t, rtol,
+                                       searched < QUEUE_LIMIT)
             searched += search
-            got = _uncommitted(st, job, open_[job.job_id], left[job.job_id], t, rtol, search)
             if got is not None:
                 out[job.job_id] = got
             if probe is not None:
