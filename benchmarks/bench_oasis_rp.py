@@ -38,7 +38,7 @@ from psched.policies import make_policy  # noqa: E402
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs  # noqa: E402
 
 #: oasis-rp's options that change decisions, each moved off its default
-LEVERS = ("price_source=hindsight", "density_floor=0", "repack_quantile=0", "promise_rtol=0",
+LEVERS = ("price_source=hindsight", "density_floor=0", "commit_margin=1", "promise_rtol=0",
           "repack_gap=1")
 
 

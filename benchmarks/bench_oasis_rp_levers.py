@@ -10,7 +10,7 @@ missing; ``--force`` re-measures). Every run is checked: broken promises (comple
 re-derived from the allocation rows) must be 0, else the script stops.
 
     python benchmarks/bench_oasis_rp_levers.py --scenarios fig5 \\
-        --variants oasis-rp,oasis-rp:price_source=hindsight,oasis-rp:repack_quantile=0
+        --variants oasis-rp,oasis-rp:price_source=hindsight,oasis-rp:commit_margin=1
     python benchmarks/bench_oasis_rp_levers.py --scenarios oasis-100,oasis-200 --seeds 0,1,2,3,4
     python benchmarks/bench_oasis_rp_levers.py --table-only
 

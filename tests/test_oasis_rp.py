@@ -38,7 +38,7 @@ VARIANTS = [
     {},
     {"price_source": "hindsight"},
     {"promise_rtol": 0.0},
-    {"repack_gap": 1.0, "repack_quantile": 0.0},
+    {"repack_gap": 1.0},
     {"density_floor": 0.0},
 ]
 SETTINGS = settings(max_examples=15, deadline=None,
@@ -215,7 +215,7 @@ def test_same_seed_same_run(options: dict[str, object], instance: Instance) -> N
 
 @pytest.mark.parametrize("bad", [{"promise_rtol": 1.0}, {"repack_gap": 0.0},
                                  {"price_source": "fixed"}, {"estimate_factor": -1.0},
-                                 {"density_floor": -1.0}, {"repack_quantile": 1.0},
+                                 {"density_floor": -1.0}, {"commit_margin": -1},
                                  {"prices": {"u_worker": 1.0}}])
 def test_bad_options_are_refused(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
@@ -272,7 +272,7 @@ def test_the_report_lists_exactly_the_options_in_order() -> None:
     res = simulate(specs, cluster, make_policy("oasis-rp"), 8)
     assert list(res.report["levers"]) == list(inspect.signature(OasisRpPolicy).parameters) == [
         "price_source", "estimate_factor", "prices", "certificate", "density_floor",
-        "promise_rtol", "repack_gap", "repack_quantile", "commit_margin"]
+        "promise_rtol", "repack_gap", "commit_margin"]
 
 
 def test_fixed_prices_are_the_u_and_l_the_policy_runs_with() -> None:

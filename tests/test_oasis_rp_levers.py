@@ -52,7 +52,7 @@ OPTIONS = [
     {"price_source": "hindsight"},
     {},  # the default
     {"promise_rtol": 0.0},
-    {"repack_gap": 1.0, "repack_quantile": 0.0},
+    {"repack_gap": 1.0},
 ]
 SETTINGS = settings(max_examples=15, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

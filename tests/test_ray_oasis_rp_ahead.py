@@ -65,11 +65,7 @@ def _service(ray_session, tmp_path, patient: JobSpec, urgent: JobSpec) -> Schedu
     cluster = Cluster(servers=servers, slot_seconds=SLOT_S)
     node_of = {i: ray_session.node_ids[s.server_id] for i, s in enumerate(servers)}
     cfg = ServiceConfig(policy="oasis-rp", slot_seconds=SLOT_S, horizon=60,
-                        history=(patient, urgent), runtime={"start_timeout_s": 30.0},
-                        # the scenario needs urgent's re-pack: with a two-job history the
-                        # guard's 0.1-quantile (the default) sits at urgent's density and
-                        # withholds it, so every re-pack is tried here
-                        policy_options={"repack_quantile": 0.0})
+                        history=(patient, urgent), runtime={"start_timeout_s": 30.0})
     return SchedulerService(tmp_path, config=cfg, cluster=cluster, node_of=node_of)
 
 

@@ -5,8 +5,7 @@ hindsight figures they stand in for.
 over J (running maxima and minima of the same float terms), after every arrival, not only
 after the last; ``LocalFloor`` is the clearing density of the recent arrivals
 (:func:`~psched.policies.oasis_rp.admission.clearing_density_reference` over the jobs that
-arrived within the span, against the span); ``RunningQuantile`` is numpy's quantile of the
-values so far whenever it is recomputed.
+arrived within the span, against the span).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from psched.policies.oasis_rp.admission import clearing_density_reference
 from psched.policies.oasis_rp.estimates import (
     LocalFloor,
     OnlineBounds,
-    RunningQuantile,
     refresh_due,
 )
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
@@ -100,23 +98,6 @@ def test_a_job_that_earns_nothing_is_no_reference_job() -> None:
     bounds = OnlineBounds(cluster, 300)
     assert bounds.observe(worthless) is False
     assert bounds.params() is None and bounds.jobs == []
-
-
-# ---------------------------------------------------------------- the re-pack guard's quantile
-
-@SETTINGS
-@given(values=st.lists(st.floats(0.0, 1e6), min_size=1, max_size=300),
-       q=st.sampled_from([0.0, 0.1, 0.5, 0.9]))
-def test_running_quantile_is_the_quantile_so_far_whenever_it_is_recomputed(
-        values: list[float], q: float) -> None:
-    rq = RunningQuantile(q)
-    assert rq.value == 0.0
-    last = 0.0
-    for n, x in enumerate(values, start=1):
-        rq.observe(x)
-        if refresh_due(n):
-            last = float(np.quantile(values[:n], q))
-        assert rq.value == last
 
 
 def test_refresh_is_due_for_the_first_64_then_at_powers_of_two_and_multiples_of_256() -> None:

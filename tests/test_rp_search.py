@@ -191,7 +191,7 @@ def test_incremental_run_boundaries_match_a_full_comparison(
 
 
 #: the options of oasis-rp whose admissions and re-packs take different paths
-OPTIONS = [{}, {"price_source": "hindsight"}, {"repack_gap": 1.0, "repack_quantile": 0.0},
+OPTIONS = [{}, {"price_source": "hindsight"}, {"repack_gap": 1.0},
            {"density_floor": 0.0}]
 
 

@@ -19,8 +19,7 @@ undone as a whole unless every job involved has a new plan within its promise.
 The mechanisms, one module each:
 
 * :mod:`~psched.policies.oasis_rp.admission` -- the arrivals of a slot decided together,
-  densest first; the density floor (``density_floor``); the re-pack guard
-  (``repack_quantile``).
+  densest first; the density floor (``density_floor``).
 * :mod:`~psched.policies.oasis_rp.own` -- the admission searches at own-usage prices.
 * :mod:`~psched.policies.oasis_rp.promises` -- the promise: the latest slot within
   ``promise_rtol`` of the planned completion's utility, made at the commit point
@@ -36,8 +35,8 @@ The mechanisms, one module each:
 * :mod:`~psched.policies.oasis_rp.steady` -- the boundary re-plan when reality departs from
   the plans.
 * :mod:`~psched.policies.oasis_rp.restore` -- a live service's journal state and restart.
-* :mod:`~psched.policies.oasis_rp.estimates` -- the online estimates of U, L, the density
-  floor and the re-pack guard's quantile from the arrivals so far (the default).
+* :mod:`~psched.policies.oasis_rp.estimates` -- the online estimates of U, L and the density
+  floor from the arrivals so far (the default).
 
 Beneath them: :mod:`~psched.policies.oasis_rp.book` (the plan ledger),
 :mod:`~psched.policies.oasis_rp.search`, :mod:`~psched.policies.oasis_rp.latest`,

@@ -1,15 +1,13 @@
-"""Admission in ``oasis-rp``: which arrivals are decided first, which are turned away
-before any search for room, and for which others may be moved.
+"""Admission in ``oasis-rp``: which arrivals are decided first, and which are turned away
+before any search for room.
 
-Three rules sit on top of the exact search at own-usage prices
+Two rules sit on top of the exact search at own-usage prices
 (:mod:`psched.policies.oasis_rp.own`):
 
 1. **Density order** (:func:`density_order`). The arrivals of one slot are held and decided
    together at that slot's boundary, before anything runs, densest first.
 2. **Density floor** (``density_floor``, :func:`clearing_density`). An arrival whose best
    schedule earns too little per unit of capacity is rejected (:data:`REJECT_DENSITY`).
-3. **Re-pack guard** (``repack_quantile``, :func:`density_quantile`). Admitted jobs are moved
-   for an arrival only if it is dense enough.
 
 Density order
 -------------
@@ -50,25 +48,6 @@ The **clearing density** ``rho*`` is the density at which the densest jobs' size
 up to the horizon's capacity (0 if all of them fit: then no floor). With ``density_floor =
 theta > 0`` an arrival whose best schedule earns less than ``theta * rho*`` per unit of size is
 rejected (``REJECT_DENSITY``), before any re-pack.
-
-Re-pack guard
--------------
-A re-pack (:mod:`psched.policies.oasis_rp.repack`) moves admitted jobs within their
-promises to make room for an arrival that finds none, re-planning them to complete as late
-as their promises allow. It is kept whenever the newcomer is admitted and the planned utility of
-the jobs involved rises, so the newcomer's value per unit of capacity never enters: on
-ElasticFlow 195job (mapping seed 0) a job worth 9.2 that asks for the whole 32-GPU cluster
-for 8 slots (234 worker-slots, density 1.3 where the trace's median is 110) is admitted by a
-re-pack in slot 29 and runs on up to 28 GPUs in slots 29-36 and up to 32 in 45-48 while the
-arrivals of slots 29-59, short and dense, find no room (BENCHMARKS section 11, "Other
-mapping draws"). The density floor does not see it: on these
-traces the clearing density is 0 (the trace's jobs fit the horizon; congestion is local).
-
-With ``repack_quantile = q > 0`` a re-pack is tried only for an arrival whose density
-(:func:`density`) is at least the ``q``-quantile of the price
-jobs' densities (hindsight or history, as the prices and the floor). The arrival is still
-searched and admitted on its own schedule if it finds one; only the moving of others for it
-is withheld. Promises are untouched (a re-pack that is not tried changes nothing).
 """
 
 from __future__ import annotations
@@ -82,7 +61,7 @@ from psched.core.model import RESOURCES, Cluster, Job, Pool, Resources
 from psched.core.placement import room
 
 __all__ = ["REJECT_DENSITY", "FitCounts", "clearing_density", "clearing_density_reference",
-           "containers_that_fit", "density", "density_order", "density_quantile", "job_size",
+           "containers_that_fit", "density", "density_order", "job_size",
            "pool_totals"]
 
 
@@ -239,13 +218,3 @@ def density_order(jobs: Sequence[Job], cluster: Cluster,
     of = density_of if density_of is not None else (lambda j: density(j, cluster))
     keys = [-of(j) for j in jobs]
     return [jobs[i] for i in sorted(range(len(jobs)), key=keys.__getitem__)]
-
-
-def density_quantile(jobs: Sequence[Job], cluster: Cluster, q: float) -> float:
-    """The ``q``-quantile (numpy's linear rule) of ``jobs``' densities on ``cluster``; 0 for
-    no jobs or ``q <= 0``. The container counts are computed once per distinct demand
-    (:class:`~psched.policies.oasis_rp.admission.FitCounts`). O(D S R + J log J) for D demands."""
-    if q <= 0.0 or not jobs:
-        return 0.0
-    fits = FitCounts(cluster)
-    return float(np.quantile(np.array([density(j, cluster, fits) for j in jobs]), q))

@@ -1,7 +1,7 @@
 """Online estimates: what ``oasis-rp`` knows of the workload from the jobs that have arrived.
 
 With ``price_source="online"`` (the default) the policy reads nothing of a job before its
-arrival. Three figures that OASiS takes as known "from past experience" are estimated from
+arrival. The figures that OASiS takes as known "from past experience" are estimated from
 the arrivals so far instead:
 
 * **U, L and eta** (:class:`OnlineBounds`): exactly the bounds of
@@ -21,11 +21,9 @@ the arrivals so far instead:
   capacity) and falls again after it; over a whole trace whose jobs fit the horizon it would
   be 0 (the hindsight floor, ``price_source="hindsight"``, is the clearing density of every
   job against the horizon).
-* **The re-pack guard's quantile** (:class:`RunningQuantile`): the ``q``-quantile of the
-  densities of the jobs that have arrived.
 
-The quantile and the median window are recomputed at the first 64 arrivals, then when the
-count reaches a power of two or a multiple of 256 (their values move slowly; each is O(n)).
+The median window is recomputed at the first 64 arrivals, then when the count reaches a
+power of two or a multiple of 256 (it moves slowly; each recomputation is O(n)).
 """
 
 from __future__ import annotations
@@ -46,7 +44,7 @@ from psched.oasis.prices import (
 )
 from psched.policies.oasis_rp.admission import job_size, pool_totals
 
-__all__ = ["LocalFloor", "OnlineBounds", "RunningQuantile", "refresh_due"]
+__all__ = ["LocalFloor", "OnlineBounds", "refresh_due"]
 
 
 def refresh_due(n: int) -> bool:
@@ -189,18 +187,3 @@ class LocalFloor:
             if hit.size:
                 self._rho = float(rows[order[hit[0]], 0])
         return self._rho
-
-
-class RunningQuantile:
-    """The ``q``-quantile (numpy's linear rule) of the values observed so far."""
-
-    def __init__(self, q: float) -> None:
-        self.q = q
-        self.values: list[float] = []
-        self.value = 0.0  #: the quantile as last recomputed (0 before any value)
-
-    def observe(self, x: float) -> None:
-        """Take ``x`` in; recompute the quantile when due (:func:`refresh_due`)."""
-        self.values.append(x)
-        if refresh_due(len(self.values)):
-            self.value = float(np.quantile(self.values, self.q))

@@ -20,13 +20,12 @@ from psched.policies.oasis_rp import restore as journal
 from psched.policies.oasis_rp.admission import (
     REJECT_DENSITY,
     clearing_density,
-    density_quantile,
     job_size,
     pool_totals,
 )
 from psched.policies.oasis_rp.ahead import work_ahead
 from psched.policies.oasis_rp.book import PlanLedger
-from psched.policies.oasis_rp.estimates import LocalFloor, OnlineBounds, RunningQuantile
+from psched.policies.oasis_rp.estimates import LocalFloor, OnlineBounds
 from psched.policies.oasis_rp.plans import Found
 from psched.policies.oasis_rp.promises import REJECT_PAYOFF, completion_utility, promise_for
 from psched.policies.oasis_rp.queue import queue_boundary, take_uncommitted
@@ -41,7 +40,7 @@ __all__ = ["PRICE_KEYS", "PRICE_SOURCES", "PULL_LIMIT", "OasisRpPolicy"]
 PULL_LIMIT = 64
 #: the keys of ``prices`` (``price_source="fixed"``): U and L of each pool
 PRICE_KEYS = ("u_worker", "l_worker", "u_ps", "l_ps")
-#: where U, L, the density floor and the re-pack guard's quantile come from
+#: where U, L and the density floor come from
 PRICE_SOURCES = ("online", "history", "hindsight", "fixed")
 
 log = logging.getLogger(__name__)
@@ -49,12 +48,12 @@ log = logging.getLogger(__name__)
 
 @register_policy("oasis-rp")
 class OasisRpPolicy:
-    """OASiS admission with a promise, and plans revised within promises.
+    """OASiS admission, a promise at the commit point, and plans revised within promises.
 
     Parameters
     ----------
-    price_source : ``"online"`` (the default: U, L, the density floor and the re-pack
-        guard's quantile estimated from the jobs that have arrived,
+    price_source : ``"online"`` (the default: U, L and the density floor estimated from the
+        jobs that have arrived,
         :mod:`~psched.policies.oasis_rp.estimates`), ``"history"`` (from the run context's
         history jobs), ``"hindsight"`` (from the whole trace, jobs not yet arrived included:
         an oracle, for comparison) or ``"fixed"``.
@@ -70,8 +69,6 @@ class OasisRpPolicy:
         completion's (in [0, 1); :mod:`~psched.policies.oasis_rp.promises`).
     repack_gap : re-pack for an arrival whose best schedule earns less than ``1 - gap`` of
         its utility at the fastest duration (in (0, 1]; :mod:`~psched.policies.oasis_rp.repack`).
-    repack_quantile : re-pack only for an arrival at least this quantile of the price jobs'
-        densities (online: of the arrivals so far; in [0, 1); 0: every arrival).
     commit_margin : slots of slack a promise keeps when it is made at the commit point
         (:mod:`~psched.policies.oasis_rp.promises`): 0, the last boundary that can keep it,
         for an executor that does what is planned (simulation); the live service uses 1.
@@ -100,7 +97,6 @@ class OasisRpPolicy:
         density_floor: float = 0.5,
         promise_rtol: float = 0.3,
         repack_gap: float = 0.05,
-        repack_quantile: float = 0.1,
         commit_margin: int = 0,
     ) -> None:
         if price_source not in PRICE_SOURCES:
@@ -120,8 +116,6 @@ class OasisRpPolicy:
             raise ValueError(f"promise_rtol must be in [0, 1), got {promise_rtol!r}")
         if not 0.0 < repack_gap <= 1.0:
             raise ValueError(f"repack_gap must be in (0, 1], got {repack_gap!r}")
-        if not 0.0 <= repack_quantile < 1.0:
-            raise ValueError(f"repack_quantile must be in [0, 1), got {repack_quantile!r}")
         if isinstance(commit_margin, bool) or not isinstance(commit_margin, int) \
                 or commit_margin < 0:
             raise ValueError(f"commit_margin must be an integer >= 0, got {commit_margin!r}")
@@ -132,7 +126,6 @@ class OasisRpPolicy:
         self.density_floor = float(density_floor)
         self.promise_rtol = float(promise_rtol)
         self.repack_gap = float(repack_gap)
-        self.repack_quantile = float(repack_quantile)
         self.commit_margin = commit_margin
         #: a benchmark's probe, or None (the default: nothing is timed): called as
         #: ``probe(job_id, cpu_s)`` after each decision of a batch with its own CPU seconds
@@ -149,17 +142,15 @@ class OasisRpPolicy:
         self._floor_cluster: Cluster | None = None  # sizes are measured against it
         self._totals: tuple[np.ndarray, np.ndarray] | None = None
         self._sizes: dict[str, float] = {}  # job_size per job id, on _floor_cluster
-        self._repack_min = 0.0  # the density a re-pack's newcomer needs (repack_quantile)
         #: online estimates (``price_source="online"``), None otherwise
         self._bounds: OnlineBounds | None = None
         self._local: LocalFloor | None = None
-        self._quantile: RunningQuantile | None = None
         self._boundary_ms: list[float] = []
         self._report: dict[str, Any] | None = None
 
     # -- set-up -------------------------------------------------------------------------------
     def start(self, ctx: RunContext) -> None:
-        self._bounds = self._local = self._quantile = None
+        self._bounds = self._local = None
         self._sizes = {}
         if self.price_source == "online":  # flat until the first arrival is observed
             self._start(ctx, fixed_params(1.0, 1.0, 1.0, 1.0))
@@ -167,8 +158,6 @@ class OasisRpPolicy:
             if self.density_floor > 0.0:
                 self._floor_cluster, self._totals = ctx.cluster, pool_totals(ctx.cluster)
                 self._local = LocalFloor(ctx.cluster)
-            if self.repack_quantile > 0.0:
-                self._quantile = RunningQuantile(self.repack_quantile)
             return
         if self.price_source == "fixed":
             assert self.prices is not None
@@ -188,7 +177,6 @@ class OasisRpPolicy:
         if self.density_floor > 0.0:
             self._floor_cluster, self._totals = ctx.cluster, pool_totals(ctx.cluster)
             self._rho = self.density_floor * clearing_density(jobs, ctx.cluster, ctx.horizon)
-        self._repack_min = density_quantile(jobs, ctx.cluster, self.repack_quantile)
 
     def _start(self, ctx: RunContext, params: PriceParams) -> None:
         if self.estimate_factor != 1.0:
@@ -222,9 +210,6 @@ class OasisRpPolicy:
             self._set_params(st)
         if self._local is not None:
             self._local.observe(job)
-        if self._quantile is not None:
-            self._quantile.observe(st.density(job))
-            self._repack_min = self._quantile.value
 
     def _set_params(self, st: RunState) -> None:
         """The book prices with the online bounds from now on (scaled by
@@ -255,7 +240,7 @@ class OasisRpPolicy:
             return Decision(admitted=False, reason=REJECT_DENSITY, payoff=0.0, hold=True)
         base = completion_utility(job, found.completion)
         if not found.schedule or base < (1.0 - self.repack_gap) * job.utility_at(job.fastest):
-            got = repack(st, job, t, base, min_density=self._repack_min)
+            got = repack(st, job, t, base)
             if got.schedule:
                 found = got
             elif found.schedule:
@@ -409,7 +394,6 @@ class OasisRpPolicy:
                          "estimate_factor": self.estimate_factor, "prices": self.prices,
                          "certificate": self.certificate, "density_floor": self.density_floor,
                          "promise_rtol": self.promise_rtol, "repack_gap": self.repack_gap,
-                         "repack_quantile": self.repack_quantile,
                          "commit_margin": self.commit_margin}
         out["alpha"] = self.params.alpha
         out["two_alpha"] = 2.0 * self.params.alpha

@@ -44,15 +44,11 @@ __all__ = ["REPACK_LIMIT", "gain_bound", "pull_one", "repack"]
 REPACK_LIMIT = 64
 
 
-def repack(st: RunState, job: Job, t: int, base: float, *, min_density: float) -> Found:
+def repack(st: RunState, job: Job, t: int, base: float) -> Found:
     """Make room for ``job`` in slot ``t`` (its utility without a re-pack: ``base``) by
     re-planning admitted jobs within their promises (the module docstring). Returns the
-    newcomer's schedule, placed, or :data:`NONE_FOUND` (nothing changed). ``min_density`` is
-    the density it needs (``repack_quantile``).
+    newcomer's schedule, placed, or :data:`NONE_FOUND` (nothing changed).
     O(moved jobs) exact searches."""
-    if min_density > 0.0 and st.density(job) < min_density:
-        st.stats["repack_guarded"] += 1
-        return NONE_FOUND
     end = job.last_slot
     cands = [j for j, p in st.plans.items() if min(p) <= end]
     if not cands:

@@ -34,7 +34,7 @@ def new_stats() -> dict[str, float]:
             "queue_admitted": 0, "queue_searches": 0,
             "pulled": 0, "replanned_behind": 0, "promise_at_risk": 0,
             "kept_running": 0, "soft_reserved": 0, "ahead_jobs": 0, "ahead_moved": 0,
-            "repack_guarded": 0, "repack_prechecked": 0,
+            "repack_prechecked": 0,
             "admitted_uncommitted": 0, "committed_late": 0, "uncommitted_searches": 0,
             "uncommitted_unplanned": 0}
 
