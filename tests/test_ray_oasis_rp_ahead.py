@@ -6,13 +6,15 @@ head for the PS), real actors
 train the ``softmax`` workload, planned at their measured speed. ``patient`` (two workers, a
 slowly decaying utility: it can wait, so it is admitted uncommitted, without a promise) takes
 both GPUs from slot 0; ``urgent`` (two workers, steep) arrives in slot 1 and is decided at
-that slot's boundary, denser: it takes the GPUs, and ``patient``, searched again after it,
-is suspended (checkpointed). The user then cancels ``urgent`` before slot 2: its GPUs are in
-no plan, and at slot 2's boundary the queue searches ``patient`` again
-(:mod:`psched.policies.oasis_rp.queue`), whose plan then resumes in slot 2 instead of after
-``urgent``'s (a ``revise`` row with two workers in slot 2), run as a resize from its
-checkpoint. A spy on the queue's search of uncommitted jobs says which job it planned at
-which boundary; the journal's revision and the slot's executed plan agree.
+that slot's boundary, denser: it takes the GPUs, and ``patient``, searched again after it, is
+planned after it and suspended (checkpointed). The user then cancels ``urgent`` before slot 2:
+its GPUs are in no plan. At slot 2's boundary the queue keeps ``patient``'s plan (it still
+fits: no denser job took its room, :mod:`psched.policies.oasis_rp.queue`), and ``ahead``
+(:mod:`psched.policies.oasis_rp.ahead`) hands it the idle GPUs, so its plan resumes in slot 2
+instead of after ``urgent``'s (a ``revise`` row with two workers in slot 2, its tail trimmed),
+run as a resize from its checkpoint. Spies on the queue's handling of uncommitted jobs and on
+:func:`psched.policies.oasis_rp.ahead.grow` say what each did at which boundary; the
+journal's revision and the slot's executed plan agree.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ ray = pytest.importorskip("ray")
 
 from psched.core.model import Cluster, JobSpec, Pool, Resources, Server, resolve_job  # noqa: E402
 from psched.core.utility import Utility  # noqa: E402
+from psched.policies.oasis_rp import ahead as ahead_module  # noqa: E402
 from psched.policies.oasis_rp import queue as queue_module  # noqa: E402
 from ray_cluster.runtime import RuntimeConfig  # noqa: E402
 from ray_cluster.runtime.executor import profile_seconds_per_batch, training_job  # noqa: E402
@@ -84,6 +87,17 @@ def test_a_displaced_job_resumes_mid_run_as_a_resize_once_the_room_is_free(
         return got
 
     monkeypatch.setattr(queue_module, "_uncommitted", spy)
+    grown: list[tuple[int, str, int, int]] = []  # (slot, job, workers before, after)
+    real_grow = ahead_module.grow
+
+    def grow_spy(st, job, old, t):
+        new = real_grow(st, job, old, t)
+        if new is not None:
+            grown.append((t, job.job_id, old[t].n_workers if t in old else 0,
+                          new[t].n_workers))
+        return new
+
+    monkeypatch.setattr(ahead_module, "grow", grow_spy)
     try:
         assert svc.submit(patient)["held"]  # decided at slot 0's boundary (batch)
         svc.run_for(1)
@@ -107,7 +121,8 @@ def test_a_displaced_job_resumes_mid_run_as_a_resize_once_the_room_is_free(
         svc.close()
     assert slots[0]["patient"].n_workers == 2 and "patient" not in slots[1]
     assert (1, "patient", 0) in planned  # searched after urgent: not in slot 1
-    assert (2, "patient", 2) in planned  # resumed in slot 2, not after urgent's plan
+    assert (2, "patient", 0) in planned  # its plan kept by the queue (it still fits)
+    assert (2, "patient", 0, 2) in grown  # ahead: resumed in slot 2, not after urgent's plan
     assert revised[("patient", 2)][2].n_workers == 2  # journaled as a revision
     assert slots[2]["patient"].n_workers == 2  # and run: a resize at the boundary
     rec = svc.loop.state.records["patient"]
