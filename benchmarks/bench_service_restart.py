@@ -8,11 +8,14 @@ run, of the revision captures alone (``PlanRevisions.capture``) and of the polic
 ``plan``; journal rows; then CPU seconds to restart from the journal (replay) halfway, and
 whether the restarted service's later journal rows equal the uninterrupted run's (bit for
 bit only when every demand is a binary fraction; the scenario's bandwidths are not, so
-prices agree to ~1e-14 and near-ties may break otherwise) and how many promises it kept.
+prices agree to ~1e-14 and near-ties may break otherwise) and how many promises it kept. An
+``oasis-rp`` job may complete before its commit point, without a promise: counted apart
+(``done, no promise``), as are admitted jobs that never completed.
 
 Usage::
 
     python benchmarks/bench_service_restart.py --jobs 200 --policies oasis,oasis-rp
+    python benchmarks/bench_service_restart.py --rate 0.9 --policies oasis-rp --commit-margin 4
 """
 
 from __future__ import annotations
@@ -83,8 +86,10 @@ def _rows(svc: SchedulerService) -> list[tuple]:
             for r in svc.journal.decisions()]
 
 
-def run(policy: str, n_jobs: int, *, slots: int, rate: float, seed: int = 0) -> dict[str, Any]:
-    """One policy: the uninterrupted run, then a restart at ``slots // 2``."""
+def run(policy: str, n_jobs: int, *, slots: int, rate: float, seed: int = 0,
+        options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One policy (with ``options``, as ``psched serve --policy-option``): the uninterrupted
+    run, then a restart at ``slots // 2``."""
     jobs_fn, cluster_fn = SCENARIOS["oasis-paper"]
     specs, _ = jobs_fn(n_jobs, seed=seed, slots=slots, slot_seconds=3600.0, options={})
     specs = [dataclasses.replace(s, workload="softmax", hparams='{"dataset": "digits"}')
@@ -92,7 +97,7 @@ def run(policy: str, n_jobs: int, *, slots: int, rate: float, seed: int = 0) -> 
     cluster = cluster_fn(seed=seed, slot_seconds=3600.0)
     horizon = 3 * slots
     cfg = ServiceConfig(policy=policy, slot_seconds=3600.0, horizon=horizon,
-                        history=tuple(specs))
+                        history=tuple(specs), policy_options=dict(options or {}))
     half = slots // 2
     out: dict[str, Any] = {"policy": policy, "jobs": n_jobs}
     with tempfile.TemporaryDirectory() as tmp:
@@ -106,9 +111,7 @@ def run(policy: str, n_jobs: int, *, slots: int, rate: float, seed: int = 0) -> 
         out["rows"] = len(rows)
         out["revise_rows"] = sum(r[1] == "revise" for r in rows)
         out["admitted"] = sum(r.admitted for r in ref.loop.state.records.values())
-        out["kept"] = sum(r.completion is not None and r.promised is not None
-                          and r.completion <= r.promised
-                          for r in ref.loop.state.records.values())
+        out.update(_outcomes(ref, ""))
         ref.close()
         first = _service(Path(tmp) / "crash", cfg, cluster, rate, dict(timers))
         _drive(first, specs, half)
@@ -119,13 +122,22 @@ def run(policy: str, n_jobs: int, *, slots: int, rate: float, seed: int = 0) -> 
         out["replayed_rows"] = len(_rows(again))
         _drive(again, [s for s in specs if s.arrival >= half], horizon)
         out["same_after_restart"] = _rows(again) == rows
-        out["kept_after_restart"] = sum(
-            r.completion is not None and r.promised is not None and r.completion <= r.promised
-            for r in again.loop.state.records.values())
-        out["admitted_after_restart"] = sum(r.admitted
-                                            for r in again.loop.state.records.values())
+        out.update(_outcomes(again, "_after_restart"))
         again.close()
     return out
+
+
+def _outcomes(svc: SchedulerService, suffix: str) -> dict[str, int]:
+    """Admitted jobs by outcome: promised, promise kept, completed without a promise,
+    never completed (keys with ``suffix``)."""
+    recs = [r for r in svc.loop.state.records.values() if r.admitted]
+    out = {"admitted": len(recs), "promised": sum(r.promised is not None for r in recs),
+           "kept": sum(r.promised is not None and r.completion is not None
+                       and r.completion <= r.promised for r in recs),
+           "unpromised_done": sum(r.promised is None and r.completion is not None
+                                  for r in recs),
+           "not_done": sum(r.completion is None for r in recs)}
+    return {k + suffix: v for k, v in out.items()}
 
 
 def main() -> None:
@@ -135,18 +147,25 @@ def main() -> None:
     p.add_argument("--rate", type=float, default=0.9, help="reality / model training rate")
     p.add_argument("--policies", default="oasis,oasis-rp")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--commit-margin", type=int, default=None,
+                   help="oasis-rp's commit_margin (default: the service's, 1)")
     args = p.parse_args()
-    print("| policy | jobs | admitted | promise kept | journal rows | revise rows | run CPU s | "
-          "capture CPU s | plan CPU s | restart CPU s (rows replayed) | same rows after restart | "
-          "kept / admitted after restart |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| policy | jobs | admitted | promised | promise kept | done, no promise | never done | "
+          "journal rows | revise rows | run CPU s | capture CPU s | plan CPU s | "
+          "restart CPU s (rows replayed) | same rows after restart | "
+          "kept / promised after restart |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for policy in args.policies.split(","):
-        r = run(policy, args.jobs, slots=args.slots, rate=args.rate, seed=args.seed)
-        print(f"| {policy} | {r['jobs']} | {r['admitted']} | {r['kept']} | {r['rows']} | "
+        opts = ({"commit_margin": args.commit_margin}
+                if args.commit_margin is not None and policy == "oasis-rp" else {})
+        r = run(policy, args.jobs, slots=args.slots, rate=args.rate, seed=args.seed,
+                options=opts)
+        print(f"| {policy} | {r['jobs']} | {r['admitted']} | {r['promised']} | {r['kept']} | "
+              f"{r['unpromised_done']} | {r['not_done']} | {r['rows']} | "
               f"{r['revise_rows']} | {r['run_cpu_s']:.2f} | {r['capture_s']:.3f} | "
               f"{r['plan_s']:.2f} | {r['restart_cpu_s']:.3f} ({r['replayed_rows']}) | "
               f"{r['same_after_restart']} | {r['kept_after_restart']} / "
-              f"{r['admitted_after_restart']} |", flush=True)
+              f"{r['promised_after_restart']} |", flush=True)
 
 
 if __name__ == "__main__":
