@@ -90,9 +90,7 @@ def now_density(st: RunState, job: Job, t: int, left: int | None = None) -> floa
     best = job.utility_at(job.fastest)
     if best <= 0.0:
         return 0.0
-    if left is None or left >= job.work:
-        return st.density(job) * job.utility_at(max(t - job.arrival, 0) + job.fastest) / best
-    left = max(left, 1)
+    left = job.work if left is None else max(left, 1)
     fastest = ceil_eps(left / job.max_workers)
     return (st.density(job) * (job.work / left)
             * job.utility_at(max(t - job.arrival, 0) + fastest) / best)
