@@ -153,12 +153,12 @@ def work_ahead(st: RunState, t: int, view: View) -> None:
         new = grow(st, st.jobs[j], st.plans[j], t)
         if new is not None:
             st.plans[j] = new
-    left = {j: ceil_eps(view.active[j].remaining) for j in st.uncommitted
-            if j not in st.plans and j in view.active}
+    left = {j: n for j in st.uncommitted if j not in st.plans and j in view.active
+            and (n := ceil_eps(view.active[j].remaining)) > 0}
     for j in sorted(left, key=lambda j: (-now_density(st, st.jobs[j], t, left[j]), j)):
         job = st.jobs[j]
         alloc = grow_alloc(st.book, job, None, min(job.max_workers, left[j]), t)
-        if alloc is not None and left[j] > 0:
+        if alloc is not None:
             st.book.add(job, {t: alloc})
             st.plans[j] = Schedule({t: alloc})
             st.promise[j] = t
