@@ -120,7 +120,7 @@ class HeldAdmission:
         """``job_id`` is active and was admitted without a promise."""
         rec = self.state.records.get(job_id)
         return (rec is not None and rec.admitted and rec.promised is None
-                and rec.completion is None and job_id in self.state.active)
+                and job_id in self.state.active)
 
     def _held_view(self, t: int) -> View:
         st = self.state

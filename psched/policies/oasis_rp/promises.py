@@ -40,7 +40,7 @@ from psched.policies.oasis_rp.plans import Found
 from psched.policies.oasis_rp.state import RunState
 
 __all__ = ["REJECT_PAYOFF", "commit", "commit_due", "completion_utility",
-           "latest_same_utility", "promise_for"]
+           "latest_same_utility", "promise_for", "record_promise"]
 
 #: Rejection reason, as for ``oasis``: no schedule with a positive payoff, even after re-packing.
 REJECT_PAYOFF = "payoff<=0"
@@ -77,19 +77,14 @@ def promise_for(st: RunState, job: Job, found: Found, rtol: float, t: int) -> De
     ``t`` is its commit point (:func:`commit_due`), else uncommitted (no promise; its bound
     within the boundary is the planned completion). Records it in ``st`` and returns the
     decision. O(window)."""
-    done = found.completion
-    assert done is not None
+    assert found.completion is not None
     st.jobs[job.job_id] = job
-    payoff = unscale(found.payoff, st.book.log_scale)
-    promise = latest_same_utility(job, done, rtol)
-    if not commit_due(job, promise, job.work, t, st.commit_margin):
-        st.promise[job.job_id] = done
+    promise = _promise_if_due(st, job, found.completion, job.work, rtol, t)
+    if promise is None:
         st.uncommitted.add(job.job_id)
         st.stats["admitted_uncommitted"] += 1
-        return Decision(admitted=True, payoff=payoff, schedule=dict(found.schedule))
-    _promise(st, job, promise)
-    return Decision(admitted=True, payoff=payoff, schedule=dict(found.schedule),
-                    promised=promise)
+    return Decision(admitted=True, payoff=unscale(found.payoff, st.book.log_scale),
+                    schedule=dict(found.schedule), promised=promise)
 
 
 def commit(st: RunState, job: Job, plan: Mapping[int, Alloc], left: int, rtol: float,
@@ -99,17 +94,29 @@ def commit(st: RunState, job: Job, plan: Mapping[int, Alloc], left: int, rtol: f
     decision returned: admitted, the promise, the plan; no payoff: the job's payoff is the one
     it was admitted with), else its bound within the boundary becomes the plan's completion
     and None is returned. O(window)."""
-    done = max(plan)
+    promise = _promise_if_due(st, job, max(plan), left, rtol, t)
+    if promise is None:
+        return None
+    st.uncommitted.discard(job.job_id)
+    st.stats["committed_late"] += 1
+    return Decision(admitted=True, schedule=dict(plan), promised=promise)
+
+
+def _promise_if_due(st: RunState, job: Job, done: int, left: int, rtol: float,
+                    t: int) -> int | None:
+    """``job``'s promise for a plan completing in ``done`` (``left`` worker-slots from
+    done), recorded and returned if ``t`` is its commit point; else None, its bound within
+    the boundary set to ``done``. O(window)."""
     promise = latest_same_utility(job, done, rtol)
     if not commit_due(job, promise, left, t, st.commit_margin):
         st.promise[job.job_id] = done
         return None
-    st.uncommitted.discard(job.job_id)
-    st.stats["committed_late"] += 1
-    _promise(st, job, promise)
-    return Decision(admitted=True, schedule=dict(plan), promised=promise)
+    record_promise(st, job, promise)
+    return promise
 
 
-def _promise(st: RunState, job: Job, promise: int) -> None:
+def record_promise(st: RunState, job: Job, promise: int) -> None:
+    """``job`` is promised slot ``promise``: its bound from now on, and its utility there
+    counted in ``promised_utility``. O(1)."""
     st.promise[job.job_id] = promise
     st.promised_utility += job.utility_at(promise - job.arrival + 1)

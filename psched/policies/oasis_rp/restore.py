@@ -19,6 +19,7 @@ from typing import Any
 
 from psched.core.model import Alloc, Decision, Job
 from psched.policies.oasis_rp.plans import Schedule
+from psched.policies.oasis_rp.promises import record_promise
 from psched.policies.oasis_rp.reservations import Reservations
 from psched.policies.oasis_rp.state import RunState
 
@@ -62,8 +63,7 @@ def restore_held(st: RunState, job: Job, decision: Decision) -> None:
     if job.job_id in st.uncommitted:
         if decision.promised is not None:
             st.uncommitted.discard(job.job_id)
-            st.promise[job.job_id] = decision.promised
-            st.promised_utility += job.utility_at(decision.promised - job.arrival + 1)
+            record_promise(st, job, decision.promised)
         return
     if decision.admitted and decision.schedule:
         _admit(st, job, decision)
@@ -78,8 +78,7 @@ def _admit(st: RunState, job: Job, decision: Decision) -> None:
         st.promise[job.job_id] = max(schedule)
         st.uncommitted.add(job.job_id)
     else:
-        st.promise[job.job_id] = decision.promised
-        st.promised_utility += job.utility_at(decision.promised - job.arrival + 1)
+        record_promise(st, job, decision.promised)
     st.place(job, schedule)
 
 
