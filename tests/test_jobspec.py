@@ -102,3 +102,13 @@ def test_a_spec_is_data_never_evaluated(tmp_path):
         parse_jobspec(text)  # refused by the workload's schema, shown as the string it is
     with pytest.raises(InputError, match="cannot read"):
         load_jobspec(tmp_path / "missing.toml")
+
+
+def test_a_spec_file_with_a_utf8_byte_order_mark_loads_like_one_without(tmp_path):
+    plain, marked = tmp_path / "plain.toml", tmp_path / "marked.toml"
+    plain.write_text(GOOD, encoding="utf-8")
+    marked.write_bytes(b"\xef\xbb\xbf" + GOOD.encode("utf-8"))
+    import dataclasses
+
+    got = dataclasses.replace(load_jobspec(marked), job_id="plain")
+    assert got == load_jobspec(plain)

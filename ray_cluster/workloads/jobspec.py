@@ -300,7 +300,7 @@ def load_jobspec_where(path: str | Path, *,
     try:
         with p.open("rb") as fh:
             raw = fh.read(MAX_SPEC_BYTES + 1)
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte-order mark (some editors write one) is dropped
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"cannot read: {err}", path=str(p)) from None
     if len(raw) > MAX_SPEC_BYTES:
