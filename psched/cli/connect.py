@@ -244,8 +244,9 @@ class _Client:
 
 def _http(door: tuple[str, str], verb: str, path: str, body: Any,
           timeout_s: float = 900.0) -> Any:
-    """The door's JSON answer; :data:`_UNREACHABLE` if nothing listens there (or a server
-    that does not know this folder's token).
+    """The door's JSON answer (``{"error": ...}`` for a request it refused with a 4xx
+    status); :data:`_UNREACHABLE` if nothing listens there (or a server that does not know
+    this folder's token).
 
     Raises
     ------
@@ -271,6 +272,9 @@ def _http(door: tuple[str, str], verb: str, path: str, body: Any,
     except urllib.error.HTTPError as err:
         if err.code == 401:
             return _UNREACHABLE
+        refused = _refusal(err)
+        if refused is not None:
+            return refused
         raise InputError(f"the service answered HTTP {err.code}: "
                          f"{err.read().decode(errors='replace').strip()[:200]}",
                          field=url) from None
@@ -281,6 +285,20 @@ def _http(door: tuple[str, str], verb: str, path: str, body: Any,
         if isinstance(reason, ConnectionRefusedError):
             return _UNREACHABLE
         raise InputError(f"the service did not answer: {reason}", field=url) from None
+
+
+def _refusal(err: Any) -> dict[str, str] | None:
+    """``{"error": message}`` of a 4xx answer carrying one (a request the service refused:
+    a bad job, an unknown one), else None."""
+    if not 400 <= err.code < 500:
+        return None
+    try:
+        body = json.loads(err.read())
+    except ValueError:
+        return None
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        return {"error": body["error"]}
+    return None
 
 
 def page_address(workdir: str | Path, *, timeout_s: float = 5.0) -> str:

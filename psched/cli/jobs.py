@@ -136,10 +136,18 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _cmd_cancel(args: argparse.Namespace) -> int:
     client = _Client(args)
-    if not client.call("cancel", ("POST", "api/cancel", {"job_id": args.job_id}), args.job_id):
-        raise InputError(f"no active job {args.job_id!r}", field="job_id")
+    out = client.call("cancel", ("POST", "api/cancel", {"job_id": args.job_id}), args.job_id)
+    if out is not True:  # the door: {"error": ...}; Ray: False
+        return _unknown_job(args, "no active job")
     print(f"{args.job_id}: cancelled at the next slot boundary")
     return 0
+
+
+def _unknown_job(args: argparse.Namespace, what: str) -> int:
+    """One line for a job the service does not have; exit code 2."""
+    print(f"psched: error: {what} {args.job_id!r} in the service of {args.dir} "
+          f"('psched status --dir {args.dir}' lists its jobs)", file=sys.stderr)
+    return 2
 
 
 def _cmd_logs(args: argparse.Namespace) -> int:
@@ -148,7 +156,7 @@ def _cmd_logs(args: argparse.Namespace) -> int:
     client = _Client(args)
     lines = client.call("logs", ("GET", f"api/logs/{quote(args.job_id, safe='')}", None),
                         args.job_id)
-    if not lines:
-        raise InputError(f"no job {args.job_id!r} in the journal", field="job_id")
+    if not lines or not isinstance(lines, list):  # the door: {"error": ...}; Ray: []
+        return _unknown_job(args, "no job")
     print("\n".join(lines))
     return 0

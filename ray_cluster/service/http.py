@@ -25,10 +25,16 @@ the cookie the page sets on its first load; anything else is answered 401):
 
 *read* takes the page token (``page_token`` in the service folder) or the control token;
 *write* only the control token (``control_token``). Both files are mode 0600; the server's
-address is in ``page.json`` (0600), removed when it stops. A request whose ``Host`` is not a
-loopback name is refused (403): a page elsewhere cannot reach it by DNS rebinding. Every
-answer forbids caching and framing, and the page's Content-Security-Policy allows requests to
-its own origin only.
+address is in ``page.json`` (0600), removed when it stops. A request without a ``Host`` header
+is refused (400), and one whose ``Host`` is anything but a loopback name with this server's
+port (``127.0.0.1:PORT``, ``localhost:PORT``) is refused (403): a page elsewhere cannot reach
+it by DNS rebinding. Every answer forbids caching and framing, and the page's
+Content-Security-Policy allows requests to its own origin only.
+
+A bad request is answered with a 4xx status and ``{"error": "..."}``: 400 for a body that is
+not the JSON expected (nested however deeply), 422 for a job the service refuses, 404 for a
+job it does not know (``cancel``, ``logs``). A connection that sends no complete request for
+:data:`IDLE_S` seconds (at its start or between requests) is closed.
 """
 
 from __future__ import annotations
@@ -50,8 +56,8 @@ from typing import Any
 from ray_cluster.service.core import SchedulerService
 from ray_cluster.service.page import PageData
 
-__all__ = ["ADDRESS_FILE", "CONTROL_TOKEN", "LONG_POLL_S", "PAGE_TOKEN", "PAUSE_MAX_S", "POLL_S",
-           "QUIET_POLL_S", "ServiceHTTP", "read_token", "write_private"]
+__all__ = ["ADDRESS_FILE", "CONTROL_TOKEN", "IDLE_S", "LONG_POLL_S", "PAGE_TOKEN", "PAUSE_MAX_S",
+           "POLL_S", "QUIET_POLL_S", "ServiceHTTP", "read_token", "write_private"]
 
 log = logging.getLogger("ray_cluster.service")
 
@@ -60,13 +66,16 @@ PAGE_TOKEN = "page_token"  #: read access (the page), in the service folder
 CONTROL_TOKEN = "control_token"  #: read and write access (the commands)
 POLL_S = 0.2  #: how often the server looks at the service's change counter
 LONG_POLL_S = 20.0  #: longest wait of ``GET /api/state?after=N``
+#: seconds a connection may stay without a complete request (at its start, or after an
+#: answer) before it is closed; the page asks again at once after each answer
+IDLE_S = 10.0
 #: longest a rebuild of the page's document waits, at each step, for a slot boundary to end
 PAUSE_MAX_S = 10.0
 #: how often a request that came during a slot boundary looks whether it ended (it is
 #: handled after it: the server's thread sleeps meanwhile instead of competing with the
 #: boundary for the interpreter)
 QUIET_POLL_S = 0.002
-_LOOPBACK = ("127.0.0.1", "localhost", "[::1]", "::1")
+_LOOPBACK = ("127.0.0.1", "localhost")  #: the names of the one address the server binds
 _STATIC = Path(__file__).with_name("page_static")
 
 Submit = Callable[[str, "int | None", "dict[str, Any] | None"], dict[str, Any]]
@@ -184,7 +193,8 @@ class ServiceHTTP:
         app.router.add_get("/api/logs/{job_id}", self._logs)
         app.router.add_post("/api/submit", self._post_submit)
         app.router.add_post("/api/cancel", self._post_cancel)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
+                                     keepalive_timeout=IDLE_S)
         await self._runner.setup()
         self._fresh = asyncio.Event()
         await self._refresh()
@@ -245,6 +255,12 @@ class ServiceHTTP:
         return None
 
     @property
+    def _hosts(self) -> set[str]:
+        """The ``Host`` values a request to this server may carry."""
+        return {f"{name}:{self.port}" for name in _LOOPBACK} | (
+            set(_LOOPBACK) if self.port == 80 else set())  # a browser omits port 80
+
+    @property
     def _cookie(self) -> str:
         return f"psched_page_{self.port}"
 
@@ -262,18 +278,19 @@ class ServiceHTTP:
 
         @web.middleware
         async def guard(request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-            host = (request.host or "").rsplit(":", 1)[0] if not (
-                request.host or "").startswith("[") else request.host.split("]")[0] + "]"
-            if host not in _LOOPBACK:
-                return self._headers(web.Response(status=403, text="not a loopback host\n"))
+            host = request.headers.get("Host")
+            if host is None:  # HTTP/1.0 may leave it out: the name cannot be checked
+                return self._headers(_refused(400, "a Host header is needed"))
+            if host.lower() not in self._hosts:
+                return self._headers(_refused(403, "not this server's loopback address"))
             while not self.svc.wait_quiet(0):  # a slot boundary in progress: let it run
                 await asyncio.sleep(QUIET_POLL_S)
             role = self._role(request)
             needs = "write" if request.method == "POST" else "read"
             if role is None or (needs == "write" and role != "write"):
-                return self._headers(web.Response(
-                    status=401, text="a token is needed: see 'psched page --dir DIR'\n",
-                    headers={"WWW-Authenticate": "token"}))
+                response = _refused(401, "a token is needed: see 'psched page --dir DIR'")
+                response.headers["WWW-Authenticate"] = "token"
+                return self._headers(response)
             return self._headers(await handler(request))
 
         return guard
@@ -300,7 +317,7 @@ class ServiceHTTP:
         try:
             after = int(request.query.get("after", "-1"))
         except ValueError:
-            return web.json_response({"error": "after must be an integer"}, status=400)
+            return _refused(400, "after must be an integer")
         if after == self._doc.get("changes") and self._fresh is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._fresh.wait(), LONG_POLL_S)
@@ -317,31 +334,51 @@ class ServiceHTTP:
     async def _logs(self, request: Any) -> Any:
         from aiohttp import web
 
-        lines = await self._call(self.svc.logs, request.match_info["job_id"])
+        job_id = request.match_info["job_id"]
+        lines = await self._call(self.svc.logs, job_id)
+        if not lines:
+            return _refused(404, f"no job {job_id!r} in the journal")
         return web.json_response(lines)
 
     async def _post_submit(self, request: Any) -> Any:
         from aiohttp import web
 
-        try:
-            body = await request.json()
-            spec, arrival, where = body["spec"], body.get("arrival"), body.get("where")
-        except (ValueError, KeyError, TypeError):
-            return web.json_response({"error": "expected JSON with 'spec'"}, status=400)
+        body = await _json_body(request, "spec")
+        if body is None:
+            return _refused(400, "expected a JSON object with 'spec'")
+        spec, arrival, where = body["spec"], body.get("arrival"), body.get("where")
         t0 = time.perf_counter()
         out = await self._call(self._submit, spec, arrival, where)
-        response = web.json_response(out)
+        response = web.json_response(out, status=422 if "error" in out else 200)
         response.headers["Server-Timing"] = f"submit;dur={(time.perf_counter() - t0) * 1e3:.1f}"
         return response
 
     async def _post_cancel(self, request: Any) -> Any:
         from aiohttp import web
 
-        try:
-            job_id = str((await request.json())["job_id"])
-        except (ValueError, KeyError, TypeError):
-            return web.json_response({"error": "expected JSON with 'job_id'"}, status=400)
-        return web.json_response(await self._call(self.svc.cancel, job_id))
+        body = await _json_body(request, "job_id")
+        if body is None or not isinstance(body["job_id"], str):
+            return _refused(400, "expected a JSON object with 'job_id' (text)")
+        job_id = body["job_id"]
+        if not await self._call(self.svc.cancel, job_id):
+            return _refused(404, f"no active job {job_id!r}")
+        return web.json_response(True)
+
+
+async def _json_body(request: Any, key: str) -> dict[str, Any] | None:
+    """The request's body if it is a JSON object with ``key``, else None (not JSON, not
+    UTF-8, nested too deeply for the parser, or another shape)."""
+    try:
+        body = json.loads(await request.text())
+    except (ValueError, RecursionError):
+        return None
+    return body if isinstance(body, dict) and key in body else None
+
+
+def _refused(status: int, message: str) -> Any:
+    from aiohttp import web
+
+    return web.json_response({"error": message}, status=status)
 
 
 def _same(given: str, token: str) -> bool:
