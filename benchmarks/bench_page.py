@@ -189,13 +189,13 @@ def submit_latency(*, submits: int, ray_submits: int, split_calls: int = 10) -> 
     return {"submit_s_http": _pct(door), "submit_s_ray_client": _pct(ray_path), **split}
 
 
-#: What ``psched submit`` imports and runs before its request (``_cmd_submit``).
+#: What ``psched submit`` imports and runs before its request (``cmd_submit``).
 _CLIENT_PATH = ("import sys\nfrom psched.cli.main import build_parser\n"
                 "a = build_parser('submit').parse_args(['submit', '--dir', sys.argv[1], "
-                "sys.argv[2]])\nfrom psched.cli.connect import _Client\n"
+                "sys.argv[2]])\nfrom psched.cli.connect import ServiceClient\n"
                 "from psched.cli.jobs import _submissions\n"
                 "from ray_cluster.workloads.jobspec import spec_to_json\n"
-                "spec_to_json(_submissions(a, _Client(a))[0][0])")
+                "spec_to_json(_submissions(a, ServiceClient(a))[0][0])")
 
 
 def _split(work: Path, files: list[str]) -> dict[str, Any]:

@@ -48,7 +48,7 @@ decay = 0.3
 target = 12
 """
 
-#: What ``psched submit JOB.toml`` runs before its one HTTP request (``_cmd_submit``).
+#: What ``psched submit JOB.toml`` runs before its one HTTP request (``cmd_submit``).
 _SUBMIT_PATH = """
 import json, sys
 from psched.cli.main import build_parser

@@ -5,7 +5,10 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -201,3 +204,38 @@ def test_an_unknown_job_is_one_line_naming_the_job_and_the_folder(
     assert out.out == "" and out.err.count("\n") == 1
     assert "'digits-b'" in out.err and str(door.folder) in out.err
     assert "<input>" not in out.err and "HTTP" not in out.err
+
+
+def _psched(*args: str, stdout: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "psched", *args], stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+
+
+def test_status_into_a_closed_pipe_exits_quietly(door: Door) -> None:
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written (``| head -3`` done)
+    try:
+        out = _psched("status", "--dir", str(door.folder), stdout=write)
+    finally:
+        os.close(write)
+    assert (out.returncode, out.stderr) == (141, "")
+
+
+def test_status_watch_writes_no_screen_escapes_into_a_pipe(door: Door) -> None:
+    out = _psched("status", "--watch", "--dir", str(door.folder), stdout=subprocess.PIPE)
+    assert out.returncode == 0, out.stderr
+    assert "known" in out.stdout and "\x1b" not in out.stdout
+
+
+@pytest.mark.parametrize("done", [0.0, 1.0, 3.0])
+def test_a_running_jobs_bar_moves_within_its_slot(done: float) -> None:
+    from psched.cli.jobs import progress_bar
+
+    job = {"work": 8, "done": done, "state": "running", "completion": None, "workers": 2}
+    bars = [progress_bar(job, ran) for ran in (0.0, 0.25, 0.5, 1.0)]
+    assert all(len(b) == 20 and b.count("#") == round(done / 8 * 20) for b in bars)
+    moving = [b.count(">") for b in bars]
+    assert moving == sorted(moving) and moving[0] == 0 < moving[-1]
+    assert len(bars[-1].rstrip()) == round((done + 2) / 8 * 20)  # 2 workers: 2 of 8 a slot
+    waiting = progress_bar({**job, "state": "waiting", "workers": 0}, 0.5)
+    assert ">" not in waiting

@@ -1,6 +1,6 @@
 """How the service commands reach a service: the embedded or given Ray with its token
 (:func:`init_ray`, :func:`ensure_token`), the named actor, and the service's own HTTP door
-on 127.0.0.1 (:class:`_Client` tries the door first, then Ray). Ray is imported lazily."""
+on 127.0.0.1 (:class:`ServiceClient` tries the door first, then Ray). Ray is imported lazily."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ TOKEN_FILE = "auth_token"
 CLIENT_LOG = "psched.log"
 
 
-_BAR = 20
+BAR_WIDTH = 20
 
 
 # -- Ray connection -------------------------------------------------------------------------
@@ -172,7 +172,7 @@ def _reachable(address: str, timeout_s: float = 3.0) -> str | None:
         return getattr(err, "strerror", None) or str(err) or type(err).__name__
 
 
-def _service(args: argparse.Namespace) -> Any:
+def service_handle(args: argparse.Namespace) -> Any:
     """The service actor: on ``--address``, ``RAY_ADDRESS`` or the address in ``--dir``
     (with the token ``serve`` wrote there). A stale address fails at once, in one line."""
     import ray
@@ -204,7 +204,7 @@ def _service(args: argparse.Namespace) -> Any:
 _UNREACHABLE = object()
 
 
-class _Client:
+class ServiceClient:
     """The service: through its HTTP door in ``--dir`` (``page.json``, ``control_token``)
     while it answers and the Ray it runs on is up, else through Ray (``--address``, a
     service without the door, or an actor left behind by a killed ``serve``)."""
@@ -238,7 +238,7 @@ class _Client:
     def actor(self) -> Any:
         """The service actor, through Ray (connecting once)."""
         if self._actor is None:
-            self._actor = _service(self.args)
+            self._actor = service_handle(self.args)
         return self._actor
 
 

@@ -11,24 +11,24 @@ import time
 from typing import Any
 
 from psched.cli.connect import (
-    _BAR,
-    _Client,
+    BAR_WIDTH,
+    ServiceClient,
     page_address,
 )
 from psched.core.errors import InputError
 
-__all__ = ["format_status", "submit_line"]
+__all__ = ["format_status", "progress_bar", "submit_line"]
 
 
-def _cmd_page(args: argparse.Namespace) -> int:
+def cmd_page(args: argparse.Namespace) -> int:
     print(page_address(args.dir))
     return 0
 
 
-def _cmd_submit(args: argparse.Namespace) -> int:
+def cmd_submit(args: argparse.Namespace) -> int:
     from ray_cluster.workloads.jobspec import spec_to_json
 
-    client = _Client(args)
+    client = ServiceClient(args)
     specs = _submissions(args, client)  # all checked here first; the service re-checks each
     failed = 0
     for spec, where in specs:
@@ -62,7 +62,7 @@ def submit_line(job_id: str, out: dict[str, Any]) -> str:
             + (f", payoff {out['payoff']:.4g}" if out.get("payoff") is not None else ""))
 
 
-def _submissions(args: argparse.Namespace, client: _Client) -> list[Any]:
+def _submissions(args: argparse.Namespace, client: ServiceClient) -> list[Any]:
     """Every job file of ``psched submit`` as ``(spec, where)``, parsed and checked before
     anything is sent: import paths only if the service allows them, no id twice in one
     command (nothing is submitted then)."""
@@ -93,22 +93,23 @@ def _submissions(args: argparse.Namespace, client: _Client) -> list[Any]:
     return parsed
 
 
-def _status(client: _Client) -> dict[str, Any]:
+def _status(client: ServiceClient) -> dict[str, Any]:
     return dict(client.call("status", ("GET", "api/status", None)))
 
 
 def format_status(st: dict[str, Any]) -> str:
-    """The status table, one row per job, a progress bar each."""
+    """The status table, one row per job, a progress bar each: ``#`` the work measured at
+    slot ends, ``>`` the running slot's planned work times the share of the slot that has
+    run (an estimate until the slot ends)."""
     lines = [f"slot {st['slot']} ({st['phase']}), policy {st['policy']}, "
              f"{st['slot_seconds']:g} s slots" + (f"  ERROR {st['error']}" if st['error'] else "")]
-    lines.append(f"{'job':<16} {'state':<15} {'arr':>4} {'w/ps':>6} {'progress':<{_BAR + 2}} "
+    lines.append(f"{'job':<16} {'state':<15} {'arr':>4} {'w/ps':>6} {'progress':<{BAR_WIDTH + 2}} "
                  f"{'done/W':>11} {'plan':>5} {'prom':>5} {'end':>5} {'utility':>8}  loss")
+    ran = min(1.0, float(st.get("slot_elapsed_s", 0.0)) / st["slot_seconds"])
     for j in st["jobs"]:
-        frac = min(1.0, j["done"] / j["work"]) if j["work"] else 0.0
-        bar = "#" * round(frac * _BAR)
         lines.append(
             f"{j['job_id'][:16]:<16} {j['state'][:15]:<15} {j['arrival']:>4} "
-            f"{j['workers']:>3}/{j['ps']:<2} [{bar:<{_BAR}}] "
+            f"{j['workers']:>3}/{j['ps']:<2} [{progress_bar(j, ran)}] "
             f"{j['done']:>5.1f}/{j['work']:<5} "
             f"{'' if j['planned_completion'] is None else j['planned_completion']:>5} "
             f"{'' if j.get('promised') is None else j['promised']:>5} "
@@ -117,25 +118,39 @@ def format_status(st: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _cmd_status(args: argparse.Namespace) -> int:
-    client = _Client(args)
+def progress_bar(job: dict[str, Any], ran: float) -> str:
+    """``job``'s bar, :data:`BAR_WIDTH` wide: ``#`` done, ``>`` the share ``ran`` (0-1) of the
+    running slot's work (one worker-slot per worker), never past the job's work."""
+    work = float(job["work"])
+    if work <= 0:
+        return " " * BAR_WIDTH
+    done = min(1.0, job["done"] / work)
+    running = job["state"] == "running" and job["completion"] is None
+    slot = min(1.0 - done, job["workers"] * ran / work) if running else 0.0
+    full = round(done * BAR_WIDTH)
+    moving = round((done + slot) * BAR_WIDTH) - full
+    return ("#" * full + ">" * moving).ljust(BAR_WIDTH)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    client = ServiceClient(args)
+    clear = args.watch and not args.json and sys.stdout.isatty()  # a pipe gets no escapes
     while True:
         st = _status(client)
         if args.json:
-            print(json.dumps(st))
+            print(json.dumps(st), flush=True)
         else:
-            if args.watch:
-                print("\x1b[2J\x1b[H", end="")
-            print(format_status(st), flush=True)
+            print(("\x1b[2J\x1b[H" if clear else "") + format_status(st)
+                  + ("\n" if args.watch and not clear else ""), flush=True)
         over = all(j["state"] not in ("running", "waiting", "queued", "held")
                    for j in st["jobs"])
         if not args.watch or over or not st["running"]:
             return 0
-        time.sleep(min(2.0, st["slot_seconds"] / 2))
+        time.sleep(min(2.0, st["slot_seconds"] / 10))
 
 
-def _cmd_cancel(args: argparse.Namespace) -> int:
-    client = _Client(args)
+def cmd_cancel(args: argparse.Namespace) -> int:
+    client = ServiceClient(args)
     out = client.call("cancel", ("POST", "api/cancel", {"job_id": args.job_id}), args.job_id)
     if out is not True:  # the door: {"error": ...}; Ray: False
         return _unknown_job(args, "no active job")
@@ -150,10 +165,10 @@ def _unknown_job(args: argparse.Namespace, what: str) -> int:
     return 2
 
 
-def _cmd_logs(args: argparse.Namespace) -> int:
+def cmd_logs(args: argparse.Namespace) -> int:
     from urllib.parse import quote
 
-    client = _Client(args)
+    client = ServiceClient(args)
     lines = client.call("logs", ("GET", f"api/logs/{quote(args.job_id, safe='')}", None),
                         args.job_id)
     if not lines or not isinstance(lines, list):  # the door: {"error": ...}; Ray: []

@@ -224,6 +224,15 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush has nowhere to fail."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def _show_warning(message: Warning | str, category: type[Warning], *_a: Any,
                   **_k: Any) -> None:
     print(f"psched: warning: {message}", file=sys.stderr)
@@ -245,6 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(func(args))
     except InputError as err:
         return _fail(str(err))
+    except BrokenPipeError:  # the reader left early (``psched status | head -3``): quietly
+        _drop_stdout()
+        return 141  # as a process ended by SIGPIPE
     except OSError as err:
         return _fail(f"{err.filename or ''}: {err.strerror or err}")
     except KeyboardInterrupt:

@@ -34,24 +34,24 @@ from psched.cli.connect import (
     use_token,
 )
 from psched.cli.jobs import (
-    _cmd_cancel,
-    _cmd_logs,
-    _cmd_page,
-    _cmd_status,
-    _cmd_submit,
+    cmd_cancel,
+    cmd_logs,
+    cmd_page,
+    cmd_status,
+    cmd_submit,
     format_status,
     submit_line,
 )
 from psched.cli.stop import (
     RAY_PIDS_FILE,
     SERVE_PID_FILE,
-    _children,
-    _cmd_stop,
-    _process_line,
-    _refuse_if_serving,
-    _shutdown,
-    _StopRequested,
-    _StopSignals,
+    child_processes,
+    cmd_stop,
+    process_line,
+    refuse_if_serving,
+    shutdown_service,
+    StopRequested,
+    StopSignals,
     _write,
     reap_orphans,
 )
@@ -123,29 +123,29 @@ def register(commands: Any, trace_actions: Any) -> None:
     common(sp)
     sp.add_argument("--timeout", type=positive_float, default=900.0,
                     help="most seconds to wait for the slot in progress (default 900)")
-    sp.set_defaults(func=_cmd_stop)
+    sp.set_defaults(func=cmd_stop)
     sb = commands.add_parser("submit", help="submit job spec files (TOML) to the service")
     common(sb)
     sb.add_argument("jobs", nargs="+", metavar="JOB.toml", help="job spec file(s) to submit")
-    sb.set_defaults(func=_cmd_submit)
+    sb.set_defaults(func=cmd_submit)
     st = commands.add_parser("status", help="the service's jobs, with progress")
     common(st)
     st.add_argument("--watch", action="store_true", help="refresh until every job is over")
     st.add_argument("--json", action="store_true", help="print JSON")
-    st.set_defaults(func=_cmd_status)
+    st.set_defaults(func=cmd_status)
     c = commands.add_parser("cancel", help="cancel a job")
     common(c)
     c.add_argument("job_id", help="id of the job to cancel")
-    c.set_defaults(func=_cmd_cancel)
+    c.set_defaults(func=cmd_cancel)
     lg = commands.add_parser("logs", help="a job's journal: decisions, progress, events")
     common(lg)
     lg.add_argument("job_id", help="id of the job whose log to print")
-    lg.set_defaults(func=_cmd_logs)
+    lg.set_defaults(func=cmd_logs)
     pg = commands.add_parser("page", help="the address of the service's live page, with its "
                                           "access token")
     pg.add_argument("--dir", default=DEFAULT_DIR,
                     help=f"service folder (default {DEFAULT_DIR})")
-    pg.set_defaults(func=_cmd_page)
+    pg.set_defaults(func=cmd_page)
     r = commands.add_parser("run", help="run a trace on Ray through the service (real training)")
     r.add_argument("trace", metavar="TRACE",
                    help="native trace whose jobs name a workload to train for real")
@@ -276,23 +276,23 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     workdir.chmod(0o700)
     if embedded:
-        _refuse_if_serving(workdir)
+        refuse_if_serving(workdir)
         # the processes of a serve killed before it could stop its Ray: their GCS is gone, so
         # some wait out SIGTERM; the service actor among them is crash-safe (its journal)
         reap_orphans(workdir, grace_s=1.0)
     moved = check_journal(workdir, fresh=args.fresh)
     if moved:
         print(f"psched: {moved}", file=sys.stderr)
-    stop = _StopSignals() if embedded else None  # before Ray starts: no window without them
+    stop = StopSignals() if embedded else None  # before Ray starts: no window without them
     address = init_ray(args.address, resources=_worker_resources(args, embedded),
                        token_dir=workdir)
     if stop is not None:
         stop.install()  # again: Ray's core worker installs its own SIGTERM handler
     _write(workdir / "address", address + "\n")
     if embedded:
-        _write(workdir / SERVE_PID_FILE, _process_line(os.getpid()))
-        _write(workdir / RAY_PIDS_FILE, "".join(_process_line(p.pid) for p in
-                                                 _children(os.getpid())))
+        _write(workdir / SERVE_PID_FILE, process_line(os.getpid()))
+        _write(workdir / RAY_PIDS_FILE, "".join(process_line(p.pid) for p in
+                                                 child_processes(os.getpid())))
     cluster, node_of = _local_cluster(args, config.slot_seconds)
     here = ray.get_runtime_context().get_node_id()  # the journal lives on this node
     actor = service_actor().options(
@@ -311,9 +311,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if stop is None:
         return 0
     # the embedded Ray lives as long as this process; actor restarts are ridden out
-    with contextlib.suppress(_StopRequested):
+    with contextlib.suppress(StopRequested):
         watch_service(actor, sleep=stop.sleep)
-    _shutdown(actor, workdir)
+    shutdown_service(actor, workdir)
     print(f"psched service stopped ({stop.name or 'its loop ended'}); journal flushed",
           file=sys.stderr, flush=True)
     sys.stdout.flush()

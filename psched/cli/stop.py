@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from psched.cli.connect import _service
+from psched.cli.connect import service_handle
 from psched.core.errors import InputError
 
 __all__ = [
@@ -27,11 +27,11 @@ log = logging.getLogger(__name__)
 SERVE_PID_FILE, RAY_PIDS_FILE = "serve.pid", "ray.pids"
 
 
-class _StopRequested(Exception):
+class StopRequested(Exception):
     """SIGINT or SIGTERM reached ``serve``."""
 
 
-class _StopSignals:
+class StopSignals:
     """SIGINT and SIGTERM stop ``serve`` cleanly: the handlers are installed explicitly,
     because a shell starting ``serve &`` from a script makes it ignore SIGINT."""
 
@@ -49,9 +49,9 @@ class _StopSignals:
             signal.signal(sig, self._handle)
 
     def sleep(self, seconds: float) -> None:
-        """Wait ``seconds``; raise :class:`_StopRequested` once a stop signal came."""
+        """Wait ``seconds``; raise :class:`StopRequested` once a stop signal came."""
         if self.event.wait(seconds):
-            raise _StopRequested
+            raise StopRequested
 
     def _handle(self, signum: int, _frame: Any) -> None:
         import signal
@@ -60,7 +60,7 @@ class _StopSignals:
         self.event.set()
 
 
-def _shutdown(actor: Any, workdir: Path) -> None:
+def shutdown_service(actor: Any, workdir: Path) -> None:
     """Stop the service (its journal closes), its actor, the embedded Ray, their orphans."""
     import ray
 
@@ -89,13 +89,13 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def _process_line(pid: int) -> str:
+def process_line(pid: int) -> str:
     import psutil
 
     return f"{pid} {psutil.Process(pid).create_time():.3f}\n"
 
 
-def _children(pid: int) -> list[Any]:
+def child_processes(pid: int) -> list[Any]:
     import psutil
 
     try:
@@ -125,7 +125,7 @@ def _listed(path: Path) -> list[Any]:
     return out
 
 
-def _refuse_if_serving(workdir: Path) -> None:
+def refuse_if_serving(workdir: Path) -> None:
     alive = _listed(workdir / SERVE_PID_FILE)
     if alive:
         raise InputError(f"a service already runs on this folder (pid {alive[0].pid}); "
@@ -143,7 +143,7 @@ def reap_orphans(workdir: str | Path, *, grace_s: float = 5.0) -> int:
     if _listed(workdir / SERVE_PID_FILE):
         return 0
     procs = _listed(workdir / RAY_PIDS_FILE)
-    procs += [c for p in procs for c in _children(p.pid) if c not in procs]
+    procs += [c for p in procs for c in child_processes(p.pid) if c not in procs]
     for p in procs:
         with contextlib.suppress(psutil.Error):
             p.terminate()
@@ -186,7 +186,7 @@ def _wait_gone(proc: Any, timeout_s: float) -> bool:
     return not _wait_all_gone([proc], timeout_s)
 
 
-def _cmd_stop(args: argparse.Namespace) -> int:
+def cmd_stop(args: argparse.Namespace) -> int:
     """Stop ``serve``: by SIGTERM to its process (it stops the service, flushes the journal,
     stops its embedded Ray); a service on an existing cluster through Ray; then orphans."""
     workdir = Path(args.dir)
@@ -201,7 +201,7 @@ def _cmd_stop(args: argparse.Namespace) -> int:
         import ray
 
         try:
-            actor = _service(args)
+            actor = service_handle(args)
         except InputError as err:
             log.info("no service to stop: %s", err)
         else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -80,6 +81,9 @@ class ServiceViews:
                     "allow_import": self.config.allow_import,
                     "slot_seconds": self.config.slot_seconds, "error": self.error,
                     "running": self._thread is not None and self._thread.is_alive(),
+                    # seconds the running slot has run (0 between slots): for progress bars
+                    "slot_elapsed_s": time.time() - self._slot_started
+                    if self._phase[0] == "run" and self._slot_started > 0 else 0.0,
                     "jobs": jobs}
 
     def view(self) -> LiveView:
