@@ -16,12 +16,15 @@ from typing import Any
 from psched.core.errors import InputError
 
 __all__ = [
+    "BAR_WIDTH",
     "CLIENT_LOG",
     "DEFAULT_DIR",
     "TOKEN_FILE",
+    "ServiceClient",
     "ensure_token",
     "init_ray",
     "page_address",
+    "service_handle",
     "use_token",
 ]
 

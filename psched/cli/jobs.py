@@ -17,7 +17,8 @@ from psched.cli.connect import (
 )
 from psched.core.errors import InputError
 
-__all__ = ["format_status", "progress_bar", "submit_line"]
+__all__ = ["cmd_cancel", "cmd_logs", "cmd_page", "cmd_status", "cmd_submit", "format_status",
+           "progress_bar", "submit_line"]
 
 
 def cmd_page(args: argparse.Namespace) -> int:

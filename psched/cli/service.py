@@ -45,17 +45,17 @@ from psched.cli.jobs import (
 from psched.cli.stop import (
     RAY_PIDS_FILE,
     SERVE_PID_FILE,
+    StopRequested,
+    StopSignals,
     child_processes,
     cmd_stop,
     process_line,
+    reap_orphans,
     refuse_if_serving,
     shutdown_service,
-    StopRequested,
-    StopSignals,
-    _write,
-    reap_orphans,
 )
 from psched.core.errors import InputError
+from psched.traces.native import atomic_write_text
 
 __all__ = ["CLIENT_LOG", "DEFAULT_DIR", "TOKEN_FILE", "ensure_token", "format_status",
            "init_ray", "page_address", "policy_options", "register", "submit_line",
@@ -288,10 +288,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                        token_dir=workdir)
     if stop is not None:
         stop.install()  # again: Ray's core worker installs its own SIGTERM handler
-    _write(workdir / "address", address + "\n")
+    atomic_write_text(workdir / "address", address + "\n")
     if embedded:
-        _write(workdir / SERVE_PID_FILE, process_line(os.getpid()))
-        _write(workdir / RAY_PIDS_FILE, "".join(process_line(p.pid) for p in
+        atomic_write_text(workdir / SERVE_PID_FILE, process_line(os.getpid()))
+        atomic_write_text(workdir / RAY_PIDS_FILE, "".join(process_line(p.pid) for p in
                                                  child_processes(os.getpid())))
     cluster, node_of = _local_cluster(args, config.slot_seconds)
     here = ray.get_runtime_context().get_node_id()  # the journal lives on this node

@@ -18,7 +18,14 @@ from psched.core.errors import InputError
 __all__ = [
     "RAY_PIDS_FILE",
     "SERVE_PID_FILE",
+    "StopRequested",
+    "StopSignals",
+    "child_processes",
+    "cmd_stop",
+    "process_line",
     "reap_orphans",
+    "refuse_if_serving",
+    "shutdown_service",
 ]
 
 log = logging.getLogger(__name__)
@@ -80,13 +87,6 @@ def _suppress_ray_errors() -> Any:
     import ray
 
     return contextlib.suppress(ray.exceptions.RayError, ValueError)
-
-
-def _write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole (a temporary file, then a rename)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def process_line(pid: int) -> str:
