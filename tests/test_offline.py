@@ -26,7 +26,7 @@ from psched.core.model import (
 )
 from psched.core.simulator import simulate
 from psched.core.utility import Utility
-from psched.offline.formulation import Formulation, _build, _model_caps, ps_slack, window_tail
+from psched.offline.formulation import Formulation, build_model, model_caps, ps_slack, window_tail
 from psched.offline.milp import Options, Problem, Solution, scipy_solver
 from psched.offline.optimum import (
     lp_bound,
@@ -299,8 +299,8 @@ def test_every_policy_schedule_is_a_point_of_the_model_worth_its_utility(seed: i
             if j.window > 0]
     for form in (Formulation(), Formulation(cumulative_work=True),
                  Formulation(aggregate=False), Formulation(alive_vars=True)):
-        cap_w, cap_p, _, _ = _model_caps(jobs, cluster, form)
-        model = _build(jobs, cap_w, cap_p, horizon, "job", form)
+        cap_w, cap_p, _, _ = model_caps(jobs, cluster, form)
+        model = build_model(jobs, cap_w, cap_p, horizon, "job", form)
         for name in available_policies():
             res = simulate(specs, cluster, make_policy(name), horizon)
             x = schedule_vector(model, jobs, cluster, res.allocations)

@@ -68,10 +68,11 @@ from psched.core.aggregate import exact_aggregate
 from psched.core.model import Cluster, Job, Pool, ceil_eps
 from psched.offline.milp import Problem, Rows
 
-__all__ = ["DEFAULT_FORMULATION", "Formulation", "ps_slack", "window_tail"]
+__all__ = ["DEFAULT_FORMULATION", "WINDOWS", "Formulation", "JobColumns", "MilpModel",
+           "build_model", "model_caps", "ps_slack", "trivial_bound", "window_tail"]
 
 
-_WINDOWS = ("job", "horizon")
+WINDOWS = ("job", "horizon")
 
 
 def ps_slack(ratio: float, max_workers: int) -> float:
@@ -104,7 +105,7 @@ def _slots(job: Job, horizon: int, window: str) -> range:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _JobCols:
+class JobColumns:
     """Where one job's variables sit in the model's column vector."""
 
     x: int  #: admitted and completed
@@ -117,9 +118,9 @@ class _JobCols:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Model:
+class MilpModel:
     problem: Problem  #: minimise -utility
-    cols: list[_JobCols]  #: per job, in the order of ``jobs``
+    cols: list[JobColumns]  #: per job, in the order of ``jobs``
     n_h: int  #: worker servers (or 1, pooled or aggregated)
     n_k: int  #: PS servers (or 1, pooled or aggregated)
 
@@ -158,10 +159,10 @@ def _server_limits(dem: np.ndarray, cap: np.ndarray, n_max: int) -> np.ndarray:
 
 
 def _variables(jobs: Sequence[Job], cap_w: np.ndarray, cap_p: np.ndarray, horizon: int,
-               window: str, form: Formulation) -> tuple[list[_JobCols], np.ndarray, np.ndarray,
+               window: str, form: Formulation) -> tuple[list[JobColumns], np.ndarray, np.ndarray,
                                                         np.ndarray]:
     """Column layout, objective (-f at each completion slot), upper bounds, integrality."""
-    cols: list[_JobCols] = []
+    cols: list[JobColumns] = []
     obj: list[np.ndarray] = []
     ub: list[np.ndarray] = []
     integer: list[np.ndarray] = []
@@ -173,7 +174,7 @@ def _variables(jobs: Sequence[Job], cap_w: np.ndarray, cap_p: np.ndarray, horizo
         n_d = n_s if form.alive_vars else 0
         c0 = n + 1
         y0 = c0 + n_s + n_d
-        jc = _JobCols(x=n, c0=c0, d0=c0 + n_s if n_d else -1, y0=y0, z0=y0 + n_s * n_h,
+        jc = JobColumns(x=n, c0=c0, d0=c0 + n_s if n_d else -1, y0=y0, z0=y0 + n_s * n_h,
                       w0=y0 + n_s * (n_h + n_k) if n_w else -1, slots=slots)
         first_done = job.arrival + job.fastest - 1  # no completion before the fastest duration
         util = np.array([job.utility_at(t - job.arrival + 1) for t in slots])
@@ -192,7 +193,7 @@ def _variables(jobs: Sequence[Job], cap_w: np.ndarray, cap_p: np.ndarray, horizo
             cat(integer) if integer else np.zeros(0, bool))
 
 
-def _alive(jc: _JobCols, j: int) -> tuple[list[int], list[float]]:
+def _alive(jc: JobColumns, j: int) -> tuple[list[int], list[float]]:
     """The expression ``d`` of slot ``j`` (0-based in the window): 0 past the window."""
     n_s = len(jc.slots)
     if j >= n_s:
@@ -202,7 +203,7 @@ def _alive(jc: _JobCols, j: int) -> tuple[list[int], list[float]]:
     return list(range(jc.c0 + j, jc.c0 + n_s)), [1.0] * (n_s - j)
 
 
-def _completion_rows(rows: Rows, jc: _JobCols) -> None:
+def _completion_rows(rows: Rows, jc: JobColumns) -> None:
     """``sum_t c_t = x``; with alive variables ``d_t = c_t + d_{t+1}`` and ``d_first = x``."""
     n_s = len(jc.slots)
     if n_s == 0:
@@ -217,7 +218,7 @@ def _completion_rows(rows: Rows, jc: _JobCols) -> None:
     rows.add([jc.d0, jc.x], [1.0, -1.0], 0.0, 0.0)
 
 
-def _worker_rows(rows: Rows, job: Job, jc: _JobCols, n_h: int, n_k: int) -> None:
+def _worker_rows(rows: Rows, job: Job, jc: JobColumns, n_h: int, n_k: int) -> None:
     """Workers only while alive (``sum_h y_t <= N d_t``); PS ``<=`` workers and ``>=`` the
     ratio (exact linearisation, :func:`ps_slack`)."""
     ratio, delta = job.spec.ps_ratio, ps_slack(job.spec.ps_ratio, job.max_workers)
@@ -231,7 +232,7 @@ def _worker_rows(rows: Rows, job: Job, jc: _JobCols, n_h: int, n_k: int) -> None
         rows.add(zs + ys, [1.0] * n_k + [-ratio] * n_h, -delta, np.inf)
 
 
-def _work_rows(rows: Rows, job: Job, jc: _JobCols, n_h: int, cumulative: bool) -> None:
+def _work_rows(rows: Rows, job: Job, jc: JobColumns, n_h: int, cumulative: bool) -> None:
     """Work covered: ``sum_t sum_h y >= W x``; with ``cumulative``, at every slot
     ``w_t = w_{t-1} + sum_h y_t >= W (x - d_{t+1})``."""
     n_s = len(jc.slots)
@@ -251,7 +252,7 @@ def _work_rows(rows: Rows, job: Job, jc: _JobCols, n_h: int, cumulative: bool) -
                      [1.0, -float(job.work)] + [float(job.work) * v for v in dv], 0.0, np.inf)
 
 
-def _capacity_rows(rows: Rows, jobs: Sequence[Job], cols: list[_JobCols], cap_w: np.ndarray,
+def _capacity_rows(rows: Rows, jobs: Sequence[Job], cols: list[JobColumns], cap_w: np.ndarray,
                    cap_p: np.ndarray) -> None:
     """``sum_i w_i^r y_iht <= c_h^r`` and ``sum_i s_i^r z_ikt <= c_k^r``, every server and r."""
     terms: dict[tuple[int, int, int, int], tuple[list[int], list[float]]] = {}
@@ -270,7 +271,7 @@ def _capacity_rows(rows: Rows, jobs: Sequence[Job], cols: list[_JobCols], cap_w:
             rows.add(cs, vs, -np.inf, float((cap_w if pool == 0 else cap_p)[srv, res]))
 
 
-def _symmetry_rows(rows: Rows, cols: list[_JobCols], cap_w: np.ndarray, cap_p: np.ndarray,
+def _symmetry_rows(rows: Rows, cols: list[JobColumns], cap_w: np.ndarray, cap_p: np.ndarray,
                    horizon: int) -> None:
     """In every slot, identical servers of a pool carry non-increasing load
     (``sum_i g_i y_iht >= sum_i g_i y_i,h+1,t`` with ``g_i`` a job's index + 1, so that two
@@ -291,8 +292,8 @@ def _symmetry_rows(rows: Rows, cols: list[_JobCols], cap_w: np.ndarray, cap_p: n
                     rows.add(cs, vs, 0.0, np.inf)
 
 
-def _build(jobs: Sequence[Job], cap_w: np.ndarray, cap_p: np.ndarray, horizon: int,
-           window: str, form: Formulation = Formulation()) -> _Model:
+def build_model(jobs: Sequence[Job], cap_w: np.ndarray, cap_p: np.ndarray, horizon: int,
+           window: str, form: Formulation = Formulation()) -> MilpModel:
     """Assemble the MILP; ``cap_w`` (H x R) and ``cap_p`` (K x R) are the server capacities."""
     n_h, n_k = cap_w.shape[0], cap_p.shape[0]
     cols, obj, ub, integer = _variables(jobs, cap_w, cap_p, horizon, window, form)
@@ -305,10 +306,10 @@ def _build(jobs: Sequence[Job], cap_w: np.ndarray, cap_p: np.ndarray, horizon: i
     if form.symmetry:
         _symmetry_rows(rows, cols, cap_w, cap_p, horizon)
     problem = Problem.of(obj, rows, ub, integer=integer)
-    return _Model(problem=problem, cols=cols, n_h=n_h, n_k=n_k)
+    return MilpModel(problem=problem, cols=cols, n_h=n_h, n_k=n_k)
 
 
-def _trivial_bound(model: _Model) -> float:
+def trivial_bound(model: MilpModel) -> float:
     """``sum_i max_t f_i``: each job completes at most once (a bound with no solve at all)."""
     c, ub = model.problem.c, model.problem.col_hi
     total = 0.0
@@ -325,7 +326,7 @@ def _pool_caps(cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     return cap[wi], cap[ki], wi, ki
 
 
-def _model_caps(jobs: Sequence[Job], cluster: Cluster, form: Formulation
+def model_caps(jobs: Sequence[Job], cluster: Cluster, form: Formulation
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Capacity rows the model uses per pool: the servers', or one summed row where
     aggregation is exact (``form.aggregate``)."""

@@ -26,14 +26,14 @@ from psched.core.aggregate import pack
 from psched.core.checker import check_plan
 from psched.core.model import Alloc, Cluster, Job, JobSpec, Pool, resolve_job
 from psched.offline.formulation import (
-    _WINDOWS,
     DEFAULT_FORMULATION,
+    WINDOWS,
     Formulation,
-    _build,
-    _JobCols,
-    _Model,
-    _model_caps,
-    _trivial_bound,
+    JobColumns,
+    MilpModel,
+    build_model,
+    model_caps,
+    trivial_bound,
     window_tail,
 )
 from psched.offline.milp import Solution, Solver, solve
@@ -86,7 +86,7 @@ def _place(per_job: dict[str, np.ndarray], jobs: dict[str, Job], cap: np.ndarray
     return {str(j): {int(idx[h]): int(n) for h, n in enumerate(v)} for j, v in placed.items()}
 
 
-def _decode(model: _Model, xv: np.ndarray, jobs: Sequence[Job], cluster: Cluster,
+def _decode(model: MilpModel, xv: np.ndarray, jobs: Sequence[Job], cluster: Cluster,
             wi: np.ndarray, ki: np.ndarray) -> tuple[dict[str, dict[int, Alloc]],
                                                      dict[str, int], dict[str, float]]:
     """Schedule of a MILP solution, cut at each job's completion, placed on the servers (first
@@ -125,7 +125,7 @@ def _decode(model: _Model, xv: np.ndarray, jobs: Sequence[Job], cluster: Cluster
     return sched, done, util
 
 
-def _job_vector(xv: np.ndarray, jc: _JobCols, done_t: int,
+def _job_vector(xv: np.ndarray, jc: JobColumns, done_t: int,
                 usage: dict[tuple[int, str, int], int], pos: dict[str, np.ndarray],
                 n_h: int, n_k: int) -> None:
     """Write one completed job's columns: ``x``, ``c``, ``d``, ``y``, ``z``, ``w``."""
@@ -146,7 +146,7 @@ def _job_vector(xv: np.ndarray, jc: _JobCols, done_t: int,
             xv[jc.w0 + j: jc.w0 + len(jc.slots)] = work  # no work after the completion
 
 
-def schedule_vector(model: _Model, jobs: Sequence[Job], cluster: Cluster,
+def schedule_vector(model: MilpModel, jobs: Sequence[Job], cluster: Cluster,
                     allocations: Iterable[AllocationRow]) -> np.ndarray:
     """An executed schedule (``RunResult.allocations``) as a point of the model.
 
@@ -186,7 +186,7 @@ def schedule_vector(model: _Model, jobs: Sequence[Job], cluster: Cluster,
     return xv
 
 
-def _solve_model(model: _Model, *, known: float, start: np.ndarray | None,
+def _solve_model(model: MilpModel, *, known: float, start: np.ndarray | None,
                  time_limit: float, rel_gap: float, presolve: bool,
                  solver: Solver | None) -> Solution:
     return solve(model.problem, time_limit_s=time_limit, mip_rel_gap=rel_gap,
@@ -229,11 +229,11 @@ def solve_offline(jobs: Sequence[Job], cluster: Cluster, horizon: int, *,
     RuntimeError
         The solver failed (no status a schedule can be read from).
     """
-    if window not in _WINDOWS:
-        raise ValueError(f"window must be one of {_WINDOWS}, got {window!r}")
+    if window not in WINDOWS:
+        raise ValueError(f"window must be one of {WINDOWS}, got {window!r}")
     form = formulation or DEFAULT_FORMULATION
-    cap_w, cap_p, wi, ki = _model_caps(jobs, cluster, form)
-    model = _build(jobs, cap_w, cap_p, horizon, window, form)
+    cap_w, cap_p, wi, ki = model_caps(jobs, cluster, form)
+    model = build_model(jobs, cap_w, cap_p, horizon, window, form)
     start = None if incumbent is None else schedule_vector(model, jobs, cluster, incumbent)
     if start is not None and not model.problem.feasible(start):
         log.warning("offline: the incumbent schedule is not a point of the model (violation "
@@ -247,7 +247,7 @@ def solve_offline(jobs: Sequence[Job], cluster: Cluster, horizon: int, *,
                                                                     wi, ki)
     obj = float(sum(util.values()))
     bound = min(-sol.dual_bound if math.isfinite(sol.dual_bound) else math.inf,
-                _trivial_bound(model))
+                trivial_bound(model))
     if sol.status == "optimal":
         bound = max(bound, obj) if np.isfinite(bound) else obj
     gap = max(0.0, (bound - obj) / max(bound, 1e-9)) if np.isfinite(bound) else math.inf
@@ -274,13 +274,13 @@ def lp_bound(jobs: Sequence[Job], cluster: Cluster, horizon: int, *, window: str
 
     Complexity: one LP (HiGHS, simplex or IPM), polynomial.
     """
-    if window not in _WINDOWS:
-        raise ValueError(f"window must be one of {_WINDOWS}, got {window!r}")
+    if window not in WINDOWS:
+        raise ValueError(f"window must be one of {WINDOWS}, got {window!r}")
     form = formulation or DEFAULT_FORMULATION
-    cap_w, cap_p, _, _ = _model_caps(jobs, cluster, form)
+    cap_w, cap_p, _, _ = model_caps(jobs, cluster, form)
     if pooled:
         cap_w, cap_p = cap_w.sum(axis=0, keepdims=True), cap_p.sum(axis=0, keepdims=True)
-    model = _build(jobs, cap_w, cap_p, horizon, window, form)
+    model = build_model(jobs, cap_w, cap_p, horizon, window, form)
     sol = solve(model.problem.relaxed(), presolve=presolve, known=-known, solver=solver)
     if sol.status not in ("optimal", "suspect"):
         raise RuntimeError(f"offline LP failed: {sol.status}")
