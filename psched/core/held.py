@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from psched.core.model import Cluster, Decision
 from psched.core.policy import Policy, View
 from psched.core.records import (
+    ActiveStatuses,
     Admission,
     LoopState,
-    _ActiveStatuses,
 )
 
 __all__ = ["HeldAdmission"]
@@ -32,7 +32,7 @@ class HeldAdmission:
     cluster: Cluster
     horizon: int
     on_decision: list[Callable[[Admission], None]]
-    _statuses: _ActiveStatuses
+    _statuses: ActiveStatuses
 
     def admit_held(self, t: int, *,
                    forced: Mapping[str, Decision] | None = None) -> list[Admission]:

@@ -52,16 +52,16 @@ from psched.core.records import (
     HELD,
     REJECT_CANNOT_FIT,
     REJECT_PAST_HORIZON,
+    ActiveStatuses,
     Admission,
     AfterSlot,
     BeforeSlot,
     JobRecord,
     LoopState,
     RunResult,
-    _ActiveStatuses,
-    _pool_rows,
     cannot_fit,
     capacity_slots,
+    pool_rows,
 )
 
 __all__ = ["SchedulerLoop"]
@@ -116,9 +116,9 @@ class SchedulerLoop(HeldAdmission):
         #: called with every :class:`Admission` the loop makes (``admit``, ``replan``,
         #: and arrivals decided when a slot begins)
         self.on_decision: list[Callable[[Admission], None]] = []
-        self._pool_rows = _pool_rows(cluster)
+        self._pool_rows = pool_rows(cluster)
         self._checker = PlanChecker()  # check and usage, recomputed only where plans changed
-        self._statuses = _ActiveStatuses()  # the View's JobStatus objects, kept between slots
+        self._statuses = ActiveStatuses()  # the View's JobStatus objects, kept between slots
         self._clusters: list[tuple[int, Cluster]] = [(0, cluster)]  # (from slot, cluster)
         #: the known jobs as resolved for the policy, by the identity of their spec, each
         #: taken (once) by :meth:`resolve` when it arrives instead of resolved again
@@ -148,7 +148,7 @@ class SchedulerLoop(HeldAdmission):
             raise ValueError(f"policy {self.policy.name!r} cannot take new servers while it runs")
         hook(cluster)
         self.cluster = cluster
-        self._pool_rows = _pool_rows(cluster)
+        self._pool_rows = pool_rows(cluster)
         self._clusters.append((self.state.t if at is None else at, cluster))
 
     def resolve(self, spec: JobSpec) -> Job:
@@ -401,7 +401,7 @@ class SchedulerLoop(HeldAdmission):
         st.arrived.clear()
         st.completed_last = []
         self.expire_held(st.t)
-        self._statuses = _ActiveStatuses()  # records changed wholesale: rebuild the View
+        self._statuses = ActiveStatuses()  # records changed wholesale: rebuild the View
 
     def record(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job]) -> None:
         """Record an executed plan of slot ``t`` (a restarted service replays its journal)."""

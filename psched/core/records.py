@@ -34,6 +34,7 @@ __all__ = [
     "HELD",
     "REJECT_CANNOT_FIT",
     "REJECT_PAST_HORIZON",
+    "ActiveStatuses",
     "Admission",
     "AfterSlot",
     "AllocationRow",
@@ -43,6 +44,7 @@ __all__ = [
     "RunResult",
     "cannot_fit",
     "capacity_slots",
+    "pool_rows",
 ]
 
 
@@ -155,7 +157,7 @@ def cannot_fit(job: Job, cluster: Cluster) -> bool:
     return not (fits_w and fits_ps)
 
 
-def _pool_rows(cluster: Cluster) -> np.ndarray:
+def pool_rows(cluster: Cluster) -> np.ndarray:
     """Row of the loop's per-pool usage (0 worker, 1 PS) for every server."""
     return np.array([0 if s.pool == Pool.WORKER else 1 for s in cluster.servers])
 
@@ -187,7 +189,7 @@ BeforeSlot = Callable[[int], None]
 AfterSlot = Callable[[int, SlotPlan, SlotReport], None]
 
 
-class _ActiveStatuses:
+class ActiveStatuses:
     """The ``View.active`` mapping, kept between slots: a job's :class:`JobStatus` is rebuilt
     only when the loop touched its record (it ran or made progress) or it is new; finished
     jobs leave. Each slot then costs O(jobs touched) plus a C-level copy and key comparison of

@@ -4,7 +4,7 @@ A re-planning rival reads a few numbers of every active job at each event (its p
 cap, what kind of container it asks for). Computing them in Python for every active job made
 each event O(J) Python steps. :class:`ActiveTable` keeps one row per job and recomputes it only
 when the job's :class:`~psched.core.policy.JobStatus` *object* changed: the loop keeps a job's
-status object from slot to slot until the job runs or makes progress (``_ActiveStatuses`` in
+status object from slot to slot until the job runs or makes progress (``ActiveStatuses`` in
 :mod:`psched.core.loop`), so between two events only the jobs that ran, and the new ones, have
 new status objects. Finding them is a C-level pass (``map`` of ``dict.get`` and ``is``); a View
 built afresh (new status objects every call) is still right, only slower.
