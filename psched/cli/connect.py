@@ -88,7 +88,8 @@ def init_ray(address: str | None, *, num_cpus: int | None = None,
             ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
                      num_cpus=num_cpus or os.cpu_count() or 1,
                      object_store_memory=300 * 2**20, namespace=_namespace(),
-                     resources=dict(resources or {}), log_to_driver=False)
+                     resources=dict(resources or {}), log_to_driver=False,
+                     configure_logging=False)  # Ray's INFO lines off the terminal
     return str(ray.get_runtime_context().gcs_address)
 
 

@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from typing import Any, TextIO
 
 from psched.cli.connect import (
     BAR_WIDTH,
@@ -131,6 +131,29 @@ def progress_bar(job: dict[str, Any], ran: float) -> str:
     full = round(done * BAR_WIDTH)
     moving = round((done + slot) * BAR_WIDTH) - full
     return ("#" * full + ">" * moving).ljust(BAR_WIDTH)
+
+
+class RunProgress:
+    """``on_status`` of ``psched run``: once a slot has ended, a line naming it and one line
+    per job in play (running, waiting or held, or over in that slot), each with its bar and
+    work done; written to ``out`` at once."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.shown = -1  #: the last slot shown
+
+    def __call__(self, st: dict[str, Any]) -> None:
+        ended = int(st["slot"]) - 1  # every phase of slot t comes after slot t - 1 ended
+        if ended <= self.shown:
+            return
+        self.shown = ended
+        jobs = [j for j in st["jobs"] if j["state"] in ("running", "waiting", "held")
+                or (j["completion"] is not None and j["completion"] == ended)]
+        lines = [f"slot {ended} ended: {len(jobs)} job(s) in play"]
+        lines += [f"  {j['job_id'][:16]:<16} {j['state'][:10]:<10} [{progress_bar(j, 0.0)}] "
+                  f"{j['done']:>6.1f}/{j['work']:<5} worker-slots"
+                  + (f"  loss {j['loss']}" if j["loss"] else "") for j in jobs]
+        print("\n".join(lines), file=self.out, flush=True)
 
 
 def cmd_status(args: argparse.Namespace) -> int:

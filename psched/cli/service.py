@@ -34,6 +34,7 @@ from psched.cli.connect import (
     use_token,
 )
 from psched.cli.jobs import (
+    RunProgress,
     cmd_cancel,
     cmd_logs,
     cmd_page,
@@ -389,14 +390,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     config = dataclasses.replace(config, horizon=horizon)
     cluster, node_of = _local_cluster(args, args.slot_seconds)
     with tempfile.TemporaryDirectory(prefix="psched-run-") as work:
-        result = run_trace(specs, work, config=config, cluster=cluster, node_of=node_of)
+        result = run_trace(specs, work, config=config, cluster=cluster, node_of=node_of,
+                           on_status=RunProgress(sys.stderr))
     params = {"trace": args.trace, "policy": config.policy, "slot_seconds": args.slot_seconds,
               "horizon": horizon, "executor": "ray"}
     if args.out:
         write_run(args.out, params, cluster, {config.policy: result},
                   overwrite=args.overwrite)
-        print(f"wrote {args.out}", file=sys.stderr)
     for rec in result.records.values():
         print(f"{rec.job.job_id}: {'admitted' if rec.admitted else 'rejected'} "
-              f"completion={rec.completion} utility={rec.utility:.4g}")
+              f"completion={rec.completion} utility={rec.utility:.4g}", flush=True)
+    if args.out:
+        print(f"wrote {args.out}", file=sys.stderr)
     return 0

@@ -149,6 +149,11 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
+    import contextlib
+    import os
+    import tempfile
+
+    from psched.cli.connect import ensure_token, use_token
     from psched.runs.sweep import run_sweep
     from psched.runs.sweep_spec import SweepSpec, cells_of
 
@@ -169,8 +174,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.address and args.serial:
         raise InputError("--address and --serial exclude each other", path="--serial",
                          field="serial")
-    rows = run_sweep(spec, args.out, parallel=not args.serial, address=args.address,
-                     num_cpus=args.num_cpus, on_cell=progress)
+    with contextlib.ExitStack() as stack:
+        if not (args.address or os.environ.get("RAY_ADDRESS")) and not args.serial:
+            # the embedded Ray's token: private to this sweep, never Ray's ~/.ray default
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="psched-sweep-"))
+            use_token(ensure_token(folder))
+        rows = run_sweep(spec, args.out, parallel=not args.serial, address=args.address,
+                         num_cpus=args.num_cpus, on_cell=progress)
     print(f"{total} cells ({done[0]} run now); wrote {args.out}/results.csv and "
           f"{args.out}/sweep_utility.png")
     del rows

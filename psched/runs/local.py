@@ -15,10 +15,12 @@ def start_local_ray(num_cpus: int | None = None) -> float:
     """Start the embedded local Ray a sweep runs on, lean; return the seconds it took.
 
     Always a new Ray (``address="local"``), never one another process left running. No
-    dashboard, no usage-stats reporting, no driver log forwarding, a 200 MB object store;
-    token authentication stays as Ray's default (on in Ray 2.60). Ray starts its workers at
-    niceness 15, which starves them on a machine shared with other work (5x slower cells,
-    BENCHMARKS.md section 12), so they start at 0. O(Ray start-up): about 8 s on 2 cores.
+    dashboard, no usage-stats reporting, no driver log forwarding, Ray's own log lines below
+    warnings off the terminal, a 200 MB object store; token authentication stays as Ray's
+    default (on in Ray 2.60; ``psched sweep`` gives it a private token first). Ray starts
+    its workers at niceness 15, which starves them on a machine shared with other work (5x
+    slower cells, BENCHMARKS.md section 12), so they start at 0. O(Ray start-up): about 8 s
+    on 2 cores.
     """
     import ray
 
@@ -27,7 +29,8 @@ def start_local_ray(num_cpus: int | None = None) -> float:
     os.environ.setdefault("RAY_worker_niceness", "0")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1,
-             include_dashboard=False, object_store_memory=200 * 2**20, log_to_driver=False)
+             include_dashboard=False, object_store_memory=200 * 2**20, log_to_driver=False,
+             configure_logging=False)
     return time.perf_counter() - t0
 
 

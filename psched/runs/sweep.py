@@ -283,7 +283,7 @@ def _run_on_ray(spec: SweepSpec, todo: Sequence[SweepCell], save: Callable[[dict
             if started:
                 t0 = time.perf_counter()
                 if address:
-                    ray.init(address=address, log_to_driver=False)
+                    ray.init(address=address, log_to_driver=False, configure_logging=False)
                 else:
                     start_local_ray(num_cpus)
                 times["ray_start_s"] = time.perf_counter() - t0

@@ -31,7 +31,7 @@ from ray_cluster.service.http import ServiceHTTP
 from ray_cluster.service.journal import Journal
 from ray_cluster.workloads.jobspec import submission_from_json
 
-__all__ = ["run_trace", "service_actor", "watch_service"]
+__all__ = ["FOLLOW_S", "run_trace", "service_actor", "watch_service"]
 
 #: the service's logger: the actor raises it to INFO
 log = logging.getLogger("ray_cluster.service")
@@ -149,13 +149,20 @@ def _named_actor_exists() -> bool:
     return True
 
 
+#: how often :func:`run_trace` looks whether the service changed, for its ``on_status``
+FOLLOW_S = 0.5
+
+
 def run_trace(specs: list[JobSpec], workdir: str | Path, *, config: ServiceConfig,
               cluster: Cluster, node_of: dict[int, str] | None = None,
-              executor: Executor | None = None, timeout_s: float | None = None) -> RunResult:
+              executor: Executor | None = None, timeout_s: float | None = None,
+              on_status: Callable[[dict[str, Any]], None] | None = None) -> RunResult:
     """Run a whole trace through a fresh service: each job submitted for its arrival slot.
 
     Returns what really ran (the loop's :class:`~psched.core.records.RunResult`), the same
     record :func:`psched.core.simulator.simulate` returns for a simulated run.
+    ``on_status`` gets the service's status (:meth:`SchedulerService.status`) whenever it
+    changed (looked at every :data:`FOLLOW_S` seconds), and once more when the run is over.
     """
     svc = SchedulerService(workdir, config=config, cluster=cluster, node_of=node_of,
                            executor=executor)
@@ -163,7 +170,17 @@ def run_trace(specs: list[JobSpec], workdir: str | Path, *, config: ServiceConfi
         for spec in sorted(specs, key=lambda s: s.arrival):
             svc.submit(spec, arrival=spec.arrival)
         svc.start(until_idle=True)
-        svc.join(timeout_s)
+        end = None if timeout_s is None else time.monotonic() + timeout_s
+        seen = -1
+        while True:
+            running = svc.status()["running"]
+            if on_status is not None and svc.changes != seen:
+                seen = svc.changes
+                on_status(svc.status())
+            left = None if end is None else end - time.monotonic()
+            if not running or (left is not None and left <= 0):
+                break
+            svc.join(FOLLOW_S if left is None else min(FOLLOW_S, left))
         if svc.error:
             raise RuntimeError(f"the service failed: {svc.error}")
         return svc.result()
