@@ -33,7 +33,7 @@ SLOT_S = 1.5
 def held_policy(monkeypatch) -> str:
     """``hold-once`` registered for this test only."""
     import psched.policies  # noqa: F401  (the built-ins registered first)
-    monkeypatch.setitem(base._REGISTRY, HoldOnce.name, HoldOnce)
+    monkeypatch.setitem(base.REGISTRY, HoldOnce.name, HoldOnce)
     return HoldOnce.name
 
 

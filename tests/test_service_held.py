@@ -68,7 +68,7 @@ class HoldOnce(SrtfPolicy):
 def hold_once(monkeypatch):
     """``hold-once`` registered for this test only (never in the real registry)."""
     import psched.policies  # noqa: F401  (the built-ins registered first)
-    monkeypatch.setitem(base._REGISTRY, HoldOnce.name, HoldOnce)
+    monkeypatch.setitem(base.REGISTRY, HoldOnce.name, HoldOnce)
     return HoldOnce.name
 
 

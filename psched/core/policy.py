@@ -34,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 from psched.core.model import Cluster, Decision, Job, SlotPlan
 
 __all__ = [
+    "REGISTRY",
     "JobStatus",
     "Policy",
     "RunContext",
@@ -109,16 +110,16 @@ class Policy(Protocol):
         ...
 
 
-_REGISTRY: dict[str, Callable[..., Policy]] = {}
+REGISTRY: dict[str, Callable[..., Policy]] = {}
 
 
 def register_policy(name: str) -> Callable[[Callable[..., Policy]], Callable[..., Policy]]:
     """Class decorator: make a policy available under ``name`` (``--policies name``)."""
 
     def deco(factory: Callable[..., Policy]) -> Callable[..., Policy]:
-        if name in _REGISTRY:
+        if name in REGISTRY:
             raise ValueError(f"policy {name!r} registered twice")
-        _REGISTRY[name] = factory
+        REGISTRY[name] = factory
         return factory
 
     return deco

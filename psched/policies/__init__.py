@@ -4,7 +4,7 @@ protocol and :func:`register_policy` are :mod:`psched.core.policy`)."""
 from collections.abc import Callable
 from typing import Any
 
-from psched.core.policy import _REGISTRY, JobStatus, Policy, RunContext, View, register_policy
+from psched.core.policy import REGISTRY, JobStatus, Policy, RunContext, View, register_policy
 from psched.policies import dorm as _dorm  # noqa: F401  (registers "dorm")
 from psched.policies import drf as _drf  # noqa: F401  (registers "drf")
 from psched.policies import elastic_mip as _elastic_mip  # noqa: F401  (registers "elastic-mip")
@@ -30,7 +30,7 @@ __all__ = [
 
 def available_policies() -> list[str]:
     """Names of every registered policy, in registration order."""
-    return list(_REGISTRY)
+    return list(REGISTRY)
 
 
 def policy_factory(name: str) -> Callable[..., Policy]:
@@ -42,9 +42,9 @@ def policy_factory(name: str) -> Callable[..., Policy]:
     KeyError
         No policy of that name.
     """
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown policy {name!r}; available: {', '.join(_REGISTRY)}")
-    return _REGISTRY[name]
+    if name not in REGISTRY:
+        raise KeyError(f"unknown policy {name!r}; available: {', '.join(REGISTRY)}")
+    return REGISTRY[name]
 
 
 def make_policy(name: str, **options: Any) -> Policy:

@@ -200,9 +200,9 @@ def _policy_options(name: str, req: SimulateRequest) -> dict[str, Any]:
     wanted: dict[str, Any] = {"estimate_factor": req.price_estimate_factor}
     if req.history:
         wanted["price_source"] = "history"
-    from psched.core.policy import _REGISTRY
+    from psched.core.policy import REGISTRY
 
-    factory = _REGISTRY[name]
+    factory = REGISTRY[name]
     accepted = inspect.signature(factory).parameters
     return {k: v for k, v in wanted.items() if k in accepted}
 
