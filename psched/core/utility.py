@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported where used: parsing a job file needs no numpy
     import numpy as np
 
-__all__ = ["UTILITY_KINDS", "Utility", "make_utility"]
+__all__ = ["UTILITY_KINDS", "Utility", "expit", "make_utility"]
 
 UTILITY_KINDS: tuple[str, ...] = ("sigmoid", "constant", "linear", "deadline")
 
@@ -82,7 +82,7 @@ class Utility:
 
         x = np.asarray(d, dtype=float)
         if self.kind == "sigmoid":
-            out = self.value * _expit(-self.decay * (x - self.target))
+            out = self.value * expit(-self.decay * (x - self.target))
         elif self.kind == "constant":
             out = np.full_like(x, self.value)
         elif self.kind == "linear":
@@ -92,7 +92,7 @@ class Utility:
         return float(out) if np.ndim(out) == 0 else out
 
 
-def _expit(x: np.ndarray) -> np.ndarray:
+def expit(x: np.ndarray) -> np.ndarray:
     """The logistic function ``1 / (1 + exp(-x))`` without overflow (numpy only: this module is
     imported by every Ray worker, which should not pay for importing scipy)."""
     import numpy as np

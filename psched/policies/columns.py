@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from psched.core.model import Job
-from psched.core.utility import UTILITY_KINDS, _expit
+from psched.core.utility import UTILITY_KINDS, expit
 
 __all__ = ["JobColumns", "utility_of"]
 
@@ -43,7 +43,7 @@ def _of_kind(name: str, xv: np.ndarray, v: np.ndarray, g: np.ndarray,
     """Utilities of jobs of one kind (a new array)."""
     out: np.ndarray
     if name == "sigmoid":
-        out = v * _expit(-g * (xv - tg))
+        out = v * expit(-g * (xv - tg))
     elif name == "constant":
         out = np.array(v, dtype=float)
     elif name == "linear":
