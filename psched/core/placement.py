@@ -20,6 +20,7 @@ import numpy as np
 from psched.core.model import Alloc, Cluster, Job, Pool
 
 __all__ = [
+    "FIT_TOL",
     "Cursor",
     "Placement",
     "Pools",
@@ -33,7 +34,7 @@ __all__ = [
 
 #: Relative slack when testing whether a demand fits (float noise never refuses a container;
 #: the checker allows ``1e-9 * max(1, capacity)`` over capacity).
-_FIT_TOL = 1e-9
+FIT_TOL = 1e-9
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +89,7 @@ def room(free: np.ndarray, demand: np.ndarray, limit: int) -> np.ndarray:
     ratio = _ratios(free, demand)
     if ratio is None:
         return np.full(free.shape[0], max(0, limit), dtype=np.int64)
-    fit = np.floor(ratio + _FIT_TOL)
+    fit = np.floor(ratio + FIT_TOL)
     return np.clip(fit, 0, max(0, limit)).astype(np.int64)
 
 
@@ -158,7 +159,7 @@ def next_with_room(free: np.ndarray, demand: np.ndarray, start: int) -> int | No
     ratio = _ratios(free, demand)
     if ratio is None:
         return start % free.shape[0] if free.shape[0] else None
-    ok = ratio + _FIT_TOL >= 1.0  # exactly room(...) >= 1
+    ok = ratio + FIT_TOL >= 1.0  # exactly room(...) >= 1
     if not ok.any():
         return None
     start %= ok.size

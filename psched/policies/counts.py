@@ -27,9 +27,9 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from psched.core.model import Alloc, Job, ceil_eps
-from psched.core.placement import _FIT_TOL, Cursor, Pools, deal, room
+from psched.core.placement import FIT_TOL, Cursor, Pools, deal, room
 
-__all__ = ["Builder", "JobFacts", "pool_totals", "realise", "work_cap"]
+__all__ = ["Builder", "JobFacts", "none_fits", "pool_totals", "ps_for", "realise", "work_cap"]
 
 
 def work_cap(job: Job, remaining: float) -> int:
@@ -80,7 +80,7 @@ class JobFacts:
         same request: one worker's and one PS's demand and ``ps_needed(1)``. Whether a job can
         get its first worker from a :class:`Builder` depends on nothing else. O(R)."""
         w, s, ratio, _ = self.of(job)
-        key = (tuple(w.tolist()), tuple(s.tolist()), _ps_for(ratio, 1))
+        key = (tuple(w.tolist()), tuple(s.tolist()), ps_for(ratio, 1))
         k = self._kinds.get(key)
         if k is None:
             k = self._kinds[key] = len(self._kinds)
@@ -93,16 +93,16 @@ class JobFacts:
             self._used.pop(j, None)
 
 
-def _ps_for(ratio: float, workers: int) -> int:
+def ps_for(ratio: float, workers: int) -> int:
     """``Job.ps_needed`` from the cached ratio (the same ceiling)."""
     return ceil_eps(ratio * workers) if workers > 0 else 0
 
 
-def _none_fits(top: list[float], used: list[tuple[int, float]]) -> bool:
+def none_fits(top: list[float], used: list[tuple[int, float]]) -> bool:
     """True when no server can take one container: some demanded resource exceeds the most
     any server has free (``top``), by the test :func:`psched.core.placement.room` makes
     (``free / demand + tol >= 1``; float division is monotone, so the most free decides)."""
-    return any(top[r] / v + _FIT_TOL < 1.0 for r, v in used)
+    return any(top[r] / v + FIT_TOL < 1.0 for r, v in used)
 
 
 def _deal(cap: np.ndarray, count: int, start: int) -> tuple[np.ndarray, int] | None:
@@ -200,7 +200,7 @@ class Builder:
         wmap, pmap = self._w.setdefault(j, {}), self._p.setdefault(j, {})
         for pairs, want, dem, out, free, pos, counter in (
                 (alloc.workers, n, w, wmap, self._fw, pos_w, self._nw),
-                (alloc.ps, _ps_for(ratio, n), s, pmap, self._fp, pos_p, self._np)):
+                (alloc.ps, ps_for(ratio, n), s, pmap, self._fp, pos_p, self._np)):
             for h, c in pairs:
                 take = min(c, want)
                 if take <= 0:
@@ -220,20 +220,20 @@ class Builder:
         n0, p0 = self.workers(job.job_id), self.ps(job.job_id)
         top_w, top_p = self._tops()
         used_w, used_p = self.facts.used(job)
-        if self._fw.shape[0] == 0 or _none_fits(top_w, used_w):
+        if self._fw.shape[0] == 0 or none_fits(top_w, used_w):
             return 0, None, None
-        extra_one = max(0, _ps_for(ratio, n0 + 1) - p0)
-        if extra_one > 0 and (self._fp.shape[0] == 0 or _none_fits(top_p, used_p)):
+        extra_one = max(0, ps_for(ratio, n0 + 1) - p0)
+        if extra_one > 0 and (self._fp.shape[0] == 0 or none_fits(top_p, used_p)):
             return 0, None, None
         w_room = room(self._fw, w, limit)
         w_total = int(w_room.sum())
-        extra_max = max(0, _ps_for(ratio, n0 + limit) - p0)
+        extra_max = max(0, ps_for(ratio, n0 + limit) - p0)
         p_room = room(self._fp, s, extra_max)
         p_total = int(p_room.sum())
         lo, hi = 0, min(limit, w_total)
         while lo < hi:  # extra PS is non-decreasing in k
             mid = (lo + hi + 1) // 2
-            if max(0, _ps_for(ratio, n0 + mid) - p0) <= p_total:
+            if max(0, ps_for(ratio, n0 + mid) - p0) <= p_total:
                 lo = mid
             else:
                 hi = mid - 1
@@ -294,8 +294,8 @@ class Builder:
             return True
         top_w, top_p = self._tops()
         used_w, used_p = self.facts.used(job)
-        if (workers > 0 and (self._fw.shape[0] == 0 or _none_fits(top_w, used_w))) or (
-                ps > 0 and (self._fp.shape[0] == 0 or _none_fits(top_p, used_p))):
+        if (workers > 0 and (self._fw.shape[0] == 0 or none_fits(top_w, used_w))) or (
+                ps > 0 and (self._fp.shape[0] == 0 or none_fits(top_p, used_p))):
             return False
         return self._place(job, workers, ps, None, None)
 
@@ -305,7 +305,7 @@ class Builder:
         n0 = self.workers(job.job_id)
         k, w_room, p_room = self._fit(job, min(target, n_max) - n0)
         if k > 0:
-            extra = max(0, _ps_for(ratio, n0 + k) - self.ps(job.job_id))
+            extra = max(0, ps_for(ratio, n0 + k) - self.ps(job.job_id))
             ok = self._place(job, k, extra, w_room, p_room)
             assert ok, "room sums promised a fit"
         return n0 + k

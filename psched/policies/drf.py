@@ -42,9 +42,9 @@ from typing import Any
 import numpy as np
 
 from psched.core.model import EPS, Alloc, Job, ceil_eps
-from psched.core.placement import _FIT_TOL, Pools, deal, room
+from psched.core.placement import FIT_TOL, Pools, deal, room
 from psched.core.policy import JobStatus, View, register_policy
-from psched.policies.counts import _none_fits, _ps_for
+from psched.policies.counts import none_fits, ps_for
 from psched.policies.replan import ReplanPolicy
 from psched.policies.table import ActiveTable
 
@@ -217,14 +217,14 @@ class _Filling:
             return True
         if self._top_w is None:
             self._top_w = [max(col) for col in zip(*self._fw_l, strict=True)]
-        return _none_fits(self._top_w, r.used[0])
+        return none_fits(self._top_w, r.used[0])
 
     def _none_fits_p(self, r: _JobRow) -> bool:
         if not self._fp_l:
             return True
         if self._top_p is None:
             self._top_p = [max(col) for col in zip(*self._fp_l, strict=True)]
-        return _none_fits(self._top_p, r.used[1])
+        return none_fits(self._top_p, r.used[1])
 
 
 def _next_with_room(free: list[list[float]], used: list[tuple[int, float]],
@@ -239,11 +239,11 @@ def _next_with_room(free: list[list[float]], used: list[tuple[int, float]],
         return start
     for h in range(start, n):
         row = free[h]
-        if all(row[r] / v + _FIT_TOL >= 1.0 for r, v in used):
+        if all(row[r] / v + FIT_TOL >= 1.0 for r, v in used):
             return h
     for h in range(start):
         row = free[h]
-        if all(row[r] / v + _FIT_TOL >= 1.0 for r, v in used):
+        if all(row[r] / v + FIT_TOL >= 1.0 for r, v in used):
             return h
     return None
 
@@ -350,7 +350,7 @@ class DrfPolicy(ReplanPolicy):
         """(cap, kind of first worker, dominant-share key at one worker) of one job."""
         job = st.job
         row = self._row(job)
-        ps1 = _ps_for(row.ratio, 1)
+        ps1 = ps_for(row.ratio, 1)
         cap = 0 if ps1 > 1 else min(job.max_workers, max(1, ceil_eps(st.remaining)))
         return cap, self.facts.kind(job), share_key(1, ps1, row.ws_l, row.ss_l)
 
@@ -388,7 +388,7 @@ class DrfPolicy(ReplanPolicy):
             else:
                 break
             n_i, row = fill.n[i], fill.row(i)
-            ps_next = _ps_for(row.ratio, n_i + 1)
+            ps_next = ps_for(row.ratio, n_i + 1)
             if n_i + 1 >= cap_l[i]:  # its last worker: one step, nothing to push back
                 if fill.one(i, ps_next):
                     self._placed += 1
