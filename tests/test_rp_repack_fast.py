@@ -21,7 +21,7 @@ from psched.oasis.schedule import unit_prices
 from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.latest import search_latest_reference, search_latest_runs
 from psched.policies.oasis_rp.plans import Schedule
-from psched.policies.oasis_rp.search import _allocs, _allocs_reference, priced_pools, run_tables
+from psched.policies.oasis_rp.search import _allocs_reference, priced_pools, run_tables, slot_allocs
 
 SETTINGS = settings(max_examples=80, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -94,7 +94,7 @@ def test_compiled_placements_are_the_reference_placements(
     n_ps = np.searchsorted(tab.ps_needed, tab.caps[1].sum(axis=1), side="right") - 1
     most = np.minimum(np.minimum(tab.caps[0].sum(axis=1), n_ps), job.max_workers)[tab.row_of]
     counts = np.array([data.draw(st.integers(0, int(m))) for m in most], dtype=np.int64)
-    got, want = _allocs(tab, unit, counts), _allocs_reference(tab, unit, counts)
+    got, want = slot_allocs(tab, unit, counts), _allocs_reference(tab, unit, counts)
     assert got == want
     for role in ("workers", "ps"):
         for a, b in zip(got.groups(role), want.groups(role), strict=True):

@@ -30,7 +30,7 @@ from psched.core.model import Job
 from psched.oasis.schedule import placement_tables, schedule_allocs, slot_costs, unit_prices
 from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.plans import Found
-from psched.policies.oasis_rp.search import _allocs, priced_pools, window_inputs, window_tables
+from psched.policies.oasis_rp.search import priced_pools, slot_allocs, window_inputs, window_tables
 
 __all__ = ["search_latest", "search_latest_reference", "search_latest_runs"]
 
@@ -84,7 +84,7 @@ def search_latest_runs(ledger: PlanLedger, job: Job, *, start: int, work: int,
     hold the work no completion is feasible), the workers per slot from the caps alone (the
     count of finite slot costs; prices are finite), the backward fill vectorised, prices
     only for the placement, one placement per (run, workers)
-    (:func:`~psched.policies.oasis_rp.search._allocs`). O(U (H + K) R + U H log H + Tw)."""
+    (:func:`~psched.policies.oasis_rp.search.slot_allocs`). O(U (H + K) R + U H log H + Tw)."""
     none = Found(payoff=-math.inf, schedule={})
     last = min(job.last_slot, deadline)
     t0 = max(job.arrival, start)
@@ -112,5 +112,5 @@ def search_latest_runs(ledger: PlanLedger, job: Job, *, start: int, work: int,
     counts[d - k + 1:d + 1] = n_cap[d - k + 1:d + 1]
     counts[d - k] = work - (int(back[k - 1]) if k else 0)
     w_pool, p_pool = priced_pools(ledger, tab)  # the placement's prices, as the reference's
-    return Found(payoff=0.0, schedule=_allocs(tab, (unit_prices(w_pool), unit_prices(p_pool)),
+    return Found(payoff=0.0, schedule=slot_allocs(tab, (unit_prices(w_pool), unit_prices(p_pool)),
                                               counts))

@@ -63,7 +63,7 @@ from psched.policies.oasis_rp.plans import Found, Schedule
 
 __all__ = ["RunTables", "assemble", "feasible_work", "placed_slots", "priced_pools",
            "priced_pools_reference", "run_tables", "search", "search_reference", "search_runs",
-           "window_inputs", "window_tables", "window_tables_reference"]
+           "slot_allocs", "window_inputs", "window_tables", "window_tables_reference"]
 
 
 _EMPTY = np.zeros(0)  # a run table's pools before pricing: no prices, no residual
@@ -208,10 +208,10 @@ def search_runs(ledger: PlanLedger, job: Job, *, start: int, work: int, deadline
     best = solve_compiled(inp, costs, floor, row_of=tab.row_of)
     if best.counts is None:
         return Found(payoff=best.payoff, schedule={})
-    return Found(payoff=best.payoff, schedule=_allocs(tab, unit, best.counts))
+    return Found(payoff=best.payoff, schedule=slot_allocs(tab, unit, best.counts))
 
 
-def _allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
+def slot_allocs(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
             counts: np.ndarray) -> Schedule:
     """The allocation per absolute slot, as :func:`psched.oasis.schedule.schedule_allocs`
     builds it: per slot, the greedy of :func:`~psched.oasis.schedule.place` (cheapest
@@ -263,7 +263,7 @@ def assemble(at: np.ndarray, workers: tuple[np.ndarray, ...],
 
 def _allocs_reference(tab: RunTables, unit: tuple[np.ndarray, np.ndarray],
                       counts: np.ndarray) -> Schedule:
-    """:func:`_allocs` by numpy array operations on the placements of the distinct
+    """:func:`slot_allocs` by numpy array operations on the placements of the distinct
     (run, workers) pairs (:func:`~psched.policies.oasis_rp.kernels.greedy_takes_compiled`): the
     reference the compiled groups are tested against."""
     slots = np.nonzero(counts)[0]
