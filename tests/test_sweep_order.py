@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from psched.runs.local import _pinned
+from psched.runs.local import pinned
 from psched.runs.sweep import SweepCell
 from psched.runs.sweep_order import (
     LOAD_EXPONENT,
@@ -161,7 +161,7 @@ def test_with_exact_estimates_the_sweep_ends_within_grahams_lpt_bound(
 @pytest.mark.parametrize("core", [0, 1, 5])
 def test_a_pinned_cell_runs_on_one_core_and_gives_the_others_back(core: int) -> None:
     before = os.sched_getaffinity(0)
-    with _pinned(core):
+    with pinned(core):
         inside = os.sched_getaffinity(0)
     assert inside == {sorted(before)[core % len(before)]}
     assert os.sched_getaffinity(0) == before
@@ -169,7 +169,7 @@ def test_a_pinned_cell_runs_on_one_core_and_gives_the_others_back(core: int) -> 
 
 def test_no_core_index_leaves_the_affinity_alone() -> None:
     before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    with _pinned(None):
+    with pinned(None):
         if before is not None:
             assert os.sched_getaffinity(0) == before
 

@@ -1,5 +1,5 @@
 """The machine a sweep runs on: the embedded local Ray it starts (:func:`start_local_ray`) and its
-cells pinned to one core each (:func:`_pinned`)."""
+cells pinned to one core each (:func:`pinned`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Iterator
 
-__all__ = ["start_local_ray"]
+__all__ = ["pinned", "start_local_ray"]
 
 
 def start_local_ray(num_cpus: int | None = None) -> float:
@@ -35,7 +35,7 @@ def start_local_ray(num_cpus: int | None = None) -> float:
 
 
 @contextlib.contextmanager
-def _pinned(core: int | None) -> Iterator[None]:
+def pinned(core: int | None) -> Iterator[None]:
     """Run the block on one CPU: the ``core``-th (modulo) of those this thread may use, its
     affinity restored after; ``None``: unchanged. A sweep on an embedded Ray owns the
     machine and runs at most one cell per CPU, each given its own ``core`` index, so two

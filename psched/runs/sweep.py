@@ -34,16 +34,16 @@ from typing import Any
 
 from psched.core.errors import InputError
 from psched.core.model import JobSpec
-from psched.runs.local import _pinned, start_local_ray
+from psched.runs.local import pinned, start_local_ray
 from psched.runs.sweep_cell import SweepCell
 from psched.runs.sweep_order import CellCosts, next_cell, seed_order
 from psched.runs.sweep_spec import (
     SweepSpec,
-    _check,
-    _plot,
-    _table,
     cells_of,
+    check_spec,
     jobs_key,
+    plot_utility,
+    results_csv,
     seeds_share_jobs,
 )
 from psched.traces.native import atomic_write_text
@@ -161,7 +161,7 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
         every cell, on Ray or serially).
     pin_cores : bool
         On the embedded Ray this call starts, run each cell pinned to its own core
-        (:func:`_pinned`); ignored on an existing cluster.
+        (:func:`pinned`); ignored on an existing cluster.
     ship_jobs : bool, optional
         True: the driver maps each seed's jobs (each :func:`jobs_key` once) and ships them
         to the workers through the object store (no node but the driver reads the trace);
@@ -181,7 +181,7 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
     InputError
         Bad axes, or ``out`` holding a different sweep.
     """
-    _check(spec)
+    check_spec(spec)
     root = Path(out)
     (root / "cells").mkdir(parents=True, exist_ok=True)
     marker = root / "sweep.json"
@@ -207,8 +207,8 @@ def run_sweep(spec: SweepSpec, out: str | os.PathLike[str], *, parallel: bool = 
     def finish() -> list[dict[str, Any]]:
         rows = [json.loads((root / "cells" / f"{c.key}.json").read_text(encoding="utf-8"))
                 for c in cells]
-        atomic_write_text(root / "results.csv", _table(rows))
-        _plot(rows, root / "sweep_utility.png")
+        atomic_write_text(root / "results.csv", results_csv(rows))
+        plot_utility(rows, root / "sweep_utility.png")
         return rows
 
     if todo and parallel:
@@ -358,7 +358,7 @@ def _driver_cell(spec: SweepSpec, cell: SweepCell, jobs: Any = None,
         if jobs_fd is not None:
             os.close(jobs_fd)
     start = time.time()
-    with _pinned(core):
+    with pinned(core):
         row = run_cell(spec, cell, base)
     row.update(ray_node="driver", start_unix_s=start, end_unix_s=time.time())
     return row
@@ -376,7 +376,7 @@ def _drain(spec: SweepSpec, todo: Sequence[SweepCell], loading: dict[int, Any],
     ~1.3x slower). The next cell is the longest by ``costs``' estimate (default: a fresh
     :class:`~psched.runs.sweep_order.CellCosts`), refined as cells finish
     (:func:`psched.runs.sweep_order.next_cell`). ``pin`` (an embedded Ray: one machine): each
-    running cell gets its own core index, the driver's cell index 0 (:func:`_pinned`).
+    running cell gets its own core index, the driver's cell index 0 (:func:`pinned`).
     A seed in ``loading`` (a future of its jobs, mapped here, or pickled: ``bytes``) goes
     through the object store, once per future (seeds sharing their jobs share the future);
     a worker maps a seed not in it itself.
@@ -445,7 +445,7 @@ def _cell_task(spec: SweepSpec, cell: SweepCell, jobs_ref: list[Any] | None,
     a one-element list holding the ObjectRef of the cell's jobs (a list, or pickled:
     ``bytes``; fetched once per worker), or None: the worker maps the seed's jobs from the
     trace itself, once per worker (once for every seed of a native trace, :func:`jobs_key`);
-    ``core``: the cell runs pinned to that core index (:func:`_pinned`), None: unpinned."""
+    ``core``: the cell runs pinned to that core index (:func:`pinned`), None: unpinned."""
     import ray
 
     key = jobs_ref[0].hex() if jobs_ref else f"{spec.digest()}/{jobs_key(spec, cell.seed)}"
@@ -459,7 +459,7 @@ def _cell_task(spec: SweepSpec, cell: SweepCell, jobs_ref: list[Any] | None,
         else:
             _WORKER_JOBS[key] = load_cell_jobs(spec, cell.seed)
     start = time.time()
-    with _pinned(core):
+    with pinned(core):
         row = run_cell(spec, cell, _WORKER_JOBS[key])
     row.update(ray_node=ray.get_runtime_context().get_node_id(), start_unix_s=start,
                end_unix_s=time.time())

@@ -18,7 +18,8 @@ from typing import Any
 from psched.core.errors import InputError
 from psched.runs.sweep_cell import SweepCell
 
-__all__ = ["RESULT_COLUMNS", "SweepSpec", "cells_of", "jobs_key", "seeds_share_jobs"]
+__all__ = ["RESULT_COLUMNS", "SweepSpec", "cells_of", "check_spec", "jobs_key", "plot_utility",
+           "results_csv", "seeds_share_jobs"]
 
 
 #: Columns of ``results.csv``, in order.
@@ -54,7 +55,7 @@ def cells_of(spec: SweepSpec) -> list[SweepCell]:
             for c, ld, s, p in product(spec.scales, spec.loads, spec.seeds, spec.policies)]
 
 
-def _check(spec: SweepSpec) -> None:
+def check_spec(spec: SweepSpec) -> None:
     from psched.policies import available_policies
 
     known = available_policies()
@@ -94,7 +95,7 @@ def jobs_key(spec: SweepSpec, seed: int, shared: bool | None = None) -> int | No
     return None if (seeds_share_jobs(spec) if shared is None else shared) else seed
 
 
-def _table(rows: Sequence[dict[str, Any]]) -> str:
+def results_csv(rows: Sequence[dict[str, Any]]) -> str:
     buf = io.StringIO(newline="")
     w = csv.DictWriter(buf, fieldnames=RESULT_COLUMNS, lineterminator="\n",
                        extrasaction="ignore")
@@ -104,7 +105,7 @@ def _table(rows: Sequence[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def _plot(rows: Sequence[dict[str, Any]], png: Path) -> None:
+def plot_utility(rows: Sequence[dict[str, Any]], png: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
