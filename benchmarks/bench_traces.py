@@ -6,7 +6,7 @@ cluster, run the whole simulation (loop, policy, independent checker). Default t
 ElasticFlow cluster04 (15,802 jobs); ``--philly`` for issue 18's Philly-scale one.
 
     python benchmarks/bench_traces.py [--jobs 1000,4000,16000] [--policies oasis,fifo,drf]
-        [--trace ../shared/traces/elasticflow/augmented/cluster04.csv] [--cap 900]
+        [--trace traces/elasticflow/augmented/cluster04.csv] [--cap 900]
     python benchmarks/bench_traces.py --profile oasis --jobs 2000   # cProfile, top functions
     python benchmarks/bench_traces.py --philly 80000 --jobs 1000,10000,80000 --cap 300
     python benchmarks/bench_traces.py --philly 80000 --jobs 80000 --policies drf   # one piece
@@ -44,7 +44,7 @@ import subprocess
 import sys
 import time
 
-DEFAULT_TRACE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "traces",
+DEFAULT_TRACE = os.path.join(os.path.dirname(__file__), "..", "traces",
                              "elasticflow", "augmented", "cluster04.csv")
 
 

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
-CLUSTER04 = HERE.parent / "shared" / "traces" / "elasticflow" / "augmented" / "cluster04.csv"
+CLUSTER04 = HERE / "traces" / "elasticflow" / "augmented" / "cluster04.csv"
 _CHILD = """
 import sys, time
 from psched.traces import load_any

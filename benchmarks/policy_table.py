@@ -7,7 +7,7 @@ so a newly registered one appears by itself); columns are scenarios:
   utility mean ± sd and completed jobs (mean) -- the jobs and cluster of
   ``benchmarks/rivals_tables.py`` and ``benchmarks/replicate_fig3.py``;
 * ``ef-cluster10``, ``ef-195job``, ``ef-cluster04``: ElasticFlow traces
-  (``../shared/traces/elasticflow/augmented``, 1-h slots, the default cluster for the trace,
+  (``traces/elasticflow/augmented``, 1-h slots, the default cluster for the trace,
   the horizon rule), seed 0, loaded exactly as ``rivals_tables.load`` (BENCHMARKS sections 7, 8);
 * ``fig5``: the Fig. 5 instances of ``benchmarks/bench_offline.py study`` (n in 3, 6, 9, 12
   servers x 4 priority ranges x ``--fig5-instances`` each,

@@ -25,8 +25,8 @@ RUNS = {
     "report_demo.png": ["--trace", str(ROOT / "traces" / "demo_sim.csv"),
                         "--policies", "fifo,srtf,oasis"],
     "report_elasticflow10.png": [
-        "--trace", str(ROOT.parent / "shared" / "traces" / "elasticflow" / "augmented"
-                       / "cluster10.csv"), "--load", "0.3", "--policies", "fifo,srtf,oasis"],
+        "--trace", str(ROOT / "traces" / "elasticflow" / "augmented" / "cluster10.csv"),
+        "--load", "0.3", "--policies", "fifo,srtf,oasis"],
 }
 CHARTS = ('[...document.querySelectorAll("img.chart")].map(i => i.complete && '
           'i.naturalWidth > 0)')

@@ -35,8 +35,8 @@ from psched.traces.clusters import default_cluster_for_trace
 from psched.traces.detect import load_any
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 
-#: the shared traces beside the repository (``../shared/traces``)
-EF_DIR = str(Path(__file__).resolve().parents[2] / "shared" / "traces" / "elasticflow"
+#: the ElasticFlow traces shipped with the repository (``traces/elasticflow``, MIT)
+EF_DIR = str(Path(__file__).resolve().parents[1] / "traces" / "elasticflow"
              / "augmented")
 COLUMNS = ("trace", "policy", "utility", "completed", "jobs", "jct_mean", "jct_p99",
            "queueing_mean", "gpu_util", "train_eff", "dec_p50_ms", "dec_p99_ms", "wall_s")

@@ -48,7 +48,7 @@ from psched.runs.sweep_spec import SweepSpec, cells_of
 #: Row fields that differ between two runs of the same cell (when and where it ran).
 TIMING_KEYS = ("wall_s", "cpu_s", "ray_node", "start_unix_s", "end_unix_s")
 
-DEFAULT_TRACE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "traces",
+DEFAULT_TRACE = os.path.join(os.path.dirname(__file__), "..", "traces",
                              "elasticflow", "augmented", "cluster10.csv")
 
 

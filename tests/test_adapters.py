@@ -22,23 +22,21 @@ from psched.traces import detect_format, load_any, load_with_report
 from psched.traces.mapping import MODEL_CATALOG, MappingOptions
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "traces"
-EF_AUG = SHARED / "elasticflow" / "augmented" / "cluster10.csv"
-EF_RAW = SHARED / "elasticflow" / "raw" / "cluster10.csv"
-TIRESIAS = SHARED / "samples" / "tiresias_60_job.csv"
+TRACES = ROOT / "traces"  # the public samples shipped with the repository, licences beside them
+EF_AUG = TRACES / "elasticflow" / "augmented" / "cluster10.csv"
+EF_RAW = TRACES / "elasticflow" / "raw" / "cluster10.csv"
+TIRESIAS = TRACES / "tiresias" / "tiresias_60_job.csv"
 DATA = ROOT / "tests" / "data"
 PHILLY = DATA / "philly_pollux_sample.csv"
 HELIOS = DATA / "helios_cluster_log_sample.csv"
 PHILLY_JSON = DATA / "philly_job_log_sample.json"
 PAI = [DATA / "pai_job_table.csv", DATA / "pai_task_table.csv"]
-real = pytest.mark.skipif(not EF_AUG.exists(), reason="shared traces not mounted")
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(path.read_text())))
 
 
-@real
 def test_elasticflow_augmented_first_jobs_follow_the_documented_rules() -> None:
     specs = {s.job_id: s for s in load_any(EF_AUG)}
     assert len(specs) == 260
@@ -56,7 +54,6 @@ def test_elasticflow_augmented_first_jobs_follow_the_documented_rules() -> None:
                         68253 * 2, rel_tol=1e-12)
 
 
-@real
 @pytest.mark.parametrize("path", [EF_AUG, EF_RAW, TIRESIAS], ids=["ef-aug", "ef-raw", "tiresias"])
 def test_real_rows_work_is_duration_times_gpus(path: Path) -> None:
     rows = {r["job_id"]: r for r in _rows(path)}
@@ -72,16 +69,14 @@ def test_real_rows_work_is_duration_times_gpus(path: Path) -> None:
         assert s.worker_demand.bandwidth_gbps <= s.ps_demand.bandwidth_gbps
 
 
-@real
 def test_half_of_cluster04_deadlines_need_more_gpus_than_the_trace_used() -> None:
     """The FORMATS.md fact the elastic rule answers: 7,942 of 15,802 jobs."""
-    rows = _rows(SHARED / "elasticflow" / "augmented" / "cluster04.csv")
+    rows = _rows(TRACES / "elasticflow" / "augmented" / "cluster04.csv")
     tight = sum(float(r["deadline"]) < float(r["submission_time"]) + float(r["duration"])
                 for r in rows)
     assert (len(rows), tight) == (15802, 7942)
 
 
-@real
 def test_mapping_is_deterministic_for_a_seed() -> None:
     a, b = load_any(TIRESIAS, seed=3), load_any(TIRESIAS, seed=3)
     c = load_any(TIRESIAS, seed=4)
@@ -90,7 +85,6 @@ def test_mapping_is_deterministic_for_a_seed() -> None:
     assert [s.work(3600) for s in a] == [s.work(3600) for s in c]  # work never drawn
 
 
-@real
 def test_paper_type_mix_where_the_trace_has_no_deadline() -> None:
     specs = load_any(EF_RAW)
     decays = [s.utility.decay for s in specs]
@@ -162,8 +156,6 @@ def test_philly_raw_json_uses_the_last_attempt() -> None:
     (ROOT / "traces" / "demo_sim.csv", "native"),
 ])
 def test_format_is_detected_from_the_header(path: Path, fmt: str) -> None:
-    if not path.exists():
-        pytest.skip("shared traces not mounted")
     assert detect_format(path) == fmt
 
 

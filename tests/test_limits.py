@@ -644,10 +644,9 @@ def test_malformed_public_trace_rows_never_crash(tmp_path: Path, data: st.DataOb
         assert validate_spec(s, slot_seconds=slot) == s
 
 
-CLUSTER04 = ROOT.parent / "shared" / "traces" / "elasticflow" / "augmented" / "cluster04.csv"
+CLUSTER04 = ROOT / "traces" / "elasticflow" / "augmented" / "cluster04.csv"
 
 
-@pytest.mark.skipif(not CLUSTER04.exists(), reason="needs ../shared/traces")
 @pytest.mark.parametrize("slot_seconds", [3600.0, 60.0])
 def test_the_bounds_admit_the_largest_public_trace_even_at_one_minute_slots(
         slot_seconds: float) -> None:

@@ -23,9 +23,9 @@ from psched.traces.clusters import default_cluster_for_trace
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 from psched.traces.synth_philly import philly_jobs
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
-EF_AUG = SHARED / "elasticflow" / "augmented" / "cluster10.csv"
-TIRESIAS = SHARED / "samples" / "tiresias_60_job.csv"
+TRACES = Path(__file__).resolve().parents[1] / "traces"  # shipped with the repository
+EF_AUG = TRACES / "elasticflow" / "augmented" / "cluster10.csv"
+TIRESIAS = TRACES / "tiresias" / "tiresias_60_job.csv"
 
 Case = tuple[list[JobSpec], Cluster, int]
 

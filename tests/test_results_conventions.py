@@ -23,7 +23,7 @@ from psched.runs.runner import PschedWarning, SimulateRequest, print_table, run_
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "traces" / "demo_sim.csv"
-EF10 = ROOT.parent / "shared" / "traces" / "elasticflow" / "augmented" / "cluster10.csv"
+EF10 = ROOT / "traces" / "elasticflow" / "augmented" / "cluster10.csv"
 
 
 def _run(argv: list[str]) -> int:

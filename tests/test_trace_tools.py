@@ -69,9 +69,8 @@ def _tarball(tmp_path: Path, members: dict[str, bytes]) -> tuple[str, str]:
 
 
 def test_fetch_verifies_sha256_and_unpacks(tmp_path: Path) -> None:
-    body = (DATA.parent.parent.parent / "shared" / "traces" / "samples" /
-            "tiresias_60_job.csv")
-    data = body.read_bytes() if body.exists() else PHILLY.read_bytes()
+    data = (DATA.parent.parent / "traces" / "elasticflow" / "augmented"
+            / "cluster10.csv").read_bytes()
     url, sha = _tarball(tmp_path, {"data/cluster10.csv": data})
     files = fetch("elasticflow", tmp_path / "dest", urls=[url], sha256s=[sha])
     assert [f.relative_to(tmp_path / "dest") for f in files] == [

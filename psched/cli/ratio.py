@@ -155,7 +155,7 @@ def _write(out: str, rows: Sequence[Any], summary: dict[str, Any],
     import matplotlib
 
     matplotlib.use("Agg")
-    from psched.results.output import _jsonable, atomic_dir
+    from psched.results.output import atomic_dir, jsonable
     from psched.runs.ratio import write_csv
     from psched.runs.ratio_plots import save_all
 
@@ -163,5 +163,5 @@ def _write(out: str, rows: Sequence[Any], summary: dict[str, Any],
         write_csv(rows, tmp / "ratio.csv")
         params = {k: v for k, v in params.items() if k != "func"}
         with open(tmp / "summary.json", "w") as fh:
-            json.dump(_jsonable({"params": params, "summary": summary}), fh, indent=2)
+            json.dump(jsonable({"params": params, "summary": summary}), fh, indent=2)
         save_all(rows, tmp)

@@ -39,7 +39,7 @@ from psched.core.records import RunResult
 from psched.results.job_rows import JOBS_COLUMNS, job_rows
 
 __all__ = ["JOBS_COLUMNS", "MANIFEST", "atomic_dir", "check_out", "is_psched_output",
-           "job_rows", "write_run"]
+           "job_rows", "jsonable", "write_run"]
 
 #: Written last into every output folder: the entries psched wrote there.
 MANIFEST = ".psched-output.json"
@@ -48,15 +48,15 @@ MANIFEST = ".psched-output.json"
 _LEGACY_FILES = frozenset({"summary.json", "cluster.json", "ratio.csv", "report.html", "plots"})
 _LEGACY_POLICY_FILES = frozenset({"jobs.csv", "allocations.csv"})
 
-def _jsonable(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
         return None
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if hasattr(x, "item") and callable(x.item):  # numpy scalar
-        return _jsonable(x.item())
+        return jsonable(x.item())
     return x
 
 
@@ -191,7 +191,7 @@ def write_run(
 
     out = dict(summary) if summary is not None else build_summary(params, results)
     with atomic_dir(dest, overwrite=overwrite) as tmp:
-        (tmp / "summary.json").write_text(json.dumps(_jsonable(out), indent=2) + "\n")
+        (tmp / "summary.json").write_text(json.dumps(jsonable(out), indent=2) + "\n")
         (tmp / "cluster.json").write_text(json.dumps(cluster.to_dict(), indent=2) + "\n")
         ids = [s.server_id for s in cluster.servers]
         for name, res in results.items():

@@ -57,11 +57,11 @@ import numpy as np
 
 from psched.core.errors import InputError
 from ray_cluster.workloads.data import (
+    ArrayWorkload,
     Batch,
     Dataset,
     Partition,
     Workload,
-    _ArrayWorkload,
     data_cache_dir,
     load_dataset,
 )
@@ -99,7 +99,7 @@ def _softmax_xent(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray,
 
 
 @dataclass(frozen=True, kw_only=True)
-class MLP(_ArrayWorkload):
+class MLP(ArrayWorkload):
     """One-hidden-layer perceptron with softmax output, manual back-propagation in float64.
 
     Layout of the flat vector: ``W1 (d, hidden)``, ``b1``, ``W2 (hidden, classes)``, ``b2``.

@@ -21,7 +21,7 @@ import numpy as np
 from psched.core.errors import InputError
 from ray_cluster.workloads.hparams import DATASETS
 
-__all__ = ["DATASETS", "Batch", "Dataset", "Partition", "Workload", "data_cache_dir",
+__all__ = ["DATASETS", "ArrayWorkload", "Batch", "Dataset", "Partition", "Workload", "data_cache_dir",
            "load_dataset"]
 
 log = logging.getLogger("ray_cluster.workloads.builtin")
@@ -223,7 +223,7 @@ def _build_dataset(name: str, split_seed: int, copies: int, noise: float) -> Dat
 
 
 @dataclass(frozen=True, kw_only=True)
-class _ArrayWorkload:
+class ArrayWorkload:
     """Shared data handling of the numpy (and torch) workloads."""
 
     dataset: str = "digits"     #: one of :data:`DATASETS`

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from psched.core.errors import InputError
-from ray_cluster.workloads.data import Batch, _ArrayWorkload
+from ray_cluster.workloads.data import ArrayWorkload, Batch
 
 __all__ = ["TorchMLP"]
 
@@ -28,7 +28,7 @@ _MODELS: dict[tuple[Any, ...], tuple[torch.nn.Module, torch.device]] = {}
 
 
 @dataclass(frozen=True, kw_only=True)
-class TorchMLP(_ArrayWorkload):
+class TorchMLP(ArrayWorkload):
     """One-hidden-layer ReLU perceptron in PyTorch; complexity as the numpy :class:`MLP`."""
 
     name: ClassVar[str] = "torch-mlp"
