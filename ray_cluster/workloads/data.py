@@ -21,8 +21,8 @@ import numpy as np
 from psched.core.errors import InputError
 from ray_cluster.workloads.hparams import DATASETS
 
-__all__ = ["DATASETS", "ArrayWorkload", "Batch", "Dataset", "Partition", "Workload", "data_cache_dir",
-           "load_dataset"]
+__all__ = ["DATASETS", "ArrayWorkload", "Batch", "Dataset", "Partition", "Workload",
+           "data_cache_dir", "load_dataset"]
 
 log = logging.getLogger("ray_cluster.workloads.builtin")
 
