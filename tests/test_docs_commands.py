@@ -10,6 +10,11 @@ and is run here (in a fresh folder, repository paths made absolute), when it is 
 - ``psched ratio --instances 1`` on at most two server counts and priority ranges;
 - ``psched sweep --serial`` on ``traces/demo_sim.csv``.
 
+A command runs in a fresh temporary folder: the paths it reads (``traces/demo_sim.csv``) are made
+absolute, the paths it writes (``--out``, ``--dest``, ``--png``, ``--cluster-out``, ``--dir``)
+stay relative to that folder, so running the tests never writes inside the checkout, whatever
+earlier commands left there.
+
 Everything else is skipped and named in the skip reason: ``serve``, ``submit``, ``status``,
 ``logs``, ``cancel``, ``stop``, ``run`` (a live service on Ray, real training), ``sweep`` on
 Ray, ``trace fetch`` of data (network), ``report`` (needs an earlier output), and commands on
@@ -30,6 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "traces" / "README.md"]
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
 MAX_JOBS = 60
+#: options whose value is a path the command writes: never resolved against the checkout
+OUTPUT_OPTIONS = frozenset({"--out", "--dest", "--png", "--cluster-out", "--dir"})
 
 
 def shown_commands() -> list[tuple[str, str]]:
@@ -81,9 +88,13 @@ def why_not_cheap(argv: list[str]) -> str | None:
     return f"{verb}: a live service, real training or Ray"
 
 
-def _absolute(argv: list[str]) -> list[str]:
-    """Repository paths made absolute, so the command can run in a fresh folder."""
-    return [str(ROOT / a) if "/" in a and (ROOT / a).exists() else a for a in argv]
+def _absolute(argv: list[str], root: Path = ROOT) -> list[str]:
+    """Paths the command reads made absolute in ``root``; paths it writes left relative."""
+    out: list[str] = []
+    for i, a in enumerate(argv):
+        written = i > 0 and argv[i - 1] in OUTPUT_OPTIONS
+        out.append(str(root / a) if "/" in a and not written and (root / a).exists() else a)
+    return out
 
 
 COMMANDS = shown_commands()
@@ -104,6 +115,26 @@ def test_a_shown_command_runs(doc: str, command: str, tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "psched", *_absolute(argv[1:])], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, f"{doc}: `{command}` failed:\n{proc.stderr[-2000:]}"
+
+
+def test_a_written_path_stays_in_the_temporary_folder_even_if_the_checkout_holds_it(
+        tmp_path: Path) -> None:
+    """After the README's own commands, ``out/ratio`` exists in the checkout: not written there."""
+    (tmp_path / "out" / "ratio").mkdir(parents=True)
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "demo_sim.csv").write_text("x")
+    argv = shlex.split("psched ratio --instances 1 --out out/ratio --png out/ratio/p.png")
+    assert _absolute(argv, tmp_path) == argv
+    argv = shlex.split("psched simulate --trace traces/demo_sim.csv --out out/ratio")
+    assert _absolute(argv, tmp_path) == [*argv[:3], str(tmp_path / "traces" / "demo_sim.csv"),
+                                         "--out", "out/ratio"]
+
+
+def test_no_shown_command_writes_inside_the_checkout() -> None:
+    for _, command in COMMANDS:
+        argv = _absolute(shlex.split(command))
+        written = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in OUTPUT_OPTIONS]
+        assert not any(Path(w).is_absolute() for w in written), command
 
 
 def test_the_cheap_rule() -> None:
