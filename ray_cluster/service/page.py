@@ -226,6 +226,10 @@ class PageData:
         for job, kind, slot, admitted, reason, promised, ms, at in self._db.execute(
                 "SELECT job_id, kind, slot, admitted, reason, promised, latency_ms, decided "
                 "FROM decisions ORDER BY seq DESC LIMIT ?", (EVENTS_SHOWN,)):
+            if kind == "release":  # finished before its plan's end (rules.reuse_freed)
+                rows.append({"at": at, "slot": slot, "job": job, "kind": "finished early",
+                             "info": "the rest of its plan released"})
+                continue
             verdict = ("held" if kind == "hold" else "admitted" if admitted else "rejected")
             info = " ".join(x for x in (verdict, reason,
                                         "" if promised is None else f"promised by {promised}",

@@ -142,21 +142,46 @@ class ServiceViews:
         }
 
     def logs(self, job_id: str) -> list[str]:
-        """The journal's lines about one job."""
-        out = []
+        """The journal's lines about one job, in slot order: at each slot its decisions,
+        then the work it did, then its events."""
+        out: list[tuple[int, int, str]] = []  # (slot, rank within the slot, line)
         admitted = False
         for d in self.journal.decisions():
             if d.job_id == job_id:
                 # a second admitted deferred row is the promise made at the commit point
                 promise = d.kind == DEFERRED and d.admitted and admitted
-                verdict = ("held" if d.kind == HOLD else f"promised slot {d.promised}"
-                           if promise else "admitted" if d.admitted else "rejected")
                 admitted = admitted or (d.admitted and d.kind in (DEFERRED, "arrival"))
-                out.append(f"slot {d.slot}: {d.kind}: {verdict}"
-                           f" {d.reason} payoff={d.payoff} work={d.work} "
-                           f"planned={sorted(d.schedule)} ({d.latency_ms:.1f} ms)")
-        for t, _, amount, done, ckpt, info in self.journal.progress(job_id):
-            out.append(f"slot {t}: +{amount:.3f} -> {done:.3f} worker-slots {info} {ckpt}")
+                out.append((d.slot, 0, _decision_line(d, promise)))
         for _, slot, kind, info in self.journal.events(job_id):
-            out.append(f"slot {slot}: {kind} {info}".rstrip())
-        return out
+            out.append((slot, 2, f"slot {slot}: {kind} {info}".rstrip()))
+        for t, _, amount, done, ckpt, info in self.journal.progress(job_id):
+            out.append((t, 1, f"slot {t}: ran +{amount:.3f} -> {done:.3f} worker-slots "
+                              f"{info} {ckpt}".rstrip()))
+        return [line for _, _, line in sorted(out, key=lambda e: e[:2])]
+
+
+def _decision_line(d: Any, promise: bool) -> str:
+    """One journaled decision as ``psched logs`` prints it (numbers rounded)."""
+    if d.kind == "release":
+        return f"slot {d.slot}: finished early: the rest of its plan released"
+    verdict = ("held" if d.kind == HOLD else f"promised slot {d.promised}" if promise
+               else "admitted" if d.admitted else "rejected")
+    parts = [f"slot {d.slot}: {d.kind}: {verdict}" + (f" ({d.reason})" if d.reason else "")]
+    if d.payoff is not None:
+        parts.append(f"payoff {d.payoff:.4g}")
+    if d.work:
+        parts.append(f"work {d.work} worker-slots")
+    if d.schedule:
+        parts.append(f"planned slots {_ranges(sorted(d.schedule))}")
+    return ", ".join(parts) + f" ({d.latency_ms:.1f} ms)"
+
+
+def _ranges(slots: list[int]) -> str:
+    """``[3, 4, 5, 8]`` as ``3-5, 8``."""
+    runs: list[list[int]] = []
+    for t in slots:
+        if runs and t == runs[-1][1] + 1:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
