@@ -32,6 +32,13 @@ def _list(kind: Any) -> Any:
     return parse
 
 
+def _model_pair(text: str) -> tuple[str, str]:
+    name, sep, model = text.partition("=")
+    if not sep or not name.strip() or not model.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=MODEL, got {text!r}")
+    return name.strip().lower(), model.strip().lower()
+
+
 def _add_mapping(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("mapping of public traces to jobs (traces/README.md)")
     g.add_argument("--format", default="auto", help="trace format, or auto (default)")
@@ -42,14 +49,20 @@ def _add_mapping(p: argparse.ArgumentParser) -> None:
                    help="max workers = ceil(ELASTIC x GPUs in the trace), capped by the work "
                         "(default 2)")
     g.add_argument("--all-statuses", action="store_true",
-                   help="keep failed and killed jobs too (default: completed only)")
+                   help="keep failed and killed jobs too, as they ran (default: completed "
+                        "only); trace inspect counts the rows by status")
     g.add_argument("--window-start", type=nonneg_float, metavar="S",
                    help="keep jobs submitted at least S seconds after the first")
     g.add_argument("--window-end", type=nonneg_float, metavar="S",
                    help="keep jobs submitted less than S seconds after the first")
     g.add_argument("--vc", help="keep only this virtual cluster")
     g.add_argument("--utility", choices=("auto", "mix", "deadline"), default="auto",
-                   help="auto: the trace's deadlines where it has them, else the paper's mix")
+                   help="auto: the trace's own utilities (value steps, deadlines, "
+                        "best-effort) where it has them, else the paper's mix")
+    g.add_argument("--model-map", type=_model_pair, action="append", default=[],
+                   metavar="NAME=MODEL",
+                   help="read the trace's model, job type or application NAME as MODEL (a "
+                        "catalog model or step-table entry, traces/README.md); repeatable")
 
 
 def mapping_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -57,7 +70,7 @@ def mapping_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"slot_seconds": args.slot_seconds, "seed": args.seed, "elastic": args.elastic,
             "statuses": "all" if args.all_statuses else "completed",
             "window_start_s": args.window_start, "window_end_s": args.window_end,
-            "vc": args.vc, "utility": args.utility}
+            "vc": args.vc, "utility": args.utility, "model_map": tuple(args.model_map)}
 
 
 def _source(files: list[str]) -> Any:

@@ -310,10 +310,11 @@ def _resources(value: Any, where: Where, role: str) -> Resources:
 def _utility(value: Any, where: Where) -> Utility:
     if isinstance(value, Utility):
         value = {"kind": value.kind, "value": value.value, "decay": value.decay,
-                 "target": value.target}
+                 "target": value.target, "steps": value.steps}
     if not isinstance(value, Mapping):
         raise where.error("utility", "expected a utility table", value)
-    extra = sorted(str(k) for k in value if k not in ("kind", "value", "decay", "target"))
+    extra = sorted(str(k) for k in value
+                   if k not in ("kind", "value", "decay", "target", "steps"))
     if extra:
         raise where.error(f"utility.{extra[0]}", "unknown field")
     kind = value.get("kind")
@@ -321,7 +322,20 @@ def _utility(value: Any, where: Where) -> Utility:
         raise where.error("utility.kind", f"expected one of {', '.join(UTILITY_KINDS)}", kind)
     numbers = {k: _real(value.get(k, 0.0), where, f"utility.{k}", 0.0, MAX_UTILITY[k])
                for k in ("value", "decay", "target")}
-    return Utility(kind=kind, **numbers)
+    steps = value.get("steps") or ()
+    if kind != "step" and not steps:
+        return Utility(kind=kind, value=numbers["value"], decay=numbers["decay"],
+                       target=numbers["target"])
+    if not isinstance(steps, (list, tuple)) or not all(
+            isinstance(p, (list, tuple)) and len(p) == 2 for p in steps):
+        raise where.error("utility.steps", "expected (slots, value) pairs", steps)
+    pairs = tuple((_real(t, where, "utility.steps", 0.0, MAX_UTILITY["target"]),
+                   _real(v, where, "utility.steps", 0.0, MAX_UTILITY["value"])) for t, v in steps)
+    try:
+        return Utility(kind=kind, value=numbers["value"], decay=numbers["decay"],
+                       target=numbers["target"], steps=pairs)
+    except ValueError as err:
+        raise where.error("utility.steps", str(err), steps) from None
 
 
 _SPEC_FIELDS = ("job_id", "arrival", "epochs", "max_workers", "minibatches", "tau_s", "grad_mb",

@@ -8,13 +8,14 @@ from typing import Any
 
 from psched.core.model import RESOURCES
 from psched.core.records import RunResult
+from psched.core.utility import format_steps
 
 __all__ = ["JOBS_COLUMNS", "job_rows"]
 
 JOBS_COLUMNS: tuple[str, ...] = (
     "job_id", "arrival", "work", "max_workers", "ps_ratio",
     *(f"worker_{r}" for r in RESOURCES), *(f"ps_{r}" for r in RESOURCES),
-    "utility_kind", "value", "decay", "target",
+    "utility_kind", "value", "decay", "target", "utility_steps",
     "admitted", "reason", "completion", "duration", "utility", "promised", "promised_at",
     "decided",
 )
@@ -30,7 +31,7 @@ def job_rows(result: RunResult) -> list[list[Any]]:
             spec.job_id, spec.arrival, rec.job.work, spec.max_workers, repr(spec.ps_ratio),
             *(spec.worker_demand.to_dict()[r] for r in RESOURCES),
             *(spec.ps_demand.to_dict()[r] for r in RESOURCES),
-            u.kind, u.value, u.decay, u.target,
+            u.kind, u.value, u.decay, u.target, format_steps(u.steps),
             int(rec.admitted), rec.reason,
             "" if rec.completion is None else rec.completion,
             "" if rec.duration is None else rec.duration,

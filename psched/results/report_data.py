@@ -103,7 +103,7 @@ def jobs_frame(result: RunResult) -> pd.DataFrame:
 
     frame = pd.DataFrame(job_rows(result), columns=list(JOBS_COLUMNS))
     for col in JOBS_COLUMNS:
-        if col not in ("job_id", "utility_kind", "reason"):
+        if col not in ("job_id", "utility_kind", "utility_steps", "reason"):
             frame[col] = pd.to_numeric(frame[col].replace("", np.nan))
     return frame
 

@@ -1,11 +1,13 @@
 """Trace format detection and :func:`load_any`, the one entry point for every format.
 
 Formats (``--format``): ``native``, ``elasticflow`` (augmented CSV), ``elasticflow-raw``,
-``tiresias``, ``philly`` (Pollux/Sia ``philly.csv``), ``philly-json`` (raw
-``cluster_job_log``), ``helios`` (``cluster_log.csv``), ``alibaba`` (PAI 2020 job + task
+``tiresias``, ``chronus`` (Tiresias columns plus utilities), ``philly`` (Pollux/Sia
+``philly.csv``), ``pollux`` (Pollux/Sia workload CSV), ``philly-json`` (raw
+``cluster_job_log``), ``helios`` (``cluster_log.csv``), ``helios-log`` (log excerpt with
+inter-arrival times), ``gavel`` (tab-separated ``.trace``), ``alibaba`` (PAI 2020 job + task
 tables: a folder or the two files), and ``auto``: the header line (CSV), a leading ``[``
-(JSON), or the layout of headerless files (Alibaba: 6- and 10-field rows, or the published
-file names) decides.
+(JSON), or the layout of headerless files (Gavel: 7, 9 or 10 tab-separated fields; Alibaba:
+6- and 10-field rows, or the published file names) decides.
 """
 
 from __future__ import annotations
@@ -30,15 +32,22 @@ FORMATS: dict[str, str] = {
     "elasticflow": "ElasticFlow augmented CSV (iterations, model, deadline)",
     "elasticflow-raw": "ElasticFlow raw CSV (job_id,submission_time,duration,num_gpu)",
     "tiresias": "Tiresias simulator CSV",
+    "chronus": "Chronus Philly CSV (Tiresias columns plus value steps, best-effort, job type)",
     "philly": "Philly-derived philly.csv of the Pollux/Sia simulators",
+    "pollux": "Pollux/Sia workload CSV (name,time,application,num_replicas,batch_size)",
     "philly-json": "Microsoft Philly 2017 raw cluster_job_log (JSON)",
     "helios": "SenseTime Helios 2020 cluster_log.csv",
+    "helios-log": "Helios log excerpt with inter-arrival times (interval, run_time, new_status)",
+    "gavel": "Gavel .trace (tab-separated, no header; 7, 9 or 10 fields)",
     "alibaba": "Alibaba PAI GPU 2020 job + task tables (headerless; a folder or two files)",
 }
 _HEADER_KEYS: tuple[tuple[str, frozenset[str]], ...] = (
     ("native", frozenset({"job_id", "arrival", "max_workers", "tau_s"})),
     ("elasticflow", frozenset({"submission_time", "num_iteration", "model_name", "deadline"})),
     ("elasticflow-raw", frozenset({"job_id", "submission_time", "duration", "num_gpu"})),
+    ("chronus", frozenset({"submit_time", "num_gpu", "expect_time_list", "expect_value_list"})),
+    ("pollux", frozenset({"name", "time", "application", "num_replicas"})),
+    ("helios-log", frozenset({"u_id", "gpu_num", "interval", "run_time", "new_status"})),
     ("tiresias", frozenset({"submit_time", "iterations", "interval", "num_gpu"})),
     ("philly", frozenset({"timestamp", "duration", "num_gpus", "gpu_time"})),
     ("helios", frozenset({"gpu_num", "vc", "state", "submit_time"})),
@@ -70,6 +79,10 @@ def detect_format(path_or_paths: Paths) -> str:
     if re.match(r"\s*\[\s*(\{|\]|$)", head):
         return "philly-json"
     first = next(line for line in head.splitlines() if line.strip())
+    from psched.traces.gavel import looks_like_gavel
+
+    if looks_like_gavel(first):
+        return "gavel"
     import csv
 
     cells = {c.strip() for c in next(csv.reader(io.StringIO(first)), [])}
@@ -92,8 +105,10 @@ def _head(path: Path) -> str:
     return text
 
 
-def read_rows(path_or_paths: Paths, fmt: str = "auto") -> tuple[str, list[TraceRow]]:
-    """The format and the unmapped rows of a public trace (not ``native``)."""
+def read_rows(path_or_paths: Paths, fmt: str = "auto", *,
+              model_map: dict[str, str] | None = None) -> tuple[str, list[TraceRow]]:
+    """The format and the unmapped rows of a public trace (not ``native``); ``model_map``
+    renames names the step-time table lacks (formats that count steps)."""
     fmt = detect_format(path_or_paths) if fmt == "auto" else fmt
     paths = _as_list(path_or_paths)
     if fmt not in FORMATS:
@@ -121,6 +136,8 @@ def read_rows(path_or_paths: Paths, fmt: str = "auto") -> tuple[str, list[TraceR
         from psched.traces.helios import read_helios
 
         return fmt, read_helios(path)
+    if fmt in ("chronus", "pollux", "helios-log", "gavel"):
+        return fmt, _read_new(fmt, path, model_map or {})
     from psched.traces.philly import read_philly_json, read_philly_pollux
 
     return fmt, (read_philly_pollux(path) if fmt == "philly" else read_philly_json(path))
@@ -150,9 +167,28 @@ def load_with_report(path_or_paths: Paths, fmt: str = "auto",
         if opts.time_scale != 1.0:
             specs = scale_arrivals(specs, opts.time_scale)
         return specs, MapReport(rows=len(specs), jobs=len(specs)), fmt
-    fmt, rows = read_rows(path_or_paths, fmt)
+    fmt, rows = read_rows(path_or_paths, fmt, model_map=dict(opts.model_map))
     specs, report = map_rows(rows, opts)
     return specs, report, fmt
+
+
+def _read_new(fmt: str, path: Path, model_map: dict[str, str]) -> list[TraceRow]:
+    """Rows of a Chronus, Pollux, Helios-log or Gavel file (one reader module each)."""
+    if fmt == "chronus":
+        from psched.traces.chronus import read_chronus
+
+        return read_chronus(path)
+    if fmt == "pollux":
+        from psched.traces.pollux import read_pollux
+
+        return read_pollux(path, model_map=model_map)
+    if fmt == "helios-log":
+        from psched.traces.helios_log import read_helios_log
+
+        return read_helios_log(path)
+    from psched.traces.gavel import read_gavel
+
+    return read_gavel(path, model_map=model_map)
 
 
 def load_any(path_or_paths: Paths, fmt: str = "auto", **options: Any) -> list[JobSpec]:

@@ -37,6 +37,8 @@ class TraceStats:
     duration_s: np.ndarray  #: run time (native: fastest duration x slot), seconds
     work: np.ndarray  #: W, worker-slots
     max_workers: np.ndarray  #: N after mapping
+    statuses: dict[str, int] = field(default_factory=dict)  #: trace status -> rows read
+    utility_kinds: dict[str, int] = field(default_factory=dict)  #: utility kind -> jobs
 
 
 def inspect_trace(path_or_paths: Paths, fmt: str = "auto", **options: Any) -> TraceStats:
@@ -46,6 +48,7 @@ def inspect_trace(path_or_paths: Paths, fmt: str = "auto", **options: Any) -> Tr
 
     fmt = detect_format(path_or_paths) if fmt == "auto" else fmt
     slot = float(options.get("slot_seconds", 3600.0))
+    statuses: dict[str, int] = {}
     if fmt == "native":
         specs, report, fmt = load_with_report(path_or_paths, fmt, **options)
         work = np.array([s.work(slot) for s in specs], dtype=float)
@@ -53,8 +56,10 @@ def inspect_trace(path_or_paths: Paths, fmt: str = "auto", **options: Any) -> Tr
         gpus = np.array([s.worker_demand.gpu * s.max_workers for s in specs], dtype=float)
         dur = np.ceil(work / np.maximum(nmax, 1)) * slot
     else:
-        fmt, rows = read_rows(path_or_paths, fmt)
-        specs, report = map_rows(rows, MappingOptions(**options))
+        opts = MappingOptions(**options)
+        fmt, rows = read_rows(path_or_paths, fmt, model_map=dict(opts.model_map))
+        specs, report = map_rows(rows, opts)
+        statuses = dict(Counter(r.status for r in rows))
         work = np.array([s.work(slot) for s in specs], dtype=float)
         nmax = np.array([s.max_workers for s in specs], dtype=float)
         by_id = {r.job_id: r for r in rows}
@@ -67,7 +72,8 @@ def inspect_trace(path_or_paths: Paths, fmt: str = "auto", **options: Any) -> Tr
     return TraceStats(source=str(source), fmt=fmt, rows=report.rows, jobs=len(specs),
                       skipped=dict(report.skipped), slot_seconds=slot,
                       arrivals=np.array([s.arrival for s in specs], dtype=int), gpus=gpus,
-                      duration_s=dur, work=work, max_workers=nmax)
+                      duration_s=dur, work=work, max_workers=nmax, statuses=statuses,
+                      utility_kinds=dict(Counter(s.utility.kind for s in specs)))
 
 
 def _quantiles(x: np.ndarray) -> str:
@@ -80,8 +86,14 @@ def _quantiles(x: np.ndarray) -> str:
 def format_stats(st: TraceStats, bins: int = 12) -> str:
     """The text report of :func:`inspect_trace`."""
     out = [f"{st.source} ({st.fmt}): {st.rows} rows, {st.jobs} jobs"]
+    if st.statuses:
+        out.append("statuses read: " + ", ".join(f"{k} {v}" for k, v in sorted(
+            st.statuses.items())))
     if st.skipped:
         out.append("skipped: " + ", ".join(f"{k} {v}" for k, v in sorted(st.skipped.items())))
+    if st.utility_kinds:
+        out.append("utilities: " + ", ".join(f"{k} {v}" for k, v in sorted(
+            st.utility_kinds.items())))
     if st.jobs == 0:
         return "\n".join(out)
     span = int(st.arrivals.max()) + 1

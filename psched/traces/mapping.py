@@ -13,7 +13,10 @@ rule and assumption; in short, with slot length S and a job that ran ``duration`
   workers cannot finish sooner than one slot);
 * gradient size from :data:`MODEL_CATALOG`; worker bandwidth b = the rate that moves one
   gradient out and back per iteration, clipped to [0.1, 5] Gbps; B from the options;
-* utility: the trace's deadline where it has one, otherwise the paper's type mix.
+* utility: the trace's own where it states one (value steps at completion times, a
+  deadline, a best-effort flag), otherwise the paper's type mix;
+* a model the catalog lacks is renamed by ``model_map``, else by its family, else
+  :data:`DEFAULT_MODEL`, counted and named in one warning line.
 
 Deterministic for a seed: every draw comes from ``numpy.random.default_rng(seed)``, in the
 order of the kept jobs sorted stably by submission time.
@@ -22,6 +25,8 @@ order of the kept jobs sorted stably by submission time.
 from __future__ import annotations
 
 import math
+import re
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,9 +36,11 @@ import numpy as np
 from psched.core.errors import InputError
 from psched.core.limits import MAX_JOBS, Where, shown, validate_spec
 from psched.core.model import JobSpec, Resources, ceil_eps
-from psched.core.utility import Utility
+from psched.core.utility import Utility, step_utility
 
 __all__ = [
+    "BEST_EFFORT_VALUE",
+    "DEFAULT_MODEL",
     "DEFAULT_PS",
     "DEFAULT_WORKER",
     "ITERATION_SECONDS",
@@ -42,6 +49,7 @@ __all__ = [
     "MappingOptions",
     "ModelInfo",
     "TraceRow",
+    "catalog_model",
     "map_rows",
 ]
 
@@ -80,7 +88,22 @@ MODEL_CATALOG: dict[str, ModelInfo] = {m.name: m for m in (
     ModelInfo(name="resnet101", params_m=44.5, source=_TV + ": ResNet-101 44,549,160"),
     ModelInfo(name="resnet152", params_m=60.2, source=_TV + ": ResNet-152 60,192,808"),
     ModelInfo(name="vgg11", params_m=132.9, source=_TV + ": VGG-11 132,863,336"),
+    ModelInfo(name="resnet18", params_m=11.7, source=_TV + ": ResNet-18 11,689,512"),
+    ModelInfo(name="mobilenet_v2", params_m=3.5, source=_TV + ": MobileNet V2 3,504,872"),
 )}
+
+#: The catalog model of a name it lacks, by the name's start (lower case, letters and digits
+#: only); anything else is :data:`DEFAULT_MODEL`. Only e, b and tau depend on it, never W.
+_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("resnet", "resnet50"), ("inception", "inception3"), ("vgg", "vgg16"), ("bert", "bert"),
+    ("gpt", "gpt2"), ("deepspeech", "deepspeech2"), ("mobilenet", "mobilenet_v2"),
+    ("googlenet", "googlenet"), ("alexnet", "alexnet"),
+)
+#: The model of a name with no family in the catalog (the most common model of the traces).
+DEFAULT_MODEL = "resnet50"
+#: Utility of a best-effort job (Chronus ``best_effort`` / ``job_type`` best-effort): Chronus's
+#: own value for such jobs, 1, against 100 for a job with a deadline.
+BEST_EFFORT_VALUE = 1.0
 
 #: Seconds per iteration on the job's GPUs, for traces without iteration counts: the median
 #: of ``duration / num_iteration`` per model in ElasticFlow ``augmented/cluster04.csv``
@@ -117,6 +140,9 @@ class TraceRow:
     iterations: int | None = None  #: training iterations (global steps), if stated
     model: str = ""  #: model name, "" = not stated (drawn from the catalog)
     deadline_s: float | None = None  #: absolute deadline on the trace's clock, if stated
+    steps_s: tuple[tuple[float, float], ...] = ()  #: (absolute time s, value) the trace states
+    value: float | None = None  #: the job's value (priority) if the trace states one
+    best_effort: bool = False  #: the trace marks it best-effort (no deadline)
     status: str = "completed"  #: completed / failed / killed / unfinished / other
     vc: str = ""  #: virtual cluster (or the trace's cluster column)
     skip: str = ""  #: a reason the adapter found to skip it ("" = none); counted
@@ -137,6 +163,7 @@ class MappingOptions:
     utility: str = "auto"  #: auto (deadline if stated, else mix) / mix / deadline
     ps_bandwidth_gbps: float = 20.0  #: B, one PS's bandwidth, Gbps
     time_scale: float = 1.0  #: arrival offsets are multiplied by this (load scaling)
+    model_map: tuple[tuple[str, str], ...] = ()  #: (trace name, catalog/step-table name)
 
     def __post_init__(self) -> None:
         checks = {
@@ -149,6 +176,14 @@ class MappingOptions:
             "time_scale": self.time_scale > 0 and math.isfinite(self.time_scale),
             "max_workers_cap": self.max_workers_cap is None or self.max_workers_cap >= 1,
         }
+        unknown = [b for _, b in self.model_map if not _known_name(b)]
+        if unknown:
+            from psched.traces.steps import STEP_TIMES
+
+            raise InputError(f"unknown model {shown(unknown[0])} (known: "
+                             f"{', '.join(sorted(MODEL_CATALOG))}; step table: "
+                             f"{', '.join(sorted(STEP_TIMES))})", path="--model-map",
+                             field="model_map")
         for name, ok in checks.items():
             if not ok:
                 raise InputError(f"bad mapping option, got {getattr(self, name)!r}",
@@ -163,6 +198,7 @@ class MapReport:
     jobs: int = 0  #: jobs produced
     skipped: Counter[str] = field(default_factory=Counter)  #: reason -> rows skipped
     t0_s: float = 0.0  #: time origin (first kept submission), trace clock, seconds
+    models_mapped: Counter[tuple[str, str]] = field(default_factory=Counter)  #: (trace, used)
 
     def __str__(self) -> str:
         skips = ", ".join(f"{k}: {v}" for k, v in sorted(self.skipped.items())) or "none"
@@ -221,9 +257,46 @@ def map_rows(rows: Sequence[TraceRow], opts: MappingOptions) -> tuple[list[JobSp
         "decay": rng.uniform(0.0, 1.0, size=n),
         "target": rng.uniform(0.0, 1.0, size=n),
     }
-    specs = [_map_one(r, i, draws, opts, report.t0_s) for i, r in enumerate(kept)]
+    names = dict(opts.model_map)
+    specs = [_map_one(r, i, draws, opts, report.t0_s, names, report.models_mapped)
+             for i, r in enumerate(kept)]
     report.jobs = len(specs)
+    if report.models_mapped:
+        from psched.traces.steps import describe_fallbacks
+
+        warnings.warn(f"{rows[0].path}: "
+                      f"{describe_fallbacks(report.models_mapped, 'model catalog')}",
+                      stacklevel=2)
     return specs, report
+
+
+def _known_name(name: str) -> bool:
+    from psched.traces.steps import STEP_TIMES
+
+    return name in MODEL_CATALOG or name in STEP_TIMES
+
+
+def catalog_model(name: str, model_map: dict[str, str],
+                  mapped: Counter[tuple[str, str]]) -> str:
+    """The catalog model of a trace's model name (any case); O(1) but for the family scan.
+
+    ``model_map`` renames first (to a catalog model); then the name itself, or the same
+    letters and digits (so ``mobilenet-v2`` is ``mobilenet_v2``); then the first family of
+    :data:`_FAMILIES` the name starts with; else :data:`DEFAULT_MODEL`. A name read as another
+    model is counted in ``mapped`` as ``(name, model)``.
+    """
+    key = name.strip().lower()
+    if model_map.get(key) in MODEL_CATALOG:
+        return model_map[key]
+    if key in MODEL_CATALOG:
+        return key
+    bare = re.sub(r"[^a-z0-9]", "", key)
+    same = next((m for m in MODEL_CATALOG if re.sub(r"[^a-z0-9]", "", m) == bare), None)
+    if same is not None:
+        return same
+    model = next((m for start, m in _FAMILIES if bare.startswith(start)), DEFAULT_MODEL)
+    mapped[(key, model)] += 1
+    return model
 
 
 def _type_labels(n: int) -> np.ndarray:
@@ -260,15 +333,13 @@ def _keep(row: TraceRow, opts: MappingOptions, origin: float, skipped: Counter[s
 
 
 def _map_one(row: TraceRow, i: int, draws: dict[str, np.ndarray], opts: MappingOptions,
-             t0: float) -> JobSpec:
+             t0: float, names: dict[str, str], mapped: Counter[tuple[str, str]]) -> JobSpec:
     def bad(fld: str, problem: str) -> InputError:
         return InputError(problem, path=row.path, line=row.line, field=fld)
 
     slot = opts.slot_seconds
-    model = row.model.lower() or sorted(ITERATION_SECONDS)[int(draws["model"][i])]
-    if model not in MODEL_CATALOG:
-        raise bad("model_name", f"unknown model {shown(row.model)} (known: "
-                  f"{', '.join(sorted(MODEL_CATALOG))})")
+    model = (catalog_model(row.model, names, mapped) if row.model
+             else sorted(ITERATION_SECONDS)[int(draws["model"][i])])
     n0 = row.workers
     worker_s = row.duration_s * n0
     work = max(1, ceil_eps(worker_s / slot))
@@ -310,7 +381,11 @@ def _utility(row: TraceRow, i: int, draws: dict[str, np.ndarray], opts: MappingO
              t0: float, arrival: int, work: int, n_max: int,
              bad: Callable[[str, str], InputError]) -> Utility:
     slot = opts.slot_seconds
-    value = float(draws["value"][i])
+    value = float(draws["value"][i]) if row.value is None else row.value
+    if row.best_effort and opts.utility != "mix":
+        return Utility(kind="constant", value=BEST_EFFORT_VALUE)
+    if row.steps_s and opts.utility != "mix":
+        return _trace_steps(row, t0, arrival, opts, bad)
     if row.deadline_s is not None and opts.utility != "mix":
         if row.deadline_s <= row.submit_s:
             raise bad("deadline", f"deadline {row.deadline_s:g} is not after submission "
@@ -327,3 +402,23 @@ def _utility(row: TraceRow, i: int, draws: dict[str, np.ndarray], opts: MappingO
     return Utility(kind="sigmoid", value=value,
                    decay=float(lo + (hi - lo) * draws["decay"][i]),
                    target=float(fastest + math.floor(draws["target"][i] * (top - fastest + 1))))
+
+
+def _trace_steps(row: TraceRow, t0: float, arrival: int, opts: MappingOptions,
+                 bad: Callable[[str, str], InputError]) -> Utility:
+    """The trace's value steps as a utility of the duration in slots: a step at time t pays
+    when the job completes in t's slot or before (as a deadline, ``mapping`` rule above); steps
+    falling in one slot keep the first (highest) value. One step is a ``deadline`` utility."""
+    slot = opts.slot_seconds
+    pairs: list[tuple[float, float]] = []
+    for when, value in row.steps_s:
+        if when <= row.submit_s:
+            raise bad("expect_time_list", f"time {when:g} is not after submission "
+                      f"{row.submit_s:g}")
+        last = math.floor((when - t0) * opts.time_scale / slot + 1e-9)
+        target = float(max(1, last - arrival + 1))
+        if not pairs or target > pairs[-1][0]:
+            pairs.append((target, value))
+    if len(pairs) == 1:
+        return Utility(kind="deadline", value=pairs[0][1], target=pairs[0][0])
+    return step_utility(pairs)

@@ -16,10 +16,11 @@ column                 required  meaning (units of ``oasis.md`` section 7)
 ``tau_includes_comm``  no        true/false (default false): tau already counts 2e/b
 ``worker_<r>``         see note  w_i^r, one worker's demand for resource r
 ``ps_<r>``             see note  s_i^r, one PS's demand for resource r
-``utility``            yes       sigmoid / constant / linear / deadline (psched.core.utility)
+``utility``            yes       sigmoid / constant / linear / deadline / step
 ``value``              yes       maximum utility (gamma1), >= 0
 ``decay``              yes       gamma2 or loss per late slot, >= 0
 ``target``             yes       gamma3 / deadline in slots, >= 0
+``utility_steps``      no        a step utility's ``slots:value;...`` (psched.core.utility)
 ``workload``           no        what trains for real ("" = simulated only)
 ``hparams``            no        JSON object of hyper-parameters for ``workload``
 =====================  ========  ===========================================================
@@ -46,6 +47,7 @@ from pathlib import Path
 from psched.core.errors import InputError
 from psched.core.limits import MAX_JOBS, Where, shown, validate_spec
 from psched.core.model import RESOURCES, JobSpec
+from psched.core.utility import format_steps, parse_steps
 from psched.traces.rows import csv_rows, read_text
 
 __all__ = [
@@ -70,7 +72,7 @@ REQUIRED_COLUMNS: tuple[str, ...] = (
 OPTIONAL_COLUMNS: tuple[str, ...] = (
     "tau_includes_comm",
     *(f"{role}_{r}" for role in ("worker", "ps") for r in RESOURCES if r != "bandwidth_gbps"),
-    "workload", "hparams",
+    "workload", "hparams", "utility_steps",
 )
 #: Every column, in the order :func:`write_trace` writes them.
 NATIVE_COLUMNS: tuple[str, ...] = (
@@ -153,9 +155,11 @@ def write_trace(path: str | os.PathLike[str], specs: Iterable[JobSpec]) -> None:
     specs = list(specs)
     buf = io.StringIO(newline="")
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(NATIVE_COLUMNS)
+    stepped = any(s.utility.steps for s in specs)  # the column only where a job needs it
+    writer.writerow((*NATIVE_COLUMNS, "utility_steps") if stepped else NATIVE_COLUMNS)
     for spec in specs:
-        writer.writerow([_format(v) for v in _row_values(spec)])
+        steps = [format_steps(spec.utility.steps)] if stepped else []
+        writer.writerow([*(_format(v) for v in _row_values(spec)), *steps])
     text = buf.getvalue()
     back = {s.job_id: s for s in parse_trace_text(text, path=str(path))}
     for spec in specs:
@@ -224,7 +228,7 @@ def _check_header(columns: Sequence[str], path: str, line: int) -> list[str]:
 
 #: How the validator's field names read in this format (``worker_demand.gpu`` -> ``worker_gpu``).
 _NAMES = {"worker_demand.": "worker_", "ps_demand.": "ps_", "utility.kind": "utility",
-          "utility.": ""}
+          "utility.steps": "utility_steps", "utility.": ""}
 
 
 def _parse_row(row: dict[str, str], path: str, line: int) -> JobSpec:
@@ -257,6 +261,12 @@ def _parse_row(row: dict[str, str], path: str, line: int) -> JobSpec:
         except ValueError:
             raise bad(field, "must be a number") from None
 
+    def steps(raw: str) -> tuple[tuple[float, float], ...]:
+        try:
+            return parse_steps(raw) if raw else ()
+        except ValueError as err:
+            raise bad("utility_steps", str(err)) from None
+
     flag = row.get("tau_includes_comm", "").strip().lower()
     if flag not in _TRUE | _FALSE:
         raise bad("tau_includes_comm", "must be true or false")
@@ -267,7 +277,8 @@ def _parse_row(row: dict[str, str], path: str, line: int) -> JobSpec:
         "worker_demand": {r: number(f"worker_{r}") for r in RESOURCES},
         "ps_demand": {r: number(f"ps_{r}") for r in RESOURCES},
         "utility": {"kind": row["utility"].strip(), "value": number("value"),
-                    "decay": number("decay"), "target": number("target")},
+                    "decay": number("decay"), "target": number("target"),
+                    "steps": steps(row.get("utility_steps", "").strip())},
         "workload": row.get("workload", "").strip(), "hparams": row.get("hparams", "").strip(),
     }
     return validate_spec(fields, where=Where(path=path, line=line, names=_NAMES))
