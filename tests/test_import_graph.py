@@ -2,6 +2,8 @@
 others, one that imports it back, and no package imports one above it (:data:`LAYERS`: the core
 never imports a policy, a result or the CLI; policies never import results, runs or the CLI).
 ``psched``'s library never imports ``ray_cluster`` (only the CLI's service commands may, lazily).
+No module takes a private name (``_x``, not ``__x__``) from another module, by ``from m import
+_x`` or by ``m._x``: what another module needs is public and in its ``__all__``.
 The graph is built from the source with ``ast`` -- every ``import`` and ``from ... import`` of a
 module of the package, at module level or inside functions, except those under
 ``if TYPE_CHECKING:``."""
@@ -95,6 +97,80 @@ def upward_imports(graph: nx.DiGraph) -> list[str]:
     package is allowed)."""
     return sorted(f"{u} -> {v}" for u, v in graph.edges
                   if LAYERS[_package(v)] > LAYERS[_package(u)] and v not in ("psched",))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _source_module(me: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The module a ``from ... import`` reads (relative imports resolved against ``me``)."""
+    if not node.level:
+        return node.module or ""
+    base = me.split(".") if is_package else me.split(".")[:-1]
+    base = base[:len(base) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def private_imports(package: str = PACKAGE) -> list[str]:
+    """``path:line: module._name`` for every private name a module of ``package`` takes from
+    another of its modules: ``from m import _x`` (at any depth, under ``TYPE_CHECKING`` too) or
+    ``m._x`` where ``m`` names an imported module of the package."""
+    files = sorted((ROOT / package).rglob("*.py"))
+    modules = {_module_name(f) for f in files}
+    found: list[str] = []
+    for f in files:
+        me = _module_name(f)
+        where = f.relative_to(ROOT)
+        tree = ast.parse(f.read_text(), filename=str(f))
+        bound: dict[str, str] = {}  # local name -> the module of the package it names
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                src = _source_module(me, f.name == "__init__.py", node)
+                for a in node.names:
+                    if f"{src}.{a.name}" in modules:
+                        bound[a.asname or a.name] = f"{src}.{a.name}"
+                    if _private(a.name) and src != me:
+                        found.append(f"{where}:{node.lineno}: {src}.{a.name}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in modules:
+                        bound[a.asname or a.name.split(".")[0]] = (
+                            a.name if a.asname else a.name.split(".")[0])
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+                continue
+            chain, value = [], node.value
+            while isinstance(value, ast.Attribute):
+                chain.append(value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in bound:
+                target = ".".join([bound[value.id], *reversed(chain)])
+                if target in modules and target != me:
+                    found.append(f"{where}:{node.lineno}: {target}.{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("package", ["psched", "ray_cluster"])
+def test_no_module_imports_a_private_name_from_another(package: str) -> None:
+    assert private_imports(package) == []
+
+
+def test_a_private_import_would_be_found(tmp_path, monkeypatch) -> None:
+    pkg = tmp_path / "priv"
+    (pkg / "sub").mkdir(parents=True)
+    for init in (pkg / "__init__.py", pkg / "sub" / "__init__.py"):
+        init.write_text("")
+    (pkg / "a.py").write_text("_hidden = 1\n__version__ = '1'\ndef f():\n    return _hidden\n")
+    (pkg / "b.py").write_text("from priv.a import _hidden, __version__\n")
+    (pkg / "c.py").write_text("import priv.a\nfrom priv import a as alias\n"
+                              "x = priv.a._hidden + alias._hidden\n")
+    (pkg / "sub" / "d.py").write_text("from ..a import _hidden\n")
+    (pkg / "sub" / "e.py").write_text("class K:\n    _own = 1\n\nK()._own\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    assert private_imports("priv") == [
+        "priv/b.py:1: priv.a._hidden", "priv/c.py:3: priv.a._hidden",
+        "priv/c.py:3: priv.a._hidden", "priv/sub/d.py:1: priv.a._hidden"]
 
 
 @pytest.mark.parametrize("package", ["psched", "ray_cluster"])
