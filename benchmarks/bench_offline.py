@@ -13,9 +13,8 @@ and at 20 jobs x T = 20 (6 and 12 servers; target: each <= 60 s); the LP relaxat
 same model is the baseline measured in the same run. Writes ``results/ratio_growth.csv``.
 
 ``solvers`` -- the study's instances (same seeds), each MILP solved by every solver path in
-one run, interleaved instance by instance: ``old`` (the previous module, frozen in
-``old_offline.py``: its model, scipy.optimize.milp, HiGHS 1.12), ``scipy`` (the new model on
-scipy's HiGHS 1.12, presolve on, no warm start, no guard), ``highspy`` (HiGHS 1.16, guarded, cold),
+one run, interleaved instance by instance: ``scipy`` (the model on scipy's HiGHS 1.12,
+presolve on, no warm start, no guard), ``highspy`` (HiGHS 1.16, guarded, cold),
 ``warm`` (guarded, started from the best policy's schedule), and each change of
 :class:`psched.offline.formulation.Formulation` alone against ``highspy`` (``per-server``: no
 aggregation
@@ -27,7 +26,7 @@ by more than the relative gap (1e-7, doubled) is counted wrong. Writes ``results
 both solver paths, beside OASiS's dual bound and every policy's utility (same run).
 
     python benchmarks/bench_offline.py study --instances 7
-    python benchmarks/bench_offline.py growth --instances 4 [--old]
+    python benchmarks/bench_offline.py growth --instances 4 [--scipy]
     python benchmarks/bench_offline.py solvers --instances 7
     python benchmarks/bench_offline.py bound --jobs 400 --slots 300
     python benchmarks/bench_offline.py figures        # redraw the study's figures from its CSV
@@ -45,7 +44,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import numpy as np
-import old_offline
 
 from psched.core.model import resolve_job
 from psched.core.simulator import simulate
@@ -116,45 +114,45 @@ def growth(args: argparse.Namespace) -> None:
                    "n_cons": opt.n_cons, "milp_s": opt.solve_s, "milp_cpu_s": opt.cpu_s,
                    "lp_s": lp.solve_s, "status": opt.status, "gap": opt.gap,
                    "opt": opt.objective, "lp": lp.bound}
-            if args.old:  # the previous module on the same instance, right after
+            if args.scipy:  # the same model on scipy's HiGHS, right after
                 c0 = time.process_time()
-                old = old_offline.solve_offline(js, cluster, slots, time_limit=args.time_limit)
-                row.update(old_s=old.solve_s, old_cpu_s=time.process_time() - c0,
-                           old_status=old.status, old_opt=old.objective)
+                sp = solve_offline(js, cluster, slots, time_limit=args.time_limit,
+                                   solver=scipy_solver)
+                row.update(scipy_s=sp.solve_s, scipy_cpu_s=time.process_time() - c0,
+                           scipy_status=sp.status, scipy_opt=sp.objective)
             out.append(row)
             print(f"n={n} jobs={jobs} T={slots}: MILP {opt.solve_s:.2f}s ({opt.status}, "
                   f"{opt.n_vars} vars), LP {lp.solve_s:.3f}s"
-                  + (f", old {row['old_s']:.2f}s" if args.old else ""), flush=True)
+                  + (f", scipy {row['scipy_s']:.2f}s" if args.scipy else ""), flush=True)
     with open(RESULTS / "ratio_growth.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(out[0]))
         w.writeheader()
         w.writerows(out)
     print("| servers | jobs | T | vars | MILP s median | MILP s max | MILP CPU s max | "
-          "LP s median | MILP/LP | proven | old s median | old s max | old CPU s max | "
-          "old proven | old wrong |")
+          "LP s median | MILP/LP | proven | scipy s median | scipy s max | scipy CPU s max | "
+          "scipy proven | scipy wrong |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n, jobs, slots in cells:
         rs = [r for r in out if (r["servers"], r["jobs"], r["slots"]) == (n, jobs, slots)]
         m = np.array([r["milp_s"] for r in rs])
         mc = np.array([r["milp_cpu_s"] for r in rs])
         lp_t = np.array([r["lp_s"] for r in rs])
-        old = ""
-        if args.old:
-            o = np.array([r["old_s"] for r in rs])
-            oc = np.array([r["old_cpu_s"] for r in rs])
-            wrong = sum(r["old_opt"] < r["opt"] - 1e-6 for r in rs)
-            old = (f" {np.median(o):.2f} | {o.max():.2f} | {oc.max():.2f} | "
-                   f"{sum(r['old_status'] == 'optimal' for r in rs)}/{len(rs)} | {wrong} |")
+        base = ""
+        if args.scipy:
+            o = np.array([r["scipy_s"] for r in rs])
+            oc = np.array([r["scipy_cpu_s"] for r in rs])
+            wrong = sum(r["scipy_opt"] < r["opt"] - 1e-6 for r in rs)
+            base = (f" {np.median(o):.2f} | {o.max():.2f} | {oc.max():.2f} | "
+                    f"{sum(r['scipy_status'] == 'optimal' for r in rs)}/{len(rs)} | {wrong} |")
         print(f"| {n} | {jobs} | {slots} | {int(np.median([r['n_vars'] for r in rs]))} | "
               f"{np.median(m):.2f} | {m.max():.2f} | {mc.max():.2f} | {np.median(lp_t):.3f} | "
               f"{np.median(m) / np.median(lp_t):.0f}x | "
-              f"{sum(r['status'] == 'optimal' for r in rs)}/{len(rs)} |" + old)
+              f"{sum(r['status'] == 'optimal' for r in rs)}/{len(rs)} |" + base)
 
 
 #: solver paths of the ``solvers`` part: solve_offline keyword arguments (``warm``: start from
 #: the best policy's schedule; ``guard``: hold the answer against every policy's utility)
 PATHS: dict[str, dict[str, object]] = {
-    "old": {},  # benchmarks/old_offline.py: the previous module as it was (scipy, its model)
     "scipy": {"solver": scipy_solver, "warm": False, "guard": False},
     "highspy": {"warm": False, "guard": True},
     "warm": {"warm": True, "guard": True},
@@ -193,14 +191,6 @@ def solvers(args: argparse.Namespace) -> None:
                 row: dict[str, object] = {"servers": n, "priority": prio[0], "seed": s,
                                           "best_policy": best}
                 for p in paths:
-                    if p == "old":
-                        c0 = time.process_time()
-                        res = old_offline.solve_offline(js, cluster, 10,
-                                                        time_limit=args.time_limit)
-                        row.update(old_s=res.solve_s, old_cpu_s=time.process_time() - c0,
-                                   old_status=res.status, old_opt=res.objective,
-                                   old_retried=False)
-                        continue
                     opts = dict(PATHS[p])
                     warm, guard = opts.pop("warm"), opts.pop("guard")
                     res = solve_offline(js, cluster, 10, time_limit=args.time_limit,
@@ -250,13 +240,10 @@ def bound(args: argparse.Namespace) -> None:
     known = max(utilities.values()) - tail
     print("| path | vars | rows | bound (LP + tail) | status | wall s | CPU s |")
     print("|---|---:|---:|---:|---|---:|---:|")
-    for label in ("highspy", "scipy", "old"):
+    for label in ("highspy", "scipy"):
         c0, t0 = time.process_time(), time.perf_counter()
-        if label == "old":
-            lp = old_offline.lp_bound(js, cluster, args.slots, pooled=True)
-        else:
-            lp = lp_bound(js, cluster, args.slots, pooled=True, known=known,
-                          solver=scipy_solver if label == "scipy" else None)
+        lp = lp_bound(js, cluster, args.slots, pooled=True, known=known,
+                      solver=scipy_solver if label == "scipy" else None)
         cpu, wall = time.process_time() - c0, time.perf_counter() - t0
         print(f"| {label} | {lp.n_vars} | {lp.n_cons} | {lp.bound + tail:.1f} | {lp.status} | "
               f"{wall:.1f} (solver {lp.solve_s:.1f}) | {cpu:.1f} |", flush=True)
@@ -271,7 +258,8 @@ def main() -> None:
     ap.add_argument("--instances", type=int, default=7)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--time-limit", type=float, default=300.0)
-    ap.add_argument("--old", action="store_true", help="growth: also the previous path")
+    ap.add_argument("--scipy", action="store_true",
+                    help="growth: also the same model on scipy's HiGHS")
     ap.add_argument("--paths", default=",".join(PATHS), help="solvers: paths to compare")
     ap.add_argument("--policies", default="all",
                     help="solvers: policies whose best schedule is the incumbent; bound: "

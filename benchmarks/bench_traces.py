@@ -1,6 +1,6 @@
-"""Every policy at trace scale, before and after issue 18, one cached cell per child process.
+"""Every policy at trace scale, one cached cell per child process.
 
-Each (jobs, policy, impl) cell runs in a fresh Python process (pinned, with the parent, to one
+Each (jobs, policy) cell runs in a fresh Python process (pinned, with the parent, to one
 core unless ``PSCHED_BENCH_NO_PIN=1``): take the first N jobs by arrival, size the default
 cluster, run the whole simulation (loop, policy, independent checker). Default trace:
 ElasticFlow cluster04 (15,802 jobs); ``--philly`` for issue 18's Philly-scale one.
@@ -12,12 +12,9 @@ ElasticFlow cluster04 (15,802 jobs); ``--philly`` for issue 18's Philly-scale on
     python benchmarks/bench_traces.py --philly 80000 --jobs 80000 --policies drf   # one piece
     python benchmarks/bench_traces.py --philly 80000 --jobs 1000,10000,80000 --table-only
 
-Issue 18's table. ``--philly N`` synthesises the ``philly`` scenario (``psched trace synth
---scenario philly --jobs N --seed 0``, cached in the temp folder) and uses it as the trace;
-the policies default to every registered one. ``--impl both`` (the default with ``--philly``)
-runs each policy before then after: "before" = the rivals, placement and loop as they were
-before issue 18 (frozen in ``tests/legacy_policies``); a policy with no frozen copy gets a
-``no legacy twin`` row. Each cell runs in a fresh child process under a wall cap (``--cap``
+``--philly N`` synthesises the ``philly`` scenario (``psched trace synth --scenario philly
+--jobs N --seed 0``, cached in the temp folder) and uses it as the trace; the policies default
+to every registered one. Each cell runs in a fresh child process under a wall cap (``--cap``
 seconds; a capped cell prints ``> N s (cap)``) and is cached as one row of ``--cache`` (CSV:
 commit, UTC time, load average before/after); a cached cell is not run again (``--force``
 re-runs, a larger cap re-runs capped cells), so the 80k cells can be run one at a time on a
@@ -50,21 +47,6 @@ DEFAULT_TRACE = os.path.join(os.path.dirname(__file__), "..", "traces",
 
 #: Policy variants by label: OASiS without its end-of-run dual certificate (decisions only).
 VARIANTS: dict[str, tuple[str, dict]] = {"oasis-nocert": ("oasis", {"certificate": False})}
-
-
-def _impl(impl: str, name: str, opts: dict) -> tuple:
-    """(simulate, policy) of the current code, or of the frozen pre-issue-18 copies."""
-    if impl == "before":
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                        "tests"))
-        from legacy_policies import make_legacy
-        from legacy_policies.simulator import simulate as old_simulate
-
-        return old_simulate, make_legacy(name, **opts)
-    from psched.core.simulator import simulate
-    from psched.policies import make_policy
-
-    return simulate, make_policy(name, **opts)
 
 
 def _counting_arrivals(policy: object, cpu_ms: list[float]) -> None:
@@ -108,7 +90,7 @@ def _counting(policy: object, active: list[int], cpu_ms: list[float]) -> None:
 
 
 def one(trace: str, n_jobs: int, policy: str, slot_seconds: float, check: bool,
-        impl: str = "after", load: float = 0.8, busy: int = 1000,
+        load: float = 0.8, busy: int = 1000,
         workers: int | None = None) -> dict:
     """Run one cell in this process; return its figures."""
     import numpy as np
@@ -139,8 +121,11 @@ def one(trace: str, n_jobs: int, policy: str, slot_seconds: float, check: bool,
             slot_seconds=slot_seconds)
     horizon = trace_horizon(specs, slot_seconds)
     t1 = time.perf_counter()
+    from psched.core.simulator import simulate
+    from psched.policies import make_policy
+
     name, opts = VARIANTS.get(policy, (policy, {}))
-    simulate, pol = _impl(impl, name, opts)
+    pol = make_policy(name, **opts)
     active: list[int] = []
     cpu_ms: list[float] = []
     if not getattr(pol, "commits_on_arrival", False):
@@ -158,7 +143,7 @@ def one(trace: str, n_jobs: int, policy: str, slot_seconds: float, check: bool,
     act = np.asarray(active) if active else np.zeros(0, dtype=int)
     cpu = np.asarray(cpu_ms)
     at_busy = cpu[act >= busy] if act.size else np.zeros(0)
-    return {"jobs": len(specs), "policy": policy, "impl": impl, "load_s": t1 - t0,
+    return {"jobs": len(specs), "policy": policy, "load_s": t1 - t0,
             "sim_s": t2 - t1, "sim_cpu_s": c2 - c1,
             "wall_s": t2 - t0, "base_mb": base_mb,
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -181,8 +166,6 @@ def main() -> None:
                     help="default: fifo,drf,oasis; with --philly every registered policy")
     ap.add_argument("--slot-seconds", type=float, default=3600.0)
     ap.add_argument("--no-check", action="store_true")
-    ap.add_argument("--impl", choices=("after", "before", "both"), default=None,
-                    help="default: both with --philly, else after")
     ap.add_argument("--load", type=float, default=0.8, help="load of the default cluster")
     ap.add_argument("--active", type=int, default=1000,
                     help="p99 decision time over events with at least this many active jobs")
@@ -206,8 +189,6 @@ def main() -> None:
     if hasattr(os, "sched_setaffinity") and not os.environ.get("PSCHED_BENCH_NO_PIN"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
     sizes = [int(x) for x in args.jobs.split(",")]
-    if args.impl is None:
-        args.impl = "both" if args.philly else "after"
     if args.policies is None:
         if args.philly and not args.one:
             from psched.policies import available_policies
@@ -221,7 +202,7 @@ def main() -> None:
         if args.cpu_limit:
             resource.setrlimit(resource.RLIMIT_CPU, (args.cpu_limit, args.cpu_limit + 5))
         print(json.dumps(one(args.trace, sizes[0], args.policies, args.slot_seconds,
-                             not args.no_check, args.impl, args.load, args.active,
+                             not args.no_check, args.load, args.active,
                              args.workers)))
         return
     if args.profile:
@@ -291,22 +272,8 @@ def _commit() -> str:
     return rev + ("+dirty" if dirty.strip() else "")
 
 
-def _impls(args: argparse.Namespace) -> list[str]:
-    return ["before", "after"] if args.impl == "both" else [args.impl]
-
-
-def _has_twin(policy: str) -> bool:
-    """Whether ``policy`` has a frozen pre-issue-18 implementation."""
-    tests = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests")
-    if tests not in sys.path:
-        sys.path.insert(0, tests)
-    from legacy_policies import LEGACY
-
-    return VARIANTS.get(policy, (policy, {}))[0] in LEGACY
-
-
 def _cached_cells(args: argparse.Namespace, sizes: list[int]) -> None:
-    """Issue 18's table: every (jobs, policy, impl) cell, run in a fresh child under a wall cap
+    """The table: every (jobs, policy) cell, run in a fresh child under a wall cap
     unless the cache has it, each cached at once; then the table from the cache."""
     from trace_cells import cell_key, format_table, needs_run, read_cache, write_cache
 
@@ -316,21 +283,18 @@ def _cached_cells(args: argparse.Namespace, sizes: list[int]) -> None:
     order: list[dict[str, str]] = []
     for n in sizes:
         for policy in args.policies.split(","):
-            for impl in _impls(args):
-                base = {"trace": trace_tag, "jobs": n, "policy": policy, "impl": impl,
-                        "workers_opt": args.workers or "", "load": args.load,
-                        "check": not args.no_check, "active": args.active}
-                key = cell_key(base)
-                if impl == "before" and not _has_twin(policy):
-                    cache[key] = {**{k: str(v) for k, v in base.items()}, "status": "no-twin"}
-                elif not args.table_only and needs_run(cache.get(key), args.cap, args.force):
-                    row = _run_cell(args, n, policy, impl, base, commit or "unknown")
-                    cache[key] = {k: "" if v is None else str(v) for k, v in row.items()}
-                    write_cache(args.cache, cache.values())
-                    print(format_table([cache[key]], args.active).splitlines()[-1],
-                          file=sys.stderr, flush=True)
-                if key in cache:
-                    order.append(cache[key])
+            base = {"trace": trace_tag, "jobs": n, "policy": policy, "impl": "after",
+                    "workers_opt": args.workers or "", "load": args.load,
+                    "check": not args.no_check, "active": args.active}
+            key = cell_key(base)
+            if not args.table_only and needs_run(cache.get(key), args.cap, args.force):
+                row = _run_cell(args, n, policy, base, commit or "unknown")
+                cache[key] = {k: "" if v is None else str(v) for k, v in row.items()}
+                write_cache(args.cache, cache.values())
+                print(format_table([cache[key]], args.active).splitlines()[-1],
+                      file=sys.stderr, flush=True)
+            if key in cache:
+                order.append(cache[key])
     if not args.table_only:
         write_cache(args.cache, cache.values())
     print(f"trace {trace_tag}, cache {args.cache}; peak MB = the cell's ru_maxrss, (before "
@@ -338,7 +302,7 @@ def _cached_cells(args: argparse.Namespace, sizes: list[int]) -> None:
     print(format_table(order, args.active))
 
 
-def _run_cell(args: argparse.Namespace, n: int, policy: str, impl: str, base: dict,
+def _run_cell(args: argparse.Namespace, n: int, policy: str, base: dict,
               commit: str) -> dict:
     """Run one cell in a fresh child under the wall cap; its cache row."""
     from datetime import datetime, timezone
@@ -347,8 +311,8 @@ def _run_cell(args: argparse.Namespace, n: int, policy: str, impl: str, base: di
     before = f"{os.getloadavg()[0]:.1f}"
     utc = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
     cmd = [sys.executable, os.path.abspath(__file__), "--one", "--trace", jobs_file, "--jobs",
-           str(n), "--policies", policy, "--slot-seconds", str(args.slot_seconds), "--impl",
-           impl, "--load", str(args.load), "--active", str(args.active)]
+           str(n), "--policies", policy, "--slot-seconds", str(args.slot_seconds),
+           "--load", str(args.load), "--active", str(args.active)]
     if args.workers:
         cmd += ["--workers", str(args.workers)]
     if args.no_check:
@@ -368,7 +332,7 @@ def _run_cell(args: argparse.Namespace, n: int, policy: str, impl: str, base: di
         print(out.stderr[-2000:], file=sys.stderr)
         return {**stamp, "status": f"exit {out.returncode}"}
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    return {**stamp, **{k: v for k, v in r.items() if k not in ("jobs", "policy", "impl")},
+    return {**stamp, **{k: v for k, v in r.items() if k not in ("jobs", "policy")},
             "status": "ok"}
 
 

@@ -1,6 +1,6 @@
-"""The cell cache and table of ``bench_traces.py`` (issue 18's per-policy trace-scale table).
+"""The cell cache and table of ``bench_traces.py`` (the per-policy trace-scale table).
 
-A cell is one (trace, jobs, policy, implementation, cluster options) simulation run in a fresh
+A cell is one (trace, jobs, policy, cluster options) simulation run in a fresh
 child process. Every finished or capped cell is one row of a CSV cache (written to a temp file
 then renamed, so an interrupted run leaves the previous cache whole), stamped with the commit,
 the UTC time and the load average before and after it, so that cells can be run in pieces (the
@@ -8,8 +8,7 @@ the UTC time and the load average before and after it, so that cells can be run 
 
 Rules: a cell with a result is not run again (``force`` re-runs it); a capped cell is run again
 only under a larger cap (a cell capped by ``--cpu-limit``, ``> N CPU s (cap)``, only with
-``force``); a capped cell prints ``> N s (cap)``, never a number; a policy with no
-frozen pre-issue-18 implementation prints ``no legacy twin`` in its ``before`` row.
+``force``); a capped cell prints ``> N s (cap)``, never a number.
 """
 
 from __future__ import annotations
@@ -90,17 +89,15 @@ def _pair(row: dict[str, str], a: str, b: str) -> str:
 
 def format_table(rows: Sequence[dict[str, str]], active: int) -> str:
     """The markdown table of ``rows`` (cache rows, in the order given): one line per cell."""
-    out = [f"| jobs | policy | impl | sim wall s | sim CPU s | peak MB (before sim) | "
+    out = [f"| jobs | policy | sim wall s | sim CPU s | peak MB (before sim) | "
            "decision wall ms p50 / p99 | decision CPU ms p50 / p99 | CPU ms p99 at >= "
            f"{active} active (events) | most active | completed | utility | commit, UTC, load |",
-           "|---:|---|---|---:|---:|---:|---|---|---|---:|---:|---:|---|"]
+           "|---:|---|---:|---:|---:|---|---|---|---:|---:|---:|---|"]
     for r in rows:
-        head = f"| {r['jobs']} | {r['policy']} | {r['impl']} |"
+        head = f"| {r['jobs']} | {r['policy']} |"
         stamp = (f"{r.get('commit', '')}, {r.get('utc', '')}, "
                  f"{r.get('loadavg_before', '')}–{r.get('loadavg_after', '')}")
-        if r["status"] == "no-twin":
-            out.append(f"{head} no legacy twin | | | | | | | | | |")
-        elif r["status"] in ("capped", "capped-cpu"):
+        if r["status"] in ("capped", "capped-cpu"):
             unit = "CPU s" if r["status"] == "capped-cpu" else "s"
             out.append(f"{head} > {float(r['cap_s']):g} {unit} (cap) | | | | | | | | | "
                        f"{stamp} |")

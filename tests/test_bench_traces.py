@@ -68,16 +68,14 @@ def test_a_cell_runs_only_when_missing_forced_failed_or_capped_lower(
     assert needs_run(cached, cap, force) is expected
 
 
-def test_table_prints_caps_and_missing_twins_never_a_number() -> None:
+def test_table_prints_caps_never_a_number() -> None:
     rows = [_row(), _row(policy="drf", status="capped", cap_s="300", sim_s="9.9"),
-            _row(policy="dorm", impl="before", status="no-twin"),
             _row(policy="rrh", status="capped-cpu", cap_s="120", sim_s="7.7")]
     lines = format_table(rows, 1000).splitlines()
-    assert len(lines) == 2 + 4
-    assert "| 100 | fifo | after | 2.5 | 2.4 | 80 (60) |" in lines[2]
+    assert len(lines) == 2 + 3
+    assert "| 100 | fifo | 2.5 | 2.4 | 80 (60) |" in lines[2]
     assert "> 300 s (cap)" in lines[3] and "9.9" not in lines[3]
-    assert "no legacy twin" in lines[4]
-    assert "> 120 CPU s (cap)" in lines[5] and "7.7" not in lines[5]
+    assert "> 120 CPU s (cap)" in lines[4] and "7.7" not in lines[4]
 
 
 def _bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -91,30 +89,25 @@ def _bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_bench_runs_cells_once_caches_them_and_prints_the_table_from_the_cache(
         tmp_path: Path) -> None:
-    _bench(tmp_path, "--policies", "fifo,dorm", "--impl", "both")
+    _bench(tmp_path, "--policies", "fifo,dorm")
     cache = read_cache(tmp_path / "cells.csv")
-    by = {(r["policy"], r["impl"]): r for r in cache.values()}
-    assert set(by) == {("fifo", "before"), ("fifo", "after"), ("dorm", "before"),
-                       ("dorm", "after")}
-    assert by[("dorm", "before")]["status"] == "no-twin"
-    for key in (("fifo", "before"), ("fifo", "after"), ("dorm", "after")):
-        assert by[key]["status"] == "ok"
-        assert float(by[key]["peak_mb"]) >= float(by[key]["base_mb"]) > 0
-    # the frozen loop and FIFO decide exactly as the new ones
-    assert by[("fifo", "before")]["utility"] == by[("fifo", "after")]["utility"]
-    assert by[("fifo", "before")]["completed"] == by[("fifo", "after")]["completed"]
-    before = (tmp_path / "cells.csv").read_text(encoding="utf-8")
-    again = _bench(tmp_path, "--policies", "fifo,dorm", "--impl", "both")  # all cached
-    assert (tmp_path / "cells.csv").read_text(encoding="utf-8") == before
-    table = _bench(tmp_path, "--policies", "fifo,dorm", "--impl", "both", "--table-only")
+    by = {r["policy"]: r for r in cache.values()}
+    assert set(by) == {"fifo", "dorm"}
+    for row in by.values():
+        assert row["status"] == "ok"
+        assert float(row["peak_mb"]) >= float(row["base_mb"]) > 0
+    first = (tmp_path / "cells.csv").read_text(encoding="utf-8")
+    again = _bench(tmp_path, "--policies", "fifo,dorm")  # all cached
+    assert (tmp_path / "cells.csv").read_text(encoding="utf-8") == first
+    table = _bench(tmp_path, "--policies", "fifo,dorm", "--table-only")
     assert table.stdout == again.stdout
-    assert table.stdout.count("\n| 40 | ") == 4
+    assert table.stdout.count("\n| 40 | ") == 2
 
 
 def test_a_cell_past_its_wall_cap_is_cached_as_capped(tmp_path: Path) -> None:
     # 10 ms: less than a fresh interpreter takes to import the benchmark, on any machine (a
     # 0.2-s cap let the 40-job FIFO cell finish on a fast one)
-    out = _bench(tmp_path, "--policies", "fifo", "--impl", "after", "--cap", "0.01")
+    out = _bench(tmp_path, "--policies", "fifo", "--cap", "0.01")
     (row,) = read_cache(tmp_path / "cells.csv").values()
     assert row["status"] == "capped" and row["sim_s"] == ""
     assert "> 0.01 s (cap)" in out.stdout
