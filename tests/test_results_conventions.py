@@ -212,3 +212,18 @@ def test_every_argument_of_every_command_has_help_text() -> None:
 
     walk(build_parser(), ["psched"])
     assert missing == []
+
+
+def test_dual_per_utility_has_one_meaning_for_every_policy_with_a_dual_bound() -> None:
+    """``dual/util`` = dual_bound / utility earned, whatever the policy commits or promises."""
+    req = SimulateRequest(trace=str(DEMO), policies="oasis,oasis-rp", progress=False)
+    summary, _ = run_simulation(req)
+    buf = io.StringIO()
+    print_table(summary, file=buf)
+    lines = buf.getvalue().splitlines()
+    header = lines[1].split()
+    for name, s in summary["policies"].items():
+        assert s["dual_bound"] >= s["total_utility"] > 0, name
+        assert s["dual_per_utility"] == s["dual_bound"] / s["total_utility"], name
+        row = next(line.split() for line in lines[2:] if line.split()[0] == name)
+        assert row[header.index("dual/util")] == f"{s['dual_per_utility']:.3f}", name

@@ -14,7 +14,7 @@ import numpy as np
 from psched.core.model import RESOURCES, Pool
 from psched.core.records import JobRecord, RunResult, capacity_slots
 
-__all__ = ["SUMMARY_KEYS", "lateness", "summarize", "training_figures"]
+__all__ = ["SUMMARY_KEYS", "dual_per_utility", "lateness", "summarize", "training_figures"]
 
 #: Keys every policy's entry in ``summary.json`` has (policies may add more, e.g. a dual bound).
 SUMMARY_KEYS: tuple[str, ...] = (
@@ -104,4 +104,18 @@ def summarize(result: RunResult) -> dict[str, Any]:
     out.update(training_figures(result))
     for key, value in result.report.items():
         out.setdefault(key, value)
+    if out.get("dual_bound") is not None:
+        out["dual_per_utility"] = dual_per_utility(out["dual_bound"], out["total_utility"])
     return out
+
+
+def dual_per_utility(dual_bound: float, total_utility: float) -> float | None:
+    """The ``dual/util`` column: ``dual_bound`` over the utility the run earned.
+
+    One meaning for every policy that reports a dual bound: the denominator is
+    ``total_utility`` (``f(duration)`` summed over completed jobs, as every policy's utility
+    is counted), not what the policy committed or promised, so a job that completes without a
+    promise counts, and one admitted but unfinished does not. ``dual_bound`` >= OPT, so the
+    ratio is an upper bound on OPT / ALG. None when nothing was earned.
+    """
+    return float(dual_bound) / total_utility if total_utility > 0 else None

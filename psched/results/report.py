@@ -35,7 +35,7 @@ p.note{font-size:.85em;color:#555} .warn{color:#a04000}
 #: Columns of the report's summary table: (summary key, header, format).
 _TABLE: tuple[tuple[str, str, str], ...] = (
     ("total_utility", "utility", ".1f"), ("dual_bound", "dual bound", ".1f"),
-    ("certified_ratio", "dual/util", ".3f"), ("admitted", "admit", "d"),
+    ("dual_per_utility", "dual/util", ".3f"), ("admitted", "admit", "d"),
     ("rejected", "reject", "d"), ("completed", "done", "d"), ("unfinished", "unfin", "d"),
     ("jct_mean_h", "JCT mean (h)", ".2f"), ("jct_p99_h", "JCT p99 (h)", ".2f"),
     ("queueing_mean_h", "queue (h)", ".2f"), ("makespan_h", "makespan (h)", ".1f"),
@@ -82,8 +82,9 @@ def _head(run: RunFiles) -> list[str]:
         cells = "".join(f"<td>{_fmt(pf.summary.get(k), f)}</td>" for k, _, f in _TABLE)
         rows.append(f"<tr><td class=l>{html.escape(name)}</td>{cells}</tr>")
     out.append(f"<table id=summary>{''.join(rows)}</table>")
-    out.append("<p class=note>dual/util is the dual bound over the utility committed: an upper "
-               "bound on OPT/ALG certified by the dual, not OPT/ALG itself.</p>")
+    out.append("<p class=note>dual/util is the dual bound over the utility earned (the "
+               "utility column, counted alike for every policy): an upper bound on OPT/ALG "
+               "certified by the dual, not OPT/ALG itself.</p>")
     prov = run.summary.get("provenance") or {}
     if prov:
         items = "".join(f"<tr><td class=l>{html.escape(str(k))}</td><td class=l>"

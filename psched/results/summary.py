@@ -49,8 +49,8 @@ COLUMN_LEGEND: tuple[tuple[str, str], ...] = (
     ("dec_p50_ms", "median decision time per decision event, ms"),
     ("dec_p99_ms", "99th percentile of the decision time, ms"),
     ("dual_bound", "OASiS-family: the dual objective, an upper bound on the offline optimum"),
-    ("dual/util", "dual_bound / committed utility: a certified UPPER BOUND on OPT/ALG, "
-                  "not OPT/ALG itself (psched ratio measures that)"),
+    ("dual/util", "dual_bound / utility (the utility earned, counted alike for every policy): "
+                  "an UPPER BOUND on OPT/ALG, not OPT/ALG itself (psched ratio measures that)"),
 )
 
 #: Keys of ``summary["provenance"]``.

@@ -307,7 +307,7 @@ def print_table(summary: Mapping[str, Any], file: TextIO = sys.stdout) -> None:
                      *([_fmt(s.get("deadline_met_fraction"), ".2f")] if deadlines else []),
                      _fmt(gpu, ".2f"), _fmt(s["decision_ms_p50"], ".2f"),
                      _fmt(s["decision_ms_p99"], ".2f"), _fmt(s.get("dual_bound")),
-                     _fmt(s.get("certified_ratio"), ".3f")))
+                     _fmt(s.get("dual_per_utility"), ".3f")))
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     p = summary["params"]
     print(f"# {p['n_jobs']} jobs, T = {p['horizon']} slots of {p['slot_seconds']:g} s, "
