@@ -158,7 +158,8 @@ def test_registry_refuses_import_paths_unless_allowed() -> None:
 
 
 @pytest.mark.parametrize(("spec", "hparams", "match"), [
-    ("resnet9000", {}, "unknown workload 'resnet9000'; known: mlp, softmax, torch-mlp"),
+    ("resnet9000", {},
+     "unknown workload 'resnet9000'; known: mlp, softmax, torch-cnn, torch-lm, torch-mlp"),
     ("mlp", {"hiden": 3}, "hparams.hiden: unknown hyper-parameter of 'mlp'"),
     ("mlp", {"dataset": "cifar"},
      "hparams.dataset: expected one of digits, digits-hard, got 'cifar'"),

@@ -27,6 +27,10 @@ Task ordering between one caller and one actor is FIFO, so a worker's pull after
 sees that push applied; in async mode push and pull are one call (:meth:`PSShard.push_pull`),
 one round trip per shard per step.
 
+Devices: a worker trains on exactly the GPUs Ray assigned it (``num_gpus`` of the job's worker
+demand; none: every GPU hidden from it), or on the CPU (:mod:`ray_cluster.ps.devices`); a
+shard updates on the CPU. :meth:`Worker.device` says which, for the job's log.
+
 Versions: every change of a shard's slice (an update, a load) makes a new
 :meth:`PSShard.version`, unique to the shard actor. A worker keeps the slices of its last
 pull or push with their versions and pulls with :meth:`PSShard.pull_if_changed`, so a shard
@@ -37,6 +41,7 @@ in the store (it held it during the segment anyway).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -48,6 +53,7 @@ import numpy as np
 import ray
 
 from ray_cluster.ps.checkpoint import read_range, write_slice
+from ray_cluster.ps.devices import claim_devices, placed_workload
 from ray_cluster.ps.elastic import LRScaleSchedule
 from ray_cluster.ps.optim import (
     FUSED_MIN_ELEMENTS,
@@ -254,7 +260,10 @@ class Worker:
     """One worker: owns data partitions, computes real gradients, exchanges with the shards."""
 
     def __init__(self, workload: Workload, n_partitions: int, batch_size: int) -> None:
-        self.workload = workload
+        # before anything touches CUDA: the GPUs Ray assigned, or none visible at all
+        gpu_ids, visible = claim_devices(ray.get_gpu_ids())
+        self.workload, self.device_info = placed_workload(
+            workload, gpu_ids, visible, ray.get_runtime_context().get_node_id())
         self.n_partitions = n_partitions
         self.batch_size = batch_size
         self.shards: list[Any] = []
@@ -268,6 +277,14 @@ class Worker:
     def warm(self) -> int:
         """Load the data now (cached per process); returns the training-set size."""
         return len(self.workload.partition(1, 0))
+
+    def device(self) -> dict[str, Any]:
+        """Where this worker trains (:class:`~ray_cluster.ps.devices.DeviceInfo` as a dict),
+        with ``data``: the workload's description of its data (``describe()``, e.g. the
+        corpus hash of ``torch-lm``) where it has one."""
+        describe = getattr(self.workload, "describe", None)
+        return {**dataclasses.asdict(self.device_info),
+                "data": str(describe()) if callable(describe) else ""}
 
     def set_shards(self, shards: Sequence[Any], bounds: Sequence[tuple[int, int]]) -> None:
         """Exchange with these shards, shard ``i`` owning ``[bounds[i][0], bounds[i][1])``."""

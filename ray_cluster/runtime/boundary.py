@@ -77,7 +77,9 @@ class SlotBoundary(Checkpoints):
                 for w in (self.workers if shards_changed else new)]
         if count_changed:
             refs += self._assign_partitions(range(len(self.workers)))
-        self._wait(refs)
+        unknown = [w for w in self.workers if w not in self._devices]  # where new ones train
+        found = self._wait(refs + [w.device.remote() for w in unknown])[len(refs):]
+        self._note_devices(unknown, found)
         n = len(self.workers)
         if n and self._lr_workers and n != self._lr_workers:
             ray.get([s.on_resize.remote(self._lr_workers, n) for s in self.shards])

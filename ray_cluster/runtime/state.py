@@ -17,6 +17,7 @@ import ray
 
 from ray_cluster.ps.actors import STATE_KEYS
 from ray_cluster.ps.checkpoint import CheckpointStore
+from ray_cluster.ps.devices import DeviceInfo
 from ray_cluster.ps.optim import MomentumSGD
 from ray_cluster.runtime.types import (
     NoPlacement,
@@ -108,6 +109,8 @@ class RuntimeState:
         self._resume_at = 0.0  # no new segment before this wall time (back-off)
         self._seg_batches = 0  # mini-batches applied when the segment began
         self.backoffs: list[tuple[str, float]] = []  #: (why, seconds) of every back-off
+        self._devices: dict[Any, dict[str, Any]] = {}  # worker handle -> Worker.device()
+        self._data_line = ""  # the workers' description of their data, as last logged
 
     @property
     def done(self) -> bool:
@@ -160,6 +163,34 @@ class RuntimeState:
             raise RuntimeError(f"shards of {self.job.job_id} disagree: {sorted(got)}")
         step, batches = got.pop()
         return int(step), int(batches)
+
+    def worker_devices(self) -> list[dict[str, Any]]:
+        """Where each worker trains, in worker order (``Worker.device()``: node, GPU ids,
+        ``CUDA_VISIBLE_DEVICES``, device, name, memory), as of the last resize."""
+        return [self._devices.get(w, {}) for w in self.workers]
+
+    def device_line(self) -> str:
+        """The workers' devices in one line: ``w0 cuda:0 NVIDIA H100 (79.1 GB) gpu 3 node
+        1a2b3c4d; w1 ...`` (empty without workers)."""
+        out = []
+        for i, d in enumerate(self.worker_devices()):
+            if d:
+                info = DeviceInfo(**{k: v for k, v in d.items() if k != "data"})
+                out.append(f"w{i} {info.line()}")
+        return "; ".join(out)
+
+    def _note_devices(self, new: Sequence[Any], found: Sequence[dict[str, Any]]) -> None:
+        """After a resize: remember where the ``new`` workers train, and log every worker's
+        device (once per slot the job runs) and any new description of the data."""
+        known = {**self._devices, **dict(zip(new, found, strict=True))}
+        self._devices = {w: known[w] for w in self.workers if w in known}
+        if not self.workers:
+            return
+        self._mark(f"devices: {self.device_line()}")
+        for d in found:
+            if d.get("data") and d["data"] != self._data_line:
+                self._data_line = d["data"]
+                self._mark(f"data: {d['data']}")
 
     def _wait(self, refs: list[Any]) -> list[Any]:
         """``ray.get`` with the start-up timeout: actors that cannot be placed fail the slot

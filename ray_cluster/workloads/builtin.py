@@ -5,7 +5,8 @@ parameter server can shard it by slicing. Workers call :meth:`Workload.partition
 then draw batches and compute ``(loss, flat gradient)``; the job owner calls
 :meth:`Workload.evaluate` on held-out data.
 
-Built-ins (all on real data shipped inside scikit-learn, nothing is downloaded):
+Built-ins (all on real data that ships with the install: scikit-learn's digits, the standard
+library's source; nothing is downloaded):
 
 ``softmax``
     multinomial logistic regression in numpy.
@@ -15,8 +16,18 @@ Built-ins (all on real data shipped inside scikit-learn, nothing is downloaded):
 ``torch-mlp``
     the same network in PyTorch (optional extra ``torch``, imported lazily, CUDA when present);
     see :mod:`ray_cluster.workloads.torch_mlp`.
+``torch-cnn``
+    a convolutional network on the digits, from 5 MB to 81 MB of parameters by its
+    hyper-parameters (:mod:`ray_cluster.workloads.torch_cnn`).
+``torch-lm``
+    a byte-level transformer language model on the Python standard library's own source, read
+    in a fixed order with its hash logged, from 2 MB to about 100 MB of parameters
+    (:mod:`ray_cluster.workloads.torch_lm`; its text: :mod:`ray_cluster.workloads.corpus`).
 
-Each takes ``dataset``:
+The PyTorch workloads train on their ``device`` (``auto``: CUDA when present); a worker actor
+replaces it by the device Ray assigned it (:mod:`ray_cluster.ps.devices`).
+
+The digit workloads take ``dataset``:
 
 ``digits``
     scikit-learn's ``load_digits`` (1,797 8x8 grey images, 10 classes), pixels scaled to
@@ -71,6 +82,7 @@ __all__ = [
     "DATASETS",
     "HPARAMS",
     "MLP",
+    "TORCH_WORKLOADS",
     "WORKLOADS",
     "Batch",
     "Dataset",
@@ -193,14 +205,24 @@ class SoftmaxRegression(MLP):
 
 
 # --------------------------------------------------------------------------- registry
-def _torch_mlp() -> type:
-    # lazy, by name: torch is an optional extra, and ray_cluster.workloads.torch_mlp builds on
-    # this module (an import here would make the two import each other)
-    cls: type = importlib.import_module("ray_cluster.workloads.torch_mlp").TorchMLP
+#: The PyTorch workloads: name -> ``module:Class``, imported on first use (torch is an
+#: optional extra, and these modules build on this one: an import here would make them
+#: import each other).
+TORCH_WORKLOADS: dict[str, str] = {
+    "torch-mlp": "ray_cluster.workloads.torch_mlp:TorchMLP",
+    "torch-cnn": "ray_cluster.workloads.torch_cnn:TorchCNN",
+    "torch-lm": "ray_cluster.workloads.torch_lm:TorchLM",
+}
+
+
+def _torch_class(name: str) -> type:
+    module, _, attr = TORCH_WORKLOADS[name].partition(":")
+    cls: type = getattr(importlib.import_module(module), attr)
     return cls
 
 
-WORKLOADS: dict[str, Any] = {"softmax": SoftmaxRegression, "mlp": MLP, "torch-mlp": _torch_mlp}
+WORKLOADS: dict[str, Any] = {"softmax": SoftmaxRegression, "mlp": MLP,
+                             **dict.fromkeys(TORCH_WORKLOADS)}
 
 
 def available_workloads() -> list[str]:
@@ -243,14 +265,14 @@ def get_workload(name_or_import_path: str, hparams: dict[str, Any] | None = None
             raise InputError(f"import path {name_or_import_path!r} refused: user workloads "
                              "need allow_import=True", field="workload")
         cls = _resolve_import(name_or_import_path)
+    elif name_or_import_path in TORCH_WORKLOADS:
+        try:
+            cls = _torch_class(name_or_import_path)
+        except ImportError as err:
+            raise InputError(f"workload {name_or_import_path!r} needs the torch extra: {err}",
+                             field="workload") from None
     elif name_or_import_path in WORKLOADS:
         cls = WORKLOADS[name_or_import_path]
-        if cls is _torch_mlp:
-            try:
-                cls = _torch_mlp()
-            except ImportError as err:
-                raise InputError(f"workload 'torch-mlp' needs the torch extra: {err}",
-                                 field="workload") from None
     else:
         raise InputError(f"unknown workload {name_or_import_path!r}; known: "
                          f"{', '.join(available_workloads())} or pkg.module:Class",

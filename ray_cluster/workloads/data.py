@@ -43,8 +43,8 @@ class Partition:
 class Batch:
     """A mini-batch of examples."""
 
-    x: np.ndarray               #: inputs, shape ``(n, d)``
-    y: np.ndarray               #: integer class labels, shape ``(n,)``
+    x: np.ndarray               #: inputs, shape ``(n, d)`` (a sequence model: ``(n, T)`` tokens)
+    y: np.ndarray               #: integer class labels, shape ``(n,)`` (or ``(n, T)``)
 
     def __len__(self) -> int:
         return int(self.y.size)

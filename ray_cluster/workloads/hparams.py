@@ -37,6 +37,8 @@ _DATA_PARAMS: dict[str, Param] = {
     "copies": Param(kind=int, least=1, most=64),  # 1,348 x 64 images of 64 float64: 44 MB
     "noise": Param(kind=float, least=0.0, most=10.0),
 }
+#: Where a PyTorch workload trains (a worker actor trains on the device Ray assigned it).
+_DEVICE = Param(kind=str, pattern=r"auto|cpu|cuda(:[0-9]{1,2})?")
 #: The hyper-parameters each built-in workload accepts: name -> what it accepts. Checked at
 #: submit (:func:`check_hparams`), before anything is built; kept equal to the workloads'
 #: fields by a test. Hidden units at most 4096 (under 300,000 parameters on digits).
@@ -46,7 +48,16 @@ HPARAMS: dict[str, dict[str, Param]] = {
     "mlp": {**_DATA_PARAMS, "hidden": Param(kind=int, least=0, most=4096),
             "activation": Param(kind=str, choices=("relu", "tanh"))},
     "torch-mlp": {**_DATA_PARAMS, "hidden": Param(kind=int, least=1, most=4096),
-                  "device": Param(kind=str, pattern=r"auto|cpu|cuda(:[0-9]{1,2})?")},
+                  "device": _DEVICE},
+    # at most 256 channels and 2048 hidden units: about 20 million parameters (81 MB)
+    "torch-cnn": {**_DATA_PARAMS, "channels": Param(kind=int, least=1, most=256),
+                  "hidden": Param(kind=int, least=1, most=2048), "device": _DEVICE},
+    # at most 768 wide and 12 blocks of context 1024: about 86 million parameters (345 MB)
+    "torch-lm": {"d_model": Param(kind=int, least=8, most=768),
+                 "layers": Param(kind=int, least=1, most=12),
+                 "heads": Param(kind=int, least=1, most=16),
+                 "context": Param(kind=int, least=8, most=1024),
+                 "corpus_mb": Param(kind=float, least=0.25, most=64.0), "device": _DEVICE},
 }
 
 
