@@ -6,6 +6,7 @@ connection: WAL readers never block the writer) into what the page draws
 (``page_static/page.js``):
 
 * ``service`` -- slot, phase, policy, slot length, the latest slot boundaries' times;
+* ``servers`` -- each server's id, pool, capacity and readable name (:func:`server_labels`);
 * ``jobs`` -- each job's state, decision, promise, plan end, progress, utility so far;
 * ``cells`` -- the Gantt chart's containers ``[slot, job, server, role, count, kind]`` over
   a window of slots around the current one: what ran (from the journal's ``slots`` rows),
@@ -27,20 +28,21 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from psched.core.model import RESOURCES
+from psched.core.model import RESOURCES, Cluster
 from psched.oasis.prices import log_prices
 from ray_cluster.service.core import SchedulerService
 from ray_cluster.service.views import LiveView
 
 __all__ = ["AHEAD_SLOTS", "CHUNK", "EVENTS_SHOWN", "JOBS_SHOWN", "MAX_CELLS", "PAST_SLOTS",
-           "PageData"]
+           "PageData", "server_labels"]
 
 PAST_SLOTS = 40  #: slots before the current one the Gantt chart shows
 #: slots from the current one on that it shows at most (the plan ahead; fewer when every
@@ -80,6 +82,7 @@ class PageData:
         self._db = sqlite3.connect(f"file:{journal}?mode=ro", uri=True,
                                    check_same_thread=False)
         self._ran: dict[int, dict[str, Any]] = {}  # slot -> executed plan (journal JSON)
+        self._labels: tuple[tuple[str, ...], list[str]] = ((), [])  # server ids, their labels
 
     def close(self) -> None:
         self._db.close()
@@ -119,9 +122,10 @@ class PageData:
                         "horizon": view.horizon, "slot_started": view.slot_started,
                         "boundary_ms": _boundary(view.boundary_ms)},
             "resources": list(RESOURCES),
-            "servers": [{"id": s.server_id, "pool": s.pool.value,
+            "servers": [{"id": s.server_id, "label": label, "pool": s.pool.value,
                          "capacity": [float(getattr(s.capacity, r)) for r in RESOURCES]}
-                        for s in view.cluster.servers],
+                        for s, label in zip(view.cluster.servers, self._server_labels(view),
+                                            strict=True)],
             "counts": counts,
             "jobs": [{**_job_row(j, view.demands.get(j["job_id"])), "seq": i}
                      for j, i in zip(jobs, shown, strict=True)],
@@ -217,6 +221,13 @@ class PageData:
             out[pool] = _clean(price.mean(axis=1))
         return out
 
+    def _server_labels(self, view: LiveView) -> list[str]:
+        """:func:`server_labels` of the cluster, read from Ray again only when it changed."""
+        ids = tuple(s.server_id for s in view.cluster.servers)
+        if self._labels[0] != ids:
+            self._labels = ids, server_labels(view.cluster, self.svc.node_of, _ray_nodes())
+        return self._labels[1]
+
     # -- the journal ----------------------------------------------------------------------------
     def _events(self) -> list[dict[str, Any]]:
         rows = [{"at": at, "slot": slot, "job": job, "kind": kind, "info": info}
@@ -237,6 +248,54 @@ class PageData:
             rows.append({"at": at, "slot": slot, "job": job, "kind": kind, "info": info})
         rows.sort(key=lambda r: -float(r["at"]))
         return rows[:EVENTS_SHOWN]
+
+
+def server_labels(cluster: Cluster, node_of: Mapping[int, str] | None,
+                  nodes: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each server's name on the page: ``HOST worker`` or ``HOST PS`` for a server that stands
+    for a share of a Ray node without a name of its own (its id is the node id's first 8
+    hex digits, ``8607a5b8/w``), where HOST is the node's host name, else its address
+    (``#2``, ``#3``... for further nodes of one host); otherwise the server's id and role.
+
+    Parameters
+    ----------
+    cluster
+        The service's cluster.
+    node_of
+        Server index -> Ray node id (None: a service without Ray).
+    nodes
+        Rows of ``ray.nodes()`` (``NodeID``, ``NodeManagerHostname``, ``NodeName``).
+    """
+    by_id = {str(n.get("NodeID", "")): n for n in nodes}
+    hosts: dict[str, str] = {}  # node id -> its label
+    taken: dict[str, int] = {}  # host -> nodes of it seen
+    out = []
+    for i, server in enumerate(cluster.servers):
+        role = "PS" if server.pool.value == "ps" else "worker"
+        node = by_id.get((node_of or {}).get(i, ""))
+        if node is None or not server.server_id.startswith(str(node["NodeID"])[:8]):
+            out.append(f"{server.server_id} ({role})")
+            continue
+        node_id = str(node["NodeID"])
+        if node_id not in hosts:
+            host = str(node.get("NodeManagerHostname") or node.get("NodeName") or node_id[:8])
+            taken[host] = taken.get(host, 0) + 1
+            hosts[node_id] = host if taken[host] == 1 else f"{host}#{taken[host]}"
+        out.append(f"{hosts[node_id]} {role}")
+    return out
+
+
+def _ray_nodes() -> list[dict[str, Any]]:
+    """``ray.nodes()`` where this process is connected to Ray, else nothing."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return []
+    from ray_cluster.runtime.cluster_model import ray_nodes
+
+    try:
+        return ray_nodes()
+    except Exception:  # the labels are cosmetic: ids then
+        return []
 
 
 def _narrow(cells: list[list[int]], t: int, first: int,

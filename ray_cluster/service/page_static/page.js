@@ -14,7 +14,8 @@
   const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
     "#7f7f7f", "#bcbd22", "#17becf", "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e",
     "#e6ab02", "#a6761d", "#666666"];
-  const RES_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"];
+  // one colour per resource of the document (gpu, cpu, memory, storage, bandwidth)
+  const RES_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"];
   const NS = "http://www.w3.org/2000/svg";
   const KIND = ["ran", "runs now", "planned"];
   const $ = (id) => document.getElementById(id);
@@ -128,6 +129,7 @@
 
   // -- the schedule ----------------------------------------------------------------------------
   const LEFT = 150, RIGHT = 16, TOP = 24, WIDTH = 1180;
+  const LEGEND = 14; // a line chart's legend row, above the "now" label
 
   function xScale(d) {
     const [first, end] = d.window;
@@ -152,7 +154,10 @@
     }
     el("svg:rect", { class: "now", x: sx.x(t), y: top, width: sx.w, height: bottom - top }, svg);
     el("svg:line", { class: "nowline", x1: sx.x(t), x2: sx.x(t), y1: top - 6, y2: bottom }, svg);
-    el("svg:text", { x: sx.x(t) + 3, y: top - 8, id: "now-label" }, svg, `now: slot ${t}`);
+    // above the plot, below any legend row; right-aligned where it would leave the chart
+    const right = sx.x(t) + 90 > WIDTH - RIGHT;
+    el("svg:text", { x: right ? sx.x(t) - 3 : sx.x(t) + 3, y: top - 8, id: "now-label",
+      class: "now-label", "text-anchor": right ? "end" : "start" }, svg, `now: slot ${t}`);
   }
 
   function gantt(d) {
@@ -169,8 +174,8 @@
       const s = d.servers[h];
       const label = el("svg:text", { x: LEFT - 6, y: TOP + r * ROW + ROW / 2 + 4,
         "text-anchor": "end", class: "server" }, svg,
-        `${s.id.length > 16 ? "…" + s.id.slice(-15) : s.id} (${s.pool === "ps" ? "PS" : "worker"})`);
-      el("svg:title", {}, label, s.id);
+        s.label.length > 22 ? s.label.slice(0, 21) + "…" : s.label);
+      el("svg:title", {}, label, `${s.label}: server ${s.id}`);
     });
     const nWorkers = order.filter((h) => d.servers[h].pool === "worker").length;
     el("svg:line", { class: "pooldiv", x1: LEFT, x2: WIDTH - RIGHT, y1: TOP + nWorkers * ROW,
@@ -205,7 +210,7 @@
     for (const pool of ["worker", "ps"]) {
       const rows = series[pool];
       if (!rows) continue;
-      const H = 150, top = TOP, bottom = top + H;
+      const H = 150, top = TOP + LEGEND, bottom = top + H;
       const svg = el("svg:svg", { width: WIDTH, height: bottom + 34, id: `${opt.unit}-${pool}` }, box);
       const sx = xScale(d);
       slotAxis(svg, d, sx, top, bottom);
@@ -223,7 +228,8 @@
         el("svg:text", { x: LEFT - 6, y: y(v) + 4, "text-anchor": "end" }, svg,
           opt.log ? v.toPrecision(2) : v.toFixed(1));
       }
-      el("svg:text", { x: LEFT, y: 12 }, svg, `${pool === "ps" ? "PS" : "worker"} pool`);
+      el("svg:text", { x: LEFT, y: 12, class: "legend-title" }, svg, `${pool === "ps" ? "PS" : "worker"} pool`);
+      let shown = 0; // legend entries so far: one per resource the pool has
       d.resources.forEach((res, r) => {
         const cap = d.servers.filter((s) => s.pool === pool).reduce((a, s) => a + s.capacity[r], 0);
         if (!(cap > 0)) return;
@@ -238,7 +244,9 @@
           el("svg:path", { d: path, fill: "none", stroke: RES_COLOURS[r], "stroke-width": 1.6,
             class: `series res-${res}` }, svg);
         }
-        el("svg:text", { x: LEFT + 90 + 120 * r, y: 12, fill: RES_COLOURS[r] }, svg, `— ${res}`);
+        // the series' colour: set as a style, which the stylesheet's text colour cannot override
+        el("svg:text", { x: LEFT + 90 + 130 * shown++, y: 12, class: `legend res-${res}` }, svg,
+          `— ${res}`).style.fill = RES_COLOURS[r];
       });
     }
   }
