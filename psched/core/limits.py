@@ -51,7 +51,7 @@ from typing import Any
 from psched.core.errors import InputError
 from psched.core.horizon import MAX_HORIZON_SLOTS
 from psched.core.model import RESOURCES, JobSpec, Resources
-from psched.core.utility import UTILITY_KINDS, Utility
+from psched.core.utility import ALL_KINDS, Utility
 
 __all__ = [
     "ID_PATTERN",
@@ -318,8 +318,8 @@ def _utility(value: Any, where: Where) -> Utility:
     if extra:
         raise where.error(f"utility.{extra[0]}", "unknown field")
     kind = value.get("kind")
-    if kind not in UTILITY_KINDS:
-        raise where.error("utility.kind", f"expected one of {', '.join(UTILITY_KINDS)}", kind)
+    if kind not in ALL_KINDS:
+        raise where.error("utility.kind", f"expected one of {', '.join(ALL_KINDS)}", kind)
     numbers = {k: _real(value.get(k, 0.0), where, f"utility.{k}", 0.0, MAX_UTILITY[k])
                for k in ("value", "decay", "target")}
     steps = value.get("steps") or ()

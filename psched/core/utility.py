@@ -30,31 +30,38 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported where used: parsing a job file needs no numpy
     import numpy as np
 
-__all__ = ["UTILITY_KINDS", "Utility", "expit", "format_steps", "make_utility", "parse_steps",
-           "step_utility"]
+__all__ = ["ALL_KINDS", "STEP_KIND", "UTILITY_KINDS", "Utility", "expit", "format_steps",
+           "make_utility", "parse_steps", "step_utility"]
 
-UTILITY_KINDS: tuple[str, ...] = ("sigmoid", "constant", "linear", "deadline", "step")
+#: The kinds given by the three numbers ``value``, ``decay``, ``target``.
+UTILITY_KINDS: tuple[str, ...] = ("sigmoid", "constant", "linear", "deadline")
+#: The kind given by its ``steps`` (a trace's own values at completion times).
+STEP_KIND = "step"
+#: Every kind a :class:`Utility` may have.
+ALL_KINDS: tuple[str, ...] = (*UTILITY_KINDS, STEP_KIND)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Utility:
     """A non-increasing utility of the duration in slots."""
 
-    kind: str  #: one of :data:`UTILITY_KINDS`
+    kind: str  #: one of :data:`ALL_KINDS`
     value: float  #: maximum utility (the paper's priority gamma1)
     decay: float = 0.0  #: steepness gamma2 (sigmoid) or loss per late slot (linear)
     target: float = 0.0  #: target duration gamma3 / deadline, slots
     steps: tuple[tuple[float, float], ...] = ()  #: (slots, value) pairs of a step utility
 
     def __post_init__(self) -> None:
-        if self.kind not in UTILITY_KINDS:
-            raise ValueError(f"utility kind must be one of {UTILITY_KINDS}, got {self.kind!r}")
+        if self.kind not in ALL_KINDS:
+            raise ValueError(f"utility kind must be one of {ALL_KINDS}, got {self.kind!r}")
         for name in ("value", "decay", "target"):
             v = getattr(self, name)
             if not math.isfinite(v) or v < 0:
                 raise ValueError(f"utility {name} must be finite and >= 0, got {v!r}")
-        if self.steps or self.kind == "step":
+        if self.steps or self.kind == STEP_KIND:
             object.__setattr__(self, "steps", _checked_steps(self))
+        elif type(self.steps) is not tuple:  # an empty list from JSON reads back equal
+            object.__setattr__(self, "steps", ())
 
     def __call__(self, d: Any) -> Any:
         """f(d) for a duration or an array of durations (slots). A Python or numpy integer
