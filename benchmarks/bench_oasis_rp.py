@@ -35,6 +35,8 @@ import numpy as np  # noqa: E402
 from psched.core.policy import Policy  # noqa: E402
 from psched.core.simulator import simulate  # noqa: E402
 from psched.policies import make_policy  # noqa: E402
+from psched.policies.oasis_rp import OasisRpPolicy  # noqa: E402
+from psched.policies.oasis_rp.observer import Observer  # noqa: E402
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs  # noqa: E402
 
 #: oasis-rp's options that change decisions, each moved off its default
@@ -72,7 +74,7 @@ class _Timed:
     Two figures per job. **Per decision** (the issue's metric): its ``on_arrival`` call, plus,
     when the policy holds it (``Decision.hold``: ``batch``, ``soft``) and decides it at a slot
     boundary (``admit_held``), its own decision there (its search, re-pack, promise: the
-    policy's ``decision_probe``) and an even share of that call's common work (the call's CPU
+    policy's ``observer``) and an even share of that call's common work (the call's CPU
     less the decisions probed in it: ordering, reservations upkeep), shared by the jobs the
     call decided (probed) or answered. **Answer wait**: its ``on_arrival`` call plus the whole
     ``admit_held`` calls that decided or answered it (its answer waited for all of them: a
@@ -92,8 +94,14 @@ class _Timed:
         self._own: dict[str, float] = {}  # this admit_held call: job -> own decision ms
         if getattr(inner, "admit_held", None) is not None:
             self.admit_held = self._admit_held
-        if hasattr(inner, "decision_probe"):
-            inner.decision_probe = self._probe
+        if isinstance(inner, OasisRpPolicy):
+            probe = self._probe
+
+            class Seen(Observer):
+                def decided(self, job_id: str, cpu_s: float) -> None:
+                    probe(job_id, cpu_s)
+
+            inner.observer = Seen()
 
     def __getattr__(self, name: str) -> Any:  # every other hook is the policy's own
         return getattr(self.inner, name)

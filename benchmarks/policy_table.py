@@ -21,8 +21,8 @@ The **evaluation table** (``--table eval``, issue 26; none of its rows was used 
 * ``oasis-100`` .. ``oasis-400`` at seeds 5..9;
 * ``efsplit-cluster10``, ``efsplit-195job``: the second half of the ElasticFlow trace, with its
   first half as the price history (``bench_oasis_rp_history.py --history split``), mapping
-  seeds 0..4. A policy that declares ``takes_price_bounds`` (the OASiS family) prices from that
-  history (``price_source="history"``); the rivals ignore it;
+  seeds 0..4. A priced policy (``psched.core.policy.takes_price_bounds``: the OASiS family)
+  prices from that history (``price_source="history"``); the rivals ignore it;
 * ``philly-2000``, ``philly-10000``, ``philly-80000``: ``psched trace synth --scenario philly``
   at that many jobs, seeds 0..2, loaded as ``bench_oasis_rp_scale.load``.
 
@@ -80,9 +80,10 @@ from bench_offline import PRIORITIES  # noqa: E402
 from rivals_tables import load  # noqa: E402
 
 from psched.core.model import Cluster, JobSpec, resolve_job  # noqa: E402
+from psched.core.policy import takes_price_bounds as priced_factory  # noqa: E402
 from psched.core.simulator import simulate  # noqa: E402
 from psched.offline.optimum import solve_offline  # noqa: E402
-from psched.policies import available_policies, make_policy  # noqa: E402
+from psched.policies import available_policies, make_policy, policy_factory  # noqa: E402
 from psched.runs.ratio import instance_seed, read_csv  # noqa: E402
 from psched.traces.synth import fig5_instance  # noqa: E402
 
@@ -191,7 +192,7 @@ def load_scenario(scenario: str, seed: int) -> tuple[list[JobSpec], Cluster, int
 def takes_price_bounds(name: str) -> bool:
     """Whether policy ``name`` is of the OASiS family (prices with U and L, and can take them
     from a history trace)."""
-    return bool(getattr(make_policy(name), "takes_price_bounds", False))
+    return priced_factory(policy_factory(name))
 
 
 def _run_policy(specs: Any, cluster: Any, horizon: int, history: list[JobSpec], name: str,

@@ -287,11 +287,13 @@ def test_a_replacement_node_takes_over_the_lost_servers_without_growing_the_mode
 class LookingExecutor(SimulatedExecutor):
     """Records, at every slot, what the service's lookahead says of the next slot."""
 
-    lookahead = None  # set by the service
-
     def __init__(self) -> None:
         self.applied: dict[int, dict] = {}
         self.foreseen: dict[int, dict] = {}
+        self.lookahead = None
+
+    def set_lookahead(self, lookahead):  # the service gives it
+        self.lookahead = lookahead
 
     def apply(self, t, plan, jobs):
         self.applied[t] = dict(plan)

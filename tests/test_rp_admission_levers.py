@@ -26,6 +26,7 @@ from psched.core.simulator import simulate
 from psched.policies import make_policy
 from psched.policies.oasis_rp import OasisRpPolicy
 from psched.policies.oasis_rp.admission import REJECT_DENSITY, clearing_density, job_size
+from psched.policies.oasis_rp.observer import Observer
 from psched.results.output import write_run
 from psched.traces.synth import fig5_instance
 
@@ -139,7 +140,11 @@ def test_the_floor_rejects_exactly_the_arrivals_below_it(n: int, seed: int) -> N
     rho = theta * clearing_density(jobs, cluster, 10)
     pol = OasisRpPolicy(price_source="hindsight", density_floor=theta)
     seen: dict[str, set[str]] = {}
-    pol.queue_probe = lambda t, j, what: seen.setdefault(j, set()).add(what)
+    class Seen(Observer):
+        def queued(self, t: int, job_id: str, outcome: str) -> None:
+            seen.setdefault(job_id, set()).add(outcome)
+
+    pol.observer = Seen()
     res = simulate(specs, cluster, pol, 10)
     for job_id, rec in res.records.items():
         floor = rho * job_size(rec.job, cluster)

@@ -1,4 +1,4 @@
-"""oasis-rp's ``decision_probe``: the CPU of each decision of a batch, for the benchmarks.
+"""oasis-rp's ``observer``: the CPU of each decision of a batch, for the benchmarks.
 
 Pinned here: the probe sees each job of a slot's batch exactly once, in the order decided
 (densest first), with CPU seconds that add up to no more than the ``admit_held`` call that
@@ -26,6 +26,7 @@ from psched.core.simulator import simulate
 from psched.core.utility import Utility
 from psched.policies import make_policy
 from psched.policies.oasis_rp import OasisRpPolicy
+from psched.policies.oasis_rp.observer import Observer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_oasis_rp
@@ -51,7 +52,13 @@ class _Probed:
         self.inner = inner
         self.calls: list[tuple[float, list[tuple[str, float]]]] = []
         self._now: list[tuple[str, float]] = []
-        self.inner.decision_probe = lambda job_id, s: self._now.append((job_id, s))
+        wrapper = self
+
+        class Seen(Observer):
+            def decided(self, job_id: str, cpu_s: float) -> None:
+                wrapper._now.append((job_id, cpu_s))
+
+        self.inner.observer = Seen()
         self.name = self.inner.name
         self.commits_on_arrival = self.inner.commits_on_arrival
 

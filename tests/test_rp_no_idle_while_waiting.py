@@ -59,7 +59,7 @@ that the queue left without a plan is given the idle room of the slot after the 
 jobs have grown into it (:func:`psched.policies.oasis_rp.ahead.work_ahead`), so the rule
 for admitted jobs covers it too.
 
-What became of each held job at each boundary comes from the policy's ``queue_probe``
+What became of each held job at each boundary comes from the policy's ``observer``
 (:data:`~psched.policies.oasis_rp.queue.OUTCOMES`). Anything else -- an admitted job not
 grown into the room, a reservation that starts later while the room stands idle now -- fails
 the test with the instance, the slot and the job. The counts per rule are printed at the end
@@ -82,6 +82,7 @@ from psched.core.simulator import simulate
 from psched.policies.oasis_rp import OasisRpPolicy
 from psched.policies.oasis_rp.admission import REJECT_DENSITY, clearing_density_reference
 from psched.policies.oasis_rp.estimates import refresh_due
+from psched.policies.oasis_rp.observer import Observer
 from psched.policies.oasis_rp.queue import HELD_LIMIT, QUEUE_LIMIT
 from psched.traces.synth import fig5_instance, oasis_paper_cluster, oasis_paper_jobs
 
@@ -274,11 +275,12 @@ def run_probed(specs: list, cluster: Cluster, horizon: int, seed: int, **options
     pol = OasisRpPolicy(**options)  # type: ignore[arg-type]
     outcomes: dict[tuple[int, str], list[str]] = defaultdict(list)
 
-    def probe(t: int, job_id: str, what: str) -> None:
-        _position.setdefault((t, job_id), len(_position))
-        outcomes[(t, job_id)].append(what)
+    class Seen(Observer):
+        def queued(self, t: int, job_id: str, outcome: str) -> None:
+            _position.setdefault((t, job_id), len(_position))
+            outcomes[(t, job_id)].append(outcome)
 
-    pol.queue_probe = probe
+    pol.observer = Seen()
     _position.clear()
     return simulate(specs, cluster, pol, horizon, seed=seed), outcomes, pol
 

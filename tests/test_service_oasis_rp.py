@@ -19,12 +19,13 @@ from test_service_rules import FastExecutor
 
 from psched.core.errors import InputError
 from psched.core.executor import SimulatedExecutor
+from psched.core.policy import takes_price_bounds
 from psched.oasis.prices import fixed_params
 from psched.policies import available_policies, policy_factory
 from ray_cluster.service import SchedulerService, ServiceConfig
 
 PRICED = [p for p in available_policies()
-          if getattr(policy_factory(p), "takes_price_bounds", False)]
+          if takes_price_bounds(policy_factory(p))]
 
 
 def _config(policy: str = "oasis-rp", **kw) -> ServiceConfig:

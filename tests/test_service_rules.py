@@ -163,12 +163,13 @@ def test_a_lost_node_is_journaled_and_the_executor_gives_up_the_actors_there(tmp
     loss is journaled once, and the executor is told which servers were lost."""
 
     class PlacingExecutor(SimulatedExecutor):
-        placer = object()  # a placing executor (placed mode)
+        def places_on_nodes(self) -> bool:  # a placing executor (placed mode)
+            return True
 
         def __init__(self) -> None:
             self.lost: list[set[int]] = []
 
-        def node_lost(self, servers: set[int]) -> None:
+        def servers_lost(self, servers: set[int]) -> None:
             self.lost.append(set(servers))
 
     from ray_cluster.runtime.cluster_model import cluster_from_nodes

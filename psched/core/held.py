@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from psched.core.model import Cluster, Decision
-from psched.core.policy import Policy, View
+from psched.core.policy import Capabilities, HoldsJobs, Policy, View
 from psched.core.records import (
     ActiveStatuses,
     Admission,
@@ -29,6 +29,7 @@ class HeldAdmission:
 
     state: LoopState
     policy: Policy
+    caps: Capabilities
     cluster: Cluster
     horizon: int
     on_decision: list[Callable[[Admission], None]]
@@ -52,20 +53,21 @@ class HeldAdmission:
         O(held) plus the policy.
 
         ``forced``: the decisions made at this boundary before (a journal), by job id, for
-        held jobs and deferred promises only. A policy with a ``restore_held(job, decision)``
-        method re-applies each as it was; any other policy is offered those jobs again
-        (``admit_held``) and the forced decision wins where they differ (logged)."""
+        held jobs and deferred promises only. A policy that restores them
+        (:class:`~psched.core.policy.RestoresHeld`) re-applies each as it was; any other
+        policy is offered those jobs again (``admit_held``) and the forced decision wins where
+        they differ (logged)."""
         st = self.state
         self.expire_held(t)
-        hook = getattr(self.policy, "admit_held", None)
-        if hook is None or not (st.held or st.active):
+        holder = self.caps.holds
+        if holder is None or not (st.held or st.active):
             return []
         if forced is not None:
-            decisions, ms = self._forced_held(t, forced)
+            decisions, ms = self._forced_held(t, forced, holder)
         else:
             jobs = [st.records[j].job for j in st.held]
             t0 = time.perf_counter()
-            decisions = hook(jobs, self._held_view(t))
+            decisions = dict(holder.admit_held(jobs, self._held_view(t)))
             ms = (time.perf_counter() - t0) * 1e3
         out: list[Admission] = []
         for job_id, decision in decisions.items():
@@ -127,18 +129,18 @@ class HeldAdmission:
         return View(t=t, cluster=self.cluster, horizon=self.horizon,
                     active=self._statuses.of(st), completed=tuple(st.completed_last))
 
-    def _forced_held(self, t: int, forced: Mapping[str, Decision]
+    def _forced_held(self, t: int, forced: Mapping[str, Decision], holder: HoldsJobs
                      ) -> tuple[dict[str, Decision], float]:
         """The decisions of :meth:`admit_held` replayed from a journal (see there)."""
         st = self.state
         jobs = [st.records[j].job for j in forced if j in st.held or self._awaits_promise(j)]
-        restore = getattr(self.policy, "restore_held", None)
+        restore = self.caps.restores_held
         t0 = time.perf_counter()
         if restore is not None:
             for job in jobs:
-                restore(job, forced[job.job_id])
+                restore.restore_held(job, forced[job.job_id])
         else:
-            again = self.policy.admit_held(jobs, self._held_view(t))  # type: ignore[attr-defined]
+            again = holder.admit_held(jobs, self._held_view(t))
             for job in jobs:
                 mine, theirs = forced[job.job_id], again.get(job.job_id)
                 if theirs is None or (theirs.admitted, theirs.hold, dict(theirs.schedule or {})

@@ -47,7 +47,7 @@ from psched.core.model import (
     SlotPlan,
     resolve_job,
 )
-from psched.core.policy import Policy, RunContext, View
+from psched.core.policy import Capabilities, Policy, RunContext, View, capabilities
 from psched.core.records import (
     HELD,
     REJECT_CANNOT_FIT,
@@ -104,6 +104,9 @@ class SchedulerLoop(HeldAdmission):
         :data:`AfterSlot`)."""
         self.cluster = cluster
         self.policy = policy
+        #: the policy's optional capabilities, checked once here (raises ``TypeError`` on a
+        #: capability offered in part or with other parameters)
+        self.caps: Capabilities = capabilities(policy)
         self.horizon = horizon
         self.arrivals = arrivals
         self.executor: Executor = executor or SimulatedExecutor()
@@ -137,16 +140,16 @@ class SchedulerLoop(HeldAdmission):
     def set_cluster(self, cluster: Cluster, at: int | None = None) -> None:
         """Servers joined: ``cluster`` is the current one with servers appended (indices of
         the old servers unchanged), there from slot ``at`` on (default: the current slot;
-        utilisation counts each server's capacity from then). The policy must accept it
-        through an ``on_cluster_change(cluster)`` method; raises ``ValueError`` if it has none
-        or the new cluster does not extend the old one."""
+        utilisation counts each server's capacity from then). The policy must take it
+        (:class:`~psched.core.policy.TakesClusterChanges`); raises ``ValueError`` if it
+        cannot or the new cluster does not extend the old one."""
         old = self.cluster.servers
         if cluster.servers[:len(old)] != old:
             raise ValueError("the new cluster must keep the old servers first, in order")
-        hook = getattr(self.policy, "on_cluster_change", None)
+        hook = self.caps.cluster_changes
         if hook is None:
             raise ValueError(f"policy {self.policy.name!r} cannot take new servers while it runs")
-        hook(cluster)
+        hook.on_cluster_change(cluster)
         self.cluster = cluster
         self._pool_rows = pool_rows(cluster)
         self._clusters.append((self.state.t if at is None else at, cluster))
@@ -256,9 +259,10 @@ class SchedulerLoop(HeldAdmission):
         """Screen and decide each arrival in slot ``t`` now (a live service calls it as jobs
         are submitted); one :class:`Admission` per spec, in order.
 
-        ``forced``: decisions made before (a journal), by job id. A policy with a
-        ``restore(job, decision)`` method re-applies each as it was; any other policy decides
-        again, and the forced decision wins where they differ (logged).
+        ``forced``: decisions made before (a journal), by job id. A policy that restores
+        decisions (:class:`~psched.core.policy.RestoresDecisions`) re-applies each as it was;
+        any other policy decides again, and the forced decision wins where they differ
+        (logged).
 
         Raises
         ------
@@ -300,8 +304,7 @@ class SchedulerLoop(HeldAdmission):
             st.arrived.append(spec.job_id)
         else:
             rec.reason = decision.reason or "rejected"
-            if (decision.hold and t < job.last_slot
-                    and getattr(self.policy, "admit_held", None) is not None):
+            if decision.hold and t < job.last_slot and self.caps.holds is not None:
                 st.held[spec.job_id] = rec.reason
                 rec.reason, rec.decided = HELD, None
         return Admission(job_id=spec.job_id, slot=t, admitted=decision.admitted,
@@ -311,10 +314,10 @@ class SchedulerLoop(HeldAdmission):
 
     def _decide(self, job: Job, t: int, forced: Decision | None) -> tuple[Decision, float]:
         view = View(t=t, cluster=self.cluster, horizon=self.horizon, active={})
-        restore = None if forced is None else getattr(self.policy, "restore", None)
+        restore = None if forced is None else self.caps.restores
         t0 = time.perf_counter()
         if forced is not None and restore is not None:
-            restore(job, forced)
+            restore.restore(job, forced)
             decision = forced
         else:
             decision = self.policy.on_arrival(job, view)
@@ -333,9 +336,9 @@ class SchedulerLoop(HeldAdmission):
         """Re-decide an active job for its remaining work (``work``, default
         ``ceil(W - done)``) from slot ``t``, its utility still counted from its arrival: the
         policy's ``on_arrival`` on the residual job (``forced`` as in :meth:`admit`).
-        ``release``: first let the policy forget the job's commitments from ``t`` on (its
-        ``release(job_id, t)`` method, if it has one). The job stays active either way; the
-        owner drops it if it wants to. One policy decision."""
+        ``release``: first let the policy forget the job's commitments from ``t`` on (if it
+        releases jobs: :class:`~psched.core.policy.ReleasesJobs`). The job stays active
+        either way; the owner drops it if it wants to. One policy decision."""
         st = self.state
         rec = st.records[job_id]
         left = work if work is not None else max(1, math.ceil(rec.job.work - rec.done - 1e-9))
@@ -353,13 +356,13 @@ class SchedulerLoop(HeldAdmission):
         return adm
 
     def release(self, job_id: str, t: int) -> bool:
-        """Let the policy forget a job's commitments from slot ``t`` on (its
-        ``release(job_id, t)`` method: a job that finished early, or one re-planned into
-        freed capacity). False if the policy has no such method."""
-        hook = getattr(self.policy, "release", None)
+        """Let the policy forget a job's commitments from slot ``t`` on (a job that finished
+        early, or one re-planned into freed capacity). False if the policy does not release
+        jobs (:class:`~psched.core.policy.ReleasesJobs`)."""
+        hook = self.caps.releases
         if hook is None:
             return False
-        hook(job_id, t)
+        hook.release(job_id, t)
         return True
 
     def drop(self, job_id: str, reason: str) -> bool:

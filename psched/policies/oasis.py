@@ -50,9 +50,6 @@ class OasisPolicy:
 
     name = "oasis"
     commits_on_arrival = True
-    #: prices with U and L: ``price_source`` may be ``"fixed"`` or ``"history"`` (a live
-    #: service has no hindsight; :class:`ray_cluster.service.ServiceConfig` supplies them)
-    takes_price_bounds = True
 
     def __init__(
         self,
@@ -199,6 +196,14 @@ class OasisPolicy:
             if not sched or max(sched) < view.t:
                 del self._schedules[job_id]
         return out
+
+    def price_bounds(self) -> dict[str, Any] | None:
+        """U and L in force (:class:`~psched.core.policy.PricedPolicy`), None before
+        :meth:`start`."""
+        if self.params is None:
+            return None
+        d = self.params.to_dict()
+        return {k: d[k] for k in ("U_worker", "L_worker", "U_ps", "L_ps")}
 
     def report(self) -> dict[str, Any]:
         if self._report is not None:

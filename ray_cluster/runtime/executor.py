@@ -32,7 +32,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import ray
@@ -40,7 +40,7 @@ from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from psched.core.errors import InputError
-from psched.core.executor import FATAL, SlotReport
+from psched.core.executor import FATAL, JobNote, Lookahead, SlotReport
 from psched.core.model import (
     RESOURCES,
     Alloc,
@@ -274,7 +274,7 @@ class RayExecutor:
                  slot_seconds: float | None = None,
                  node_of: Mapping[int, str] | str | None = None,
                  demands_as_resources: bool = False, allow_import: bool = False,
-                 lookahead: Callable[[int], SlotPlan | None] | None = None,
+                 lookahead: Lookahead | None = None,
                  warm_processes: int = 4) -> None:
         self.cluster = cluster
         self.allow_import = allow_import
@@ -395,7 +395,39 @@ class RayExecutor:
         self.runtimes[job_id].abandon(why)
         failed[job_id] = why
 
-    def node_lost(self, servers: set[int]) -> None:
+    def set_lookahead(self, lookahead: Lookahead | None) -> None:
+        """Where the plan of a coming slot is read (see the class docstring)."""
+        self.lookahead = lookahead
+
+    def set_cluster(self, cluster: Cluster) -> None:
+        """Servers joined (their nodes are already in the placement map)."""
+        self.cluster = cluster
+
+    def seed_progress(self, done: Mapping[str, float]) -> None:
+        """A restarted service: each job had reported ``done`` worker-slots."""
+        self.reported.update(done)
+
+    def places_on_nodes(self) -> bool:
+        """True when actors are placed on the servers' nodes (a ``node_of`` map)."""
+        return self.placer.node_of is not None
+
+    def notes(self, job_ids: Iterable[str]) -> dict[str, JobNote]:
+        """Each job's latest checkpoint path and last loss figures (jobs that ran)."""
+        out: dict[str, JobNote] = {}
+        for job_id in job_ids:
+            rt = self.runtimes.get(job_id)
+            if rt is None:
+                continue
+            ckpt = str(rt.store.path(rt.version)) if rt.version >= 0 else ""
+            last = rt.history[-1] if rt.history else None
+            loss = ("" if last is None or last.train_loss is None
+                    else f"loss={last.train_loss:.4f}")
+            if last is not None and last.eval_loss is not None:
+                loss += f" eval={last.eval_loss:.4f}"
+            out[job_id] = JobNote(checkpoint=ckpt, loss=loss.strip())
+        return out
+
+    def servers_lost(self, servers: set[int]) -> None:
         """The nodes of ``servers`` were lost (the service already pointed the servers at
         live nodes): every job with an actor placed on one gives up all its actors; its next
         resize starts them on the new placement from its last checkpoint. O(jobs)."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from psched.core.errors import InputError
 from psched.core.model import Cluster, JobSpec, Pool, Resources, Server
-from psched.core.policy import Policy
+from psched.core.policy import Policy, takes_price_bounds
 from psched.policies import policy_factory
 from ray_cluster.workloads.jobspec import spec_from_json, spec_to_json
 
@@ -70,8 +70,9 @@ class ServiceConfig:
         return cls(**d)
 
     def make_policy(self) -> Policy:
-        """A fresh policy as configured. A policy that declares ``takes_price_bounds``
-        (``oasis``, ``oasis-rp``) gets its U and L from ``prices`` (``price_source="fixed"``)
+        """A fresh policy as configured. A priced policy
+        (:func:`~psched.core.policy.takes_price_bounds`: ``oasis``, ``oasis-rp``) gets its U
+        and L from ``prices`` (``price_source="fixed"``)
         or from the ``history`` jobs, and ``estimate_factor``; the service has no hindsight.
         With neither, a policy whose own default ``price_source`` is ``"online"``
         (``oasis-rp``) estimates them from the jobs submitted so far.
@@ -95,7 +96,7 @@ class ServiceConfig:
         if unknown:
             raise InputError(f"{self.policy} has no option {unknown[0]!r}; it takes: "
                              f"{', '.join(takes) or 'none'}", field="policy_options")
-        if getattr(factory, "takes_price_bounds", False):
+        if takes_price_bounds(factory):
             if self.prices is not None:
                 bounds = dict(zip(("u_worker", "l_worker", "u_ps", "l_ps"), self.prices,
                                   strict=True))

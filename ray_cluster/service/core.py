@@ -62,7 +62,7 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,7 @@ import numpy as np
 
 from psched.core.arrivals import QueueArrivals
 from psched.core.errors import InputError
-from psched.core.executor import Executor, SlotReport
+from psched.core.executor import Executor, JobNote, SlotReport
 from psched.core.loop import SchedulerLoop
 from psched.core.model import RESOURCES, Alloc, Cluster, JobSpec, SlotPlan
 from psched.core.records import Admission, LoopState, RunResult
@@ -159,8 +159,7 @@ class SchedulerService(ServiceViews):
                                    "node_of": {str(k): v for k, v in (node_of or {}).items()}})
         self.executor = executor if executor is not None else self._ray_executor(cluster,
                                                                                  node_of)
-        if getattr(self.executor, "lookahead", False) is None:
-            self.executor.lookahead = self.lookahead  # type: ignore[attr-defined]
+        self.executor.set_lookahead(self.lookahead)  # the committed schedules' next slot
         self.commitments = Commitments()
         self.error: str | None = None
         self._lock = threading.RLock()
@@ -172,7 +171,7 @@ class SchedulerService(ServiceViews):
         self._replaying = False  # re-applying the journal: its decisions are not journaled again
         self._slot_started = 0.0
         self._slot_plan: SlotPlan = {}
-        self._slot_info: dict[str, tuple[str, str]] = {}
+        self._slot_info: dict[str, JobNote] = {}  # each job's latest, kept after it ends
         self._thread: threading.Thread | None = None
         #: bumped under the lock whenever what :meth:`status` shows may have changed
         self.changes = 0
@@ -181,7 +180,6 @@ class SchedulerService(ServiceViews):
         self.boundary_ms: deque[float] = deque(maxlen=BOUNDARIES_KEPT)
         self._quiet = threading.Event()  # set while no slot boundary is in progress
         self._quiet.set()
-        self._price_bounds: dict[str, Any] | None = None
         self.policy = config.make_policy()
         self.loop = SchedulerLoop(
             cluster=cluster, policy=self.policy, horizon=config.horizon,
@@ -192,7 +190,7 @@ class SchedulerService(ServiceViews):
         self.loop.on_decision.append(self._decided)
         self.nodes = Nodes(self.loop, self.journal, self.executor, node_of)
         self.rules = LiveRules(self.loop, self.journal, config, self.commitments)
-        self.revisions = PlanRevisions(self.policy, self.commitments)
+        self.revisions = PlanRevisions(self.loop.caps.revises, self.commitments)
         if self.restored:
             self.nodes.regrow()
             self._replaying = True
@@ -202,10 +200,8 @@ class SchedulerService(ServiceViews):
                 self._replaying = False
             self._booked = {s.job_id for s in self.loop.state.booked}
             self._held = set(self.loop.state.held)
-            reported = getattr(self.executor, "reported", None)
-            if reported is not None:
-                for job_id in self.loop.state.active:
-                    reported[job_id] = self.loop.state.records[job_id].done
+            self.executor.seed_progress({j: self.loop.state.records[j].done
+                                         for j in self.loop.state.active})
         self._phase = ("wait", self.loop.state.t)
         self.clock = RealtimeClock(config.slot_seconds,
                                    time.time() - self.loop.state.t * config.slot_seconds,
@@ -220,7 +216,6 @@ class SchedulerService(ServiceViews):
                                 **dict(self.config.runtime)})
         return RayExecutor(cluster, rcfg, slot_seconds=self.config.slot_seconds,
                            node_of=node_of, allow_import=self.config.allow_import,
-                           lookahead=self.lookahead,
                            warm_processes=self.config.warm_processes)
 
     # -- what other modules read -------------------------------------------------------------
@@ -417,7 +412,7 @@ class SchedulerService(ServiceViews):
         report = self.executor.apply(t, plan, jobs)
         tick = time.perf_counter()
         with self._boundary(), self._lock:
-            self._slot_info = self._runtime_info(plan)
+            self._slot_info.update(self.executor.notes(plan))
             loop.end_slot(t, plan, jobs, report)
             self.changes += 1
             self.boundary_ms.append((begun + time.perf_counter() - tick) * 1e3)
@@ -461,18 +456,3 @@ class SchedulerService(ServiceViews):
 
     def _after_slot(self, t: int, plan: SlotPlan, report: SlotReport) -> None:
         self.rules.after_slot(t, plan, report, started=self._slot_started, info=self._slot_info)
-
-    def _runtime_info(self, plan: SlotPlan) -> dict[str, tuple[str, str]]:
-        out: dict[str, tuple[str, str]] = {}
-        runtimes: Mapping[str, Any] = getattr(self.executor, "runtimes", {})
-        for job_id in plan:
-            rt = runtimes.get(job_id)
-            if rt is None:
-                continue
-            ckpt = str(rt.store.path(rt.version)) if rt.version >= 0 else ""
-            last = rt.history[-1] if rt.history else None
-            loss = "" if last is None or last.train_loss is None else f"loss={last.train_loss:.4f}"
-            if last is not None and last.eval_loss is not None:
-                loss += f" eval={last.eval_loss:.4f}"
-            out[job_id] = (ckpt, loss.strip())
-        return out

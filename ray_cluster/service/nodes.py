@@ -5,10 +5,9 @@ the model, and a restart rebuilding the cluster from the journal.
 ``node_of`` map and an executor that places actors) and reads Ray's node list:
 
 * *lost node*: the servers of a dead node are pointed at a live node of the same pool
-  (:func:`ray_cluster.runtime.cluster_model.remap_lost`), journaled as ``node_lost``; the executor
-  is
-  told which servers were there (its ``node_lost(servers)`` method, when it has one): it gives
-  up the actors of the jobs placed there (killed for good: no orphan if the node comes back),
+  (:func:`ray_cluster.runtime.cluster_model.remap_lost`), journaled as ``node_lost``; the
+  executor is told which servers were there (``servers_lost(servers)``): it gives up the
+  actors of the jobs placed there (killed for good: no orphan if the node comes back),
   and they restart on the new placement from their last checkpoint; lost progress is caught
   by the behind-plan rule. A node that dies in the middle of a slot fails only the jobs placed
   on it for the rest of that slot (:meth:`ray_cluster.runtime.executor.RayExecutor.apply`);
@@ -71,8 +70,8 @@ class Nodes:
     journal
         Where node events are journaled.
     executor
-        The executor; placed mode needs a ``placer`` attribute; ``cluster`` and
-        ``node_lost`` are used when present.
+        The executor: placed mode needs one that places on nodes; it is told of lost
+        servers and of the grown cluster (:class:`~psched.core.executor.Executor`).
     node_of
         Server index -> Ray node id, changed in place (the executor's placer reads it), or
         None (no placement: nothing to watch).
@@ -93,7 +92,7 @@ class Nodes:
     @property
     def placed(self) -> bool:
         """True when actors are placed on nodes (a ``node_of`` map, a placing executor)."""
-        return self.node_of is not None and hasattr(self.executor, "placer")
+        return self.node_of is not None and self.executor.places_on_nodes()
 
     def refresh(self, t: int) -> None:
         """Before slot ``t``: bring the model and placement up to date with Ray's nodes."""
@@ -114,9 +113,8 @@ class Nodes:
         for line in remap_lost(self.loop.cluster, self.node_of, alive):
             self.journal.event("", t, "node_lost", line)
             log.warning("slot %d: node lost: %s", t, line)
-        hook = getattr(self.executor, "node_lost", None)
-        if lost and hook is not None:
-            hook(lost)  # before the plan is applied: the jobs there restart elsewhere
+        if lost:
+            self.executor.servers_lost(lost)  # before the plan: the jobs there restart elsewhere
         new = set(joined_nodes(self.node_of, nodes)) - self.joined
         fresh = []
         for node in sorted((n for n in nodes if n["NodeID"] in new), key=lambda n: n["NodeID"]):
@@ -170,8 +168,7 @@ class Nodes:
 
     def _set_cluster(self, cluster: Cluster, at: int | None = None) -> None:
         self.loop.set_cluster(cluster, at)  # the policy first: raises if it cannot grow
-        if hasattr(self.executor, "cluster"):
-            self.executor.cluster = cluster
+        self.executor.set_cluster(cluster)
 
     def regrow(self) -> None:
         """Restart: the cluster and placement as the journaled growths and replacements left

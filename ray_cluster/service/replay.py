@@ -64,15 +64,15 @@ def restore_loop(loop: SchedulerLoop, journal: Journal,
     docstring); the loop's ``on_decision`` hooks see every re-applied decision and
     ``on_revision`` every re-applied plan revision."""
     subs = journal.submissions()
-    restore_plan = getattr(loop.policy, "restore_plan", None)
+    revises = loop.caps.revises
     for row in journal.decisions():
         spec = subs[row.job_id]
         forced = forced_decision(row)
         if row.kind == DEFERRED:
             loop.admit_held(row.slot, forced={row.job_id: forced})
         elif row.kind == REVISE:
-            if restore_plan is not None:
-                restore_plan(row.job_id, row.slot, row.schedule)
+            if revises is not None:
+                revises.restore_plan(row.job_id, row.slot, row.schedule)
             if on_revision is not None:
                 on_revision(row)
         elif row.kind == "release":
@@ -105,8 +105,7 @@ def restore_loop(loop: SchedulerLoop, journal: Journal,
     loop.restore(slots=((t, plan) for t, _, _, plan in journal.slots()), done=done,
                  completed=completed, dropped=dropped)
     st = loop.state
-    resume = getattr(loop.policy, "resume", None)
-    if resume is not None:
-        resume(st.t, journal.policy_state())
+    if revises is not None:
+        revises.resume(st.t, journal.policy_state())
     log.info("restored from the journal: slot %d, %d jobs, %d active", st.t,
              len(st.records), len(st.active))

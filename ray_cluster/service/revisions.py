@@ -1,8 +1,9 @@
 """Plan revisions of a policy that revises plans (``oasis-rp``), journaled and replayed.
 
-Such a policy declares it by its methods: ``current_plans()`` (each job's plan, slots not yet
-run), ``boundary_state()`` (JSON), and for a restart ``restore(job, decision)`` (its
-promise and first plan), ``restore_plan(job_id, t, schedule)`` and ``resume(t, state)``.
+Such a policy offers :class:`~psched.core.policy.RevisesPlans`: ``current_plans()`` (each
+job's plan, slots not yet run), ``boundary_state()`` (JSON), and for a restart
+``restore_plan(job_id, t, schedule)`` and ``resume(t, state)`` (with ``restore(job, decision)``
+of :class:`~psched.core.policy.RestoresDecisions`: its promise and first plan).
 Its plans change at arrivals (a re-pack moves admitted jobs) and at slot boundaries (a job
 behind or ahead of plan, a pull); a revised plan is a resize at the next boundary.
 
@@ -19,11 +20,11 @@ Complexity: O(plan entries of the active jobs) per decision and per slot.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from psched.core.model import Alloc, SlotPlan
-from psched.core.policy import Policy
+from psched.core.model import SlotPlan
+from psched.core.policy import RevisesPlans
 from ray_cluster.service.journal import DecisionRow
 from ray_cluster.service.rules import Commitments
 
@@ -36,18 +37,17 @@ REVISE = "revise"
 class PlanRevisions:
     """What a plan-revising policy changed since the service last recorded its plans."""
 
-    def __init__(self, policy: Policy, commitments: Commitments) -> None:
-        self._plans: Callable[[], dict[str, dict[int, Alloc]]] | None = getattr(
-            policy, "current_plans", None)
-        self._state: Callable[[], Mapping[str, Any]] | None = getattr(
-            policy, "boundary_state", None)
+    def __init__(self, revises: RevisesPlans | None, commitments: Commitments) -> None:
+        """``revises``: the policy's :class:`~psched.core.policy.RevisesPlans`
+        capability, None for a policy that does not revise plans."""
+        self._revises = revises
         self.commitments = commitments
         self._last_state: Mapping[str, Any] | None = None
 
     @property
     def enabled(self) -> bool:
-        """True if the policy revises plans (it has ``current_plans``)."""
-        return self._plans is not None
+        """True if the policy revises plans."""
+        return self._revises is not None
 
     def capture(self, t: int, executed: SlotPlan | None = None
                 ) -> tuple[list[DecisionRow], tuple[int, Mapping[str, Any]] | None]:
@@ -55,9 +55,9 @@ class PlanRevisions:
         ``t``'s plan, just taken from the policy, is part of each plan), recorded in the
         commitments; and the policy's boundary state if it changed. Jobs without a recorded
         decision yet (their arrival row comes first) are left for a later capture."""
-        if self._plans is None:
+        if self._revises is None:
             return [], None
-        plans = self._plans()
+        plans = self._revises.current_plans()
         for job_id, alloc in (executed or {}).items():
             plans[job_id] = {t: alloc, **plans.get(job_id, {})}
         known = self.commitments.schedules
@@ -75,11 +75,10 @@ class PlanRevisions:
                                     work=sum(a.n_workers for a in new.values()),
                                     schedule=dict(sorted(new.items())), latency_ms=0.0))
         state = None
-        if self._state is not None:
-            now = dict(self._state())
-            if now != self._last_state:
-                self._last_state = now
-                state = (t, now)
+        now = dict(self._revises.boundary_state())
+        if now != self._last_state:
+            self._last_state = now
+            state = (t, now)
         return rows, state
 
     def replayed(self, row: DecisionRow) -> None:

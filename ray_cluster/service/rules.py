@@ -34,7 +34,7 @@ import logging
 import time
 from collections.abc import Mapping
 
-from psched.core.executor import FATAL, SlotReport
+from psched.core.executor import FATAL, JobNote, SlotReport
 from psched.core.loop import SchedulerLoop
 from psched.core.model import Alloc, Decision, SlotPlan
 from psched.core.records import Admission
@@ -96,13 +96,14 @@ class LiveRules:
         self.commitments = commitments
 
     def after_slot(self, t: int, plan: SlotPlan, report: SlotReport, *, started: float,
-                   info: Mapping[str, tuple[str, str]]) -> None:
+                   info: Mapping[str, JobNote]) -> None:
         """Slot ``t`` ran ``plan`` (wall start ``started``; per job its checkpoint and loss
         line ``info``): journal it and apply the rules."""
         st = self.loop.state
         progress = {}
         for job_id, amount in report.progress.items():
-            ckpt, line = info.get(job_id, ("", ""))
+            note = info.get(job_id, JobNote())
+            ckpt, line = note.checkpoint, note.loss
             progress[job_id] = (amount, st.records[job_id].done, ckpt, line)
         events = [(j, "complete", "") for j in st.completed_last]
         events += [(j, "failed", why) for j, why in report.failed.items()]
@@ -110,20 +111,20 @@ class LiveRules:
             if why.startswith(FATAL) and self.loop.drop(job_id, FAILED):
                 log.warning("slot %d: job %s failed for good: %s", t, job_id, why)
         self.journal.slot_done(t, started, plan, progress, events)
-        policy = self.loop.policy
+        policy, caps = self.loop.policy, self.loop.caps
         planned_end = self.commitments.planned_end
         if self.config.replan and policy.commits_on_arrival:
             for job_id in list(st.active):
                 end = planned_end.get(job_id)
                 if end is not None and end < st.t:
                     self.replan_behind(job_id, st.t)
-        if hasattr(policy, "current_plans"):
+        if caps.revises is not None:
             for job_id in list(st.active):
                 if st.records[job_id].job.last_slot < st.t:
                     self.drop_past_window(job_id, t)
         early = [j for j in st.completed_last if planned_end.get(j, -1) > t]
         if early and self.config.reuse_freed and policy.commits_on_arrival and \
-                hasattr(policy, "release") and hasattr(policy, "restore"):
+                caps.releases is not None and caps.restores is not None:
             self.reuse_freed(early, st.t)
 
     def replan_behind(self, job_id: str, t: int) -> None:

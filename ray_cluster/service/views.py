@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from psched.core.executor import JobNote
 from psched.core.loop import SchedulerLoop
 from psched.core.model import RESOURCES, Alloc, Cluster
 from psched.core.policy import Policy
@@ -63,8 +64,7 @@ class ServiceViews:
     _thread: threading.Thread | None
     _slot_plan: Mapping[str, Alloc]
     _slot_started: float
-    _slot_info: dict[str, tuple[str, str]]
-    _price_bounds: dict[str, Any] | None
+    _slot_info: dict[str, JobNote]
 
     def status(self) -> dict[str, Any]:
         """The service's slot and every job: state, progress, plan."""
@@ -104,15 +104,14 @@ class ServiceViews:
                             boundary_ms=tuple(self.boundary_ms))
 
     def price_bounds(self) -> dict[str, Any] | None:
-        """A priced policy's U and L (``U_worker``, ``L_worker``, ``U_ps``, ``L_ps``: the
-        OASiS family's), read once from its report; None for a policy without prices."""
-        if self._price_bounds is None and getattr(self.policy, "takes_price_bounds", False):
-            with self._lock:
-                report = self.policy.report()
-            keys = ("U_worker", "L_worker", "U_ps", "L_ps")
-            if all(k in report for k in keys):
-                self._price_bounds = {k: report[k] for k in keys}
-        return self._price_bounds
+        """A priced policy's U and L in force (``U_worker``, ``L_worker``, ``U_ps``,
+        ``L_ps``: :class:`~psched.core.policy.PricedPolicy`); None for a policy without
+        prices."""
+        priced = self.loop.caps.priced
+        if priced is None:
+            return None
+        with self._lock:
+            return priced.price_bounds()
 
     def _job_status(self, job_id: str) -> dict[str, Any]:
         st = self.loop.state
@@ -137,7 +136,7 @@ class ServiceViews:
             "promised": rec.promised, "completion": rec.completion, "utility": rec.utility,
             "workers": alloc.n_workers if alloc else 0,
             "ps": alloc.n_ps if alloc else 0,
-            "loss": self._slot_info.get(job_id, ("", ""))[1],
+            "loss": note.loss if (note := self._slot_info.get(job_id)) else "",
             "window_end": rec.job.last_slot,
         }
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from psched.policies.oasis_rp.admission import (
 from psched.policies.oasis_rp.ahead import work_ahead
 from psched.policies.oasis_rp.book import PlanLedger
 from psched.policies.oasis_rp.estimates import LocalFloor, OnlineBounds
+from psched.policies.oasis_rp.observer import Observer
 from psched.policies.oasis_rp.plans import Found
 from psched.policies.oasis_rp.promises import REJECT_PAYOFF, completion_utility, promise_for
 from psched.policies.oasis_rp.queue import queue_boundary, take_uncommitted
@@ -84,9 +85,6 @@ class OasisRpPolicy:
     #: ``plan`` says what runs in each slot (a revised plan is a resize at the next boundary),
     #: and decision time is per event slot (arrivals plus the boundary's revisions)
     commits_on_arrival = False
-    #: prices with U and L: ``price_source`` may be ``"fixed"`` (``prices``), ``"history"`` or
-    #: ``"online"`` (needs nothing: a live service may run it without bounds)
-    takes_price_bounds = True
 
     def __init__(
         self,
@@ -127,14 +125,9 @@ class OasisRpPolicy:
         self.promise_rtol = float(promise_rtol)
         self.repack_gap = float(repack_gap)
         self.commit_margin = commit_margin
-        #: a benchmark's probe, or None (the default: nothing is timed): called as
-        #: ``probe(job_id, cpu_s)`` after each decision of a batch with its own CPU seconds
-        #: (:meth:`admit_held`; the ordering and the boundary's upkeep are not in them)
-        self.decision_probe: Callable[[str, float], None] | None = None
-        #: a test's probe, or None (the default): called as ``probe(t, job_id, outcome)`` for
-        #: each held job the queue takes at the boundary of slot ``t``
-        #: (:data:`~psched.policies.oasis_rp.queue.OUTCOMES`)
-        self.queue_probe: Callable[[int, str, str], None] | None = None
+        #: a test's or benchmark's :class:`~psched.policies.oasis_rp.observer.Observer`, or
+        #: None (the default: nothing is timed or told)
+        self.observer: Observer | None = None
         self.params: PriceParams | None = None
         self.ledger: PlanLedger | None = None
         self._st: RunState | None = None
@@ -260,10 +253,11 @@ class OasisRpPolicy:
 
     def _below_floor(self, job: Job, found: Found, t: int) -> bool:
         """``job``'s best schedule ``found`` from slot ``t`` (or, with none, its utility at
-        the fastest duration) earns less than the density floor times its size."""
-        if self._local is not None:
-            self._rho = self.density_floor * self._local.rho(t)
-        if self._rho <= 0.0:
+        the fastest duration) earns less than the density floor times its size. Changes
+        nothing but the memo of job sizes."""
+        rho = (self.density_floor * self._local.rho(t) if self._local is not None
+               else self._rho)
+        if rho <= 0.0:
             return False
         best = (completion_utility(job, found.completion) if found.schedule
                 else job.utility_at(job.fastest))
@@ -271,7 +265,7 @@ class OasisRpPolicy:
         size = self._sizes.get(job.job_id)
         if size is None:
             size = self._sizes[job.job_id] = job_size(job, self._floor_cluster, self._totals)
-        return best < self._rho * size
+        return best < rho * size
 
     def admit_held(self, jobs: Sequence[Job], view: View) -> dict[str, Decision]:
         """Decide the held ``jobs`` at the boundary of slot ``view.t``: the queue
@@ -284,21 +278,21 @@ class OasisRpPolicy:
                 if j in view.active}
         uncommitted = take_uncommitted(st, left, t)  # searched again in the queue
         reconcile(st, view)  # jobs gone or behind since the last plan free or take room
-        probe = self.decision_probe
+        seen = self.observer
 
         def arrive(job: Job) -> Decision:
-            if probe is None:
+            if seen is None:
                 return self._arrive(st, job, t)
             c0 = time.process_time()
             got = self._arrive(st, job, t)
-            probe(job.job_id, time.process_time() - c0)
+            seen.decided(job.job_id, time.process_time() - c0)
             return got
 
-        seen = self.queue_probe
         return queue_boundary(st, jobs, t, arrive=arrive,
                               below_floor=lambda job, found: self._below_floor(job, found, t),
                               rtol=self.promise_rtol, left=left, uncommitted=uncommitted,
-                              probe=None if seen is None else lambda j, what: seen(t, j, what))
+                              probe=None if seen is None
+                              else lambda j, what: seen.queued(t, j, what))
 
     # -- slot boundaries -----------------------------------------------------------------------
     def plan(self, view: View) -> SlotPlan:
@@ -370,6 +364,14 @@ class OasisRpPolicy:
             return {}
         st = self._st
         return {j: p for j, p in st.promise.items() if j not in st.uncommitted}
+
+    def price_bounds(self) -> dict[str, Any] | None:
+        """U and L in force (:class:`~psched.core.policy.PricedPolicy`), None before
+        :meth:`start`."""
+        if self.params is None:
+            return None
+        d = self.params.to_dict()
+        return {k: d[k] for k in ("U_worker", "L_worker", "U_ps", "L_ps")}
 
     def report(self) -> dict[str, Any]:
         if self._report is not None:
