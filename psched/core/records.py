@@ -77,6 +77,33 @@ class JobRecord:
     #: slot of the admission decision: the arrival slot, a later one for a deferred admission,
     #: the slot a held job's window closed (or the run ended) if it never was; None while held
     decided: int | None = None
+    #: each re-statement of the promise: (slot it was made at, the promise before, the new
+    #: one); ``promised`` is the latest. A re-statement made after the slot it replaced is a
+    #: broken promise all the same (:attr:`promise_kept`)
+    restated: list[tuple[int, int, int]] = field(default_factory=list)
+    #: worker-slots it ran on capacity no plan used, after its policy left it (past its
+    #: window, or a re-plan that found it no payoff): never dropped, counted apart
+    background: float = 0.0
+    #: its measured speed against the model (1.0: as profiled) and the estimate's standard
+    #: deviation, as the loop last estimated them (:mod:`psched.core.speed`)
+    speed: float = 1.0
+    speed_sd: float = 0.0
+
+    @property
+    def first_promise(self) -> int | None:
+        """The promise first made (before any re-statement), or None."""
+        return self.restated[0][1] if self.restated else self.promised
+
+    @property
+    def promise_kept(self) -> bool | None:
+        """None without a promise; else True when it completed by its latest promise and
+        every re-statement came no later than the slot it replaced (said before it was
+        missed). A job still running past its promise has not kept it."""
+        if self.promised is None:
+            return None
+        if any(at > old for at, old, _ in self.restated):
+            return False
+        return self.completion is not None and self.completion <= self.promised
 
     @property
     def duration(self) -> int | None:
