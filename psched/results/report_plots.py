@@ -1,8 +1,9 @@
 """The report's figures, as PNG bytes (matplotlib, Agg): every one has a title, axes with
 units and its legend outside the data.
 
-* :func:`gantt` -- the executed schedule, servers x slots (jobs coloured, PS hatched), or,
-  past ``max_rects`` containers, each server's load per time bucket (said in the note);
+* :func:`gantt` -- the executed schedule, servers x slots (each job its own colour, its id
+  on its boxes where it fits, PS hatched), or, past ``max_rects`` containers, each server's
+  load per time bucket (said in the note);
 * :func:`utilisation` -- share of each pool's capacity in use per resource over time;
 * :func:`prices` -- mean price per pool and resource over time (OASiS family);
 * :func:`comparison` -- utility (with the dual bound), completion times and rejections;
@@ -23,9 +24,13 @@ import numpy as np
 from psched.core.model import RESOURCES
 from psched.results.report_data import ROLES, RunFiles, Usage
 
-__all__ = ["comparison", "gantt", "jct_cdf", "png", "prices", "run_title", "utilisation"]
+__all__ = ["comparison", "distinct_colours", "gantt", "jct_cdf", "png", "prices", "run_title",
+           "utilisation"]
 
 _DPI = 100
+#: a Gantt chart writes job ids on the jobs' boxes where they fit, up to this many jobs
+LABELLED_JOBS = 400
+_LABEL_PT = 6.5  #: font size of those ids
 
 
 def _figure(**kw: Any) -> Any:
@@ -40,6 +45,25 @@ def png(fig: Any) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight")
     return buf.getvalue()
+
+
+def distinct_colours(n: int) -> np.ndarray:
+    """``n`` RGBA colours, no two alike: the live page's 18 (tab10, then Dark2: no pale
+    hues) when they suffice, else ``n`` hues spread by the golden ratio, each at one of
+    three saturation and value levels in turn (distinct as numbers for any ``n``; told apart
+    by eye up to a few dozen, hence the ids on the Gantt chart's boxes)."""
+    import matplotlib
+    from matplotlib.colors import hsv_to_rgb
+
+    palette = np.vstack([matplotlib.colormaps["tab10"](np.arange(10)),
+                         matplotlib.colormaps["Dark2"](np.arange(8))])
+    if n <= len(palette):
+        return palette[:n]
+    k = np.arange(n)
+    hsv = np.column_stack([(k * 0.6180339887498949) % 1.0,
+                           np.array([0.85, 0.55, 0.95])[k % 3],
+                           np.array([0.80, 0.95, 0.60])[k % 3]])
+    return np.column_stack([hsv_to_rgb(hsv), np.ones(n)])
 
 
 def _slot_label(run: RunFiles) -> str:
@@ -75,7 +99,6 @@ def _rects(run: RunFiles, policy: str, row_of: np.ndarray) -> Any:
 def gantt(run: RunFiles, policy: str, usage: Usage, max_rects: int = 40000,
           ) -> tuple[Any, str]:
     """The executed schedule of ``policy``; returns the figure and a note on what it shows."""
-    import matplotlib
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
 
@@ -83,16 +106,15 @@ def gantt(run: RunFiles, policy: str, usage: Usage, max_rects: int = 40000,
     row_of = np.empty(len(order), dtype=int)
     row_of[order] = np.arange(len(order))
     n_rows = len(order)
-    fig = _figure(figsize=(11, min(9.0, 2.2 + 0.22 * n_rows)))
+    fig = _figure(figsize=(11, min(14.0, 2.2 + 0.22 * n_rows)))
     ax = fig.subplots()
     rows = len(run.policies[policy].allocations)
     if rows <= max_rects:
         x, y, h, job, role = _rects(run, policy, row_of)
         verts = np.stack([np.column_stack([x, y]), np.column_stack([x + 1, y]),
                           np.column_stack([x + 1, y + h]), np.column_stack([x, y + h])], axis=1)
-        palette = np.vstack([matplotlib.colormaps["tab10"](np.arange(10)),
-                             matplotlib.colormaps["Dark2"](np.arange(8))])  # no pale hues
-        colours = palette[job % len(palette)]
+        palette = distinct_colours(len(run.policies[policy].jobs))
+        colours = palette[job]
         hatched = rows <= 3000  # hatching thousands of boxes is slow and unreadable
         for r, hatch, alpha in ((0, None, 1.0), (1, "////" if hatched else None, 0.45)):
             sel = role == r
@@ -100,8 +122,12 @@ def gantt(run: RunFiles, policy: str, usage: Usage, max_rects: int = 40000,
                 ax.add_collection(PolyCollection(verts[sel], facecolors=colours[sel],
                                                  edgecolors="none", hatch=hatch, alpha=alpha,
                                                  rasterized=True))
+        labelled = _label_jobs(ax, fig, x, y, h, job, role, n_rows, run.horizon,
+                               list(run.policies[policy].jobs["job_id"]), palette)
         note = (f"all {rows} container placements drawn; height = share of the server's "
-                "capacity (dominant resource), colour = job (18 colours, repeated)")
+                "capacity (dominant resource), colour = job (each job its own colour)"
+                + (f"; {labelled} jobs' ids written on their boxes where they fit"
+                   if labelled else ""))
         handles = [Patch(facecolor="tab:blue", label="worker containers (colour = job)"),
                    Patch(facecolor="tab:blue", alpha=0.45, hatch="////" if hatched else None,
                          label="parameter servers (pale" + (", hatched)" if hatched else ")"))]
@@ -130,6 +156,64 @@ def gantt(run: RunFiles, policy: str, usage: Usage, max_rects: int = 40000,
     ax.set_ylabel("server (workers above the line, PS below)")
     ax.set_title(f"{policy}: executed schedule")
     return fig, note
+
+
+def _label_jobs(ax: Any, fig: Any, x: np.ndarray, y: np.ndarray, h: np.ndarray,
+                job: np.ndarray, role: np.ndarray, n_rows: int, horizon: int,
+                names: list[str], colours: np.ndarray) -> int:
+    """Write each job's id on a block of its worker boxes where the id fits inside: a run of
+    consecutive slots on one server, with the servers above and below that hold the job at
+    the run's middle slot (the longest run that fits and leaves the ids already written
+    clear; none past :data:`LABELLED_JOBS` jobs).
+    Black or white, whichever stands out on the job's colour. Returns how many ids were
+    written. O(boxes log boxes)."""
+    if len(names) > LABELLED_JOBS or not len(x):
+        return 0
+    box = ax.get_position()
+    px_slot = box.width * fig.get_figwidth() * _DPI / max(1, horizon)
+    px_row = box.height * fig.get_figheight() * _DPI / max(1, n_rows)
+    char_px = _LABEL_PT * _DPI / 72 * 0.62  # a digit's width, about
+    line_px = _LABEL_PT * _DPI / 72 * 1.1
+    sel = np.flatnonzero(role == 0)
+    row = np.floor(y).astype(int)
+    at = {(int(job[k]), int(x[k]), int(row[k])): k for k in sel}  # (job, slot, row) -> box
+    order = sel[np.lexsort((x[sel], row[sel], job[sel]))]
+    runs: list[tuple[float, int, int]] = []  # (length in slots, first box, last box)
+    start = 0
+    for k in range(1, len(order) + 1):
+        a, b = order[k - 1], order[k] if k < len(order) else -1
+        if b < 0 or job[b] != job[a] or row[b] != row[a] or x[b] != x[a] + 1:
+            runs.append((float(x[a] - x[order[start]] + 1), int(order[start]), int(a)))
+            start = k
+    done: set[int] = set()
+    placed: list[tuple[float, float, float, float]] = []  # ids written: centre, half sizes
+    for length, first, _ in sorted(runs, key=lambda r: -r[0]):
+        j = int(job[first])
+        name = names[j]
+        if j in done or length * px_slot < char_px * (len(name) + 1):
+            continue
+        mid = int(x[first] + length // 2)
+        lo = hi = int(row[first])
+        while (j, mid, lo - 1) in at:
+            lo -= 1
+        while (j, mid, hi + 1) in at:
+            hi += 1
+        top, bottom = at.get((j, mid, lo), first), at.get((j, mid, hi), first)
+        y0, y1 = float(y[top]), float(y[bottom] + h[bottom])
+        if (y1 - y0) * px_row < line_px:
+            continue
+        cx, cy = (x[first] + length / 2) * px_slot, (y0 + y1) / 2 * px_row  # px
+        half = (char_px * (len(name) + 1) / 2, line_px / 2)
+        if any(abs(cx - px) < half[0] + pw and abs(cy - py) < half[1] + ph
+               for px, py, pw, ph in placed):
+            continue  # another id is there
+        placed.append((cx, cy, *half))
+        r, g, b_ = colours[j][:3]
+        ax.text(x[first] + length / 2, (y0 + y1) / 2, name, ha="center", va="center",
+                fontsize=_LABEL_PT, fontweight="bold", clip_on=True,
+                color="black" if 0.299 * r + 0.587 * g + 0.114 * b_ > 0.6 else "white")
+        done.add(j)
+    return len(done)
 
 
 def _pool_lines(ax: Any, x: np.ndarray, values: np.ndarray, resources: list[int]) -> None:
@@ -221,11 +305,23 @@ def comparison(run: RunFiles) -> Any:
     for ax in axes:
         ax.set_xticks(x, names, rotation=45, ha="right", fontsize=8)
         ax.set_xlabel("policy")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.32), fontsize=8, ncol=2)
     fig.suptitle(f"Policies side by side: {run_title(run)}")
     fig.tight_layout()
+    _legends_below(fig, axes)
     return fig
+
+
+def _legends_below(fig: Any, axes: Any) -> None:
+    """Each axes' legend just below everything drawn under it (tick labels of any length,
+    the axis label), so that it never covers them; ``png`` crops to include it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    for ax in axes:
+        if not ax.get_legend_handles_labels()[0]:
+            continue
+        below = ax.get_tightbbox(renderer).transformed(ax.transAxes.inverted()).y0
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, below - 0.02), fontsize=8)
 
 
 def run_title(run: RunFiles) -> str:
@@ -240,15 +336,17 @@ def run_title(run: RunFiles) -> str:
 
 def jct_cdf(run: RunFiles) -> Any:
     """Completion-time CDF (hours) per policy, over all jobs (unfinished ones never arrive
-    at 1); the legend sits outside the axes."""
+    at 1), each policy its own colour (:func:`distinct_colours`); the legend sits outside
+    the axes."""
     fig = _figure(figsize=(8.0, 4.0))
     ax = fig.subplots()
     hours = run.slot_seconds / 3600.0
-    for name, pf in run.policies.items():
+    colours = distinct_colours(len(run.policies))
+    for (name, pf), colour in zip(run.policies.items(), colours, strict=True):
         d = np.sort(pf.jobs["duration"].dropna().to_numpy(dtype=float)) * hours
         if d.size:
             ax.step(d, np.arange(1, d.size + 1) / max(1, len(pf.jobs)), where="post",
-                    label=name)
+                    label=name, color=colour)
     ax.set_xlabel("completion time (hours from arrival)")
     ax.set_ylabel("fraction of all jobs completed")
     ax.set_ylim(0, 1)
