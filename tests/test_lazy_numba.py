@@ -106,3 +106,50 @@ def test_deferred_type_expressions_evaluate_to_numba_types():
     assert expr.value(numba) == numba.void(numba.float64[:, :, ::1], numba.boolean[::1])
     with pytest.raises(AttributeError):
         lazy.__wrapped_missing__  # noqa: B018 - dunder lookups are not deferred
+
+
+def test_a_compilation_is_announced_once_and_counted_as_start_up():
+    """numba compiling a function (no signature: at its first call) calls the hooks and adds
+    to :func:`startup_seconds`; a call of the compiled code does neither."""
+    from psched.core.lazy_numba import on_compile, startup_seconds
+
+    mod = _module(textwrap.dedent('''
+        from psched.core.lazy_numba import lazy_numba
+        numba = lazy_numba(__name__)
+
+        @numba.njit(nogil=True)
+        def cube(x):
+            return x * x * x
+    '''))
+    started: list[int] = []
+    remove = on_compile(lambda: started.append(1))
+    try:
+        before = startup_seconds()
+        assert mod.cube(3) == 27  # load, then numba compiles cube for int64
+        assert started == [1] and startup_seconds() > before
+        before = startup_seconds()
+        assert mod.cube(4) == 64
+        assert started == [1] and startup_seconds() == before
+    finally:
+        remove()
+    assert mod.cube(2.0) == 8.0 and started == [1]  # a hook removed is not called
+
+
+def test_no_decision_of_a_simulation_pays_the_start_up_of_the_kernels():
+    """A fresh process (numba's disk cache as the machine has it: cold on the first run,
+    compiled then): oasis-rp's kernels are loaded or compiled before its timed run, never
+    inside it (the runner warns when the start-up clock moves during a run)."""
+    code = textwrap.dedent("""
+        import warnings
+        from psched.core import lazy_numba
+        from psched.runs.runner import PschedWarning, SimulateRequest, run_simulation
+        req = SimulateRequest(trace="traces/demo_sim.csv", jobs=20, slots=60,
+                              policies="oasis-rp", progress=False)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run_simulation(req)
+        late = [str(w.message) for w in caught if issubclass(w.category, PschedWarning)
+                and "numba" in str(w.message)]
+        assert lazy_numba.startup_seconds() > 0 and not late, late
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=300)

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -160,7 +161,7 @@ def test_progress_names_the_certificate_phase_after_the_slots() -> None:
         run_simulation(req, progress=rec)
     finally:
         rec.close()
-    assert rec.phases[0] == "fifo: slots" and rec.done == 30
+    assert rec.phases[:2] == ["fifo: start-up", "fifo: slots"] and rec.done == 30
     assert rec.phases.index("oasis: slots") < len(rec.phases) - 1
     assert "certificate" in rec.phases[-1] and rec.phases[-1].startswith("oasis")
 
@@ -181,6 +182,32 @@ def test_progress_prints_lines_without_a_terminal() -> None:
     p.close()
     first = stream.getvalue().splitlines()[0]
     assert first.startswith("psched: oasis: dual certificate [10/10 slots, 100%")
+
+
+def test_progress_repeats_no_line_while_nothing_moves() -> None:
+    """A phase that counts nothing for many intervals prints its line once, not every
+    interval; the next change prints the next line."""
+    lines: list[str] = []
+    wrote = threading.Semaphore(0)
+
+    class Stream(io.StringIO):
+        def write(self, s: str) -> int:
+            if s.strip():
+                lines.append(s.strip())
+                wrote.release()
+            return len(s)
+
+    p = Progress(10, Stream(), tty=False, interval_s=0.01, quiet_s=3600.0)
+    p.phase("oasis-rp: start-up")
+    assert wrote.acquire(timeout=30.0)
+    time.sleep(0.3)  # some thirty intervals with nothing new
+    p.announce("oasis-rp: compiling kernels")
+    p.advance(1)
+    assert wrote.acquire(timeout=30.0) and wrote.acquire(timeout=30.0)
+    p.close()
+    assert len(lines) == 3 and lines[1] == "psched: oasis-rp: compiling kernels", lines
+    assert lines[0].startswith("psched: oasis-rp: start-up [0/10 slots")
+    assert lines[2].startswith("psched: oasis-rp: start-up [1/10 slots")
 
 
 def test_trace_fetch_list_shows_addresses_and_checksums(

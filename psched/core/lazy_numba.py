@@ -22,6 +22,15 @@ calls, compiled before it.
 
 Complexity: the first call pays what the import used to (once per process); later calls
 cost nothing extra.
+
+Start-up cost. The first run on a machine compiles every kernel (seconds to tens of seconds);
+``cache=True`` keeps the machine code on disk (numba's cache: ``__pycache__`` beside the
+source, or ``NUMBA_CACHE_DIR``), so later processes load it (a fraction of a second). Either
+is a one-off cost of the process, not of the call that happens to come first: a caller that
+times calls pays it beforehand (:func:`psched.runs.runner.run_simulation` runs each policy on
+a few jobs first). :func:`startup_seconds` is this process's total so far (loading, compiling:
+a timed section whose total moved paid some of it), and :func:`on_compile` names a hook to
+call when numba starts compiling (to tell the user why the first run pauses).
 """
 
 from __future__ import annotations
@@ -29,10 +38,11 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-__all__ = ["LazyNumba", "lazy_numba"]
+__all__ = ["LazyNumba", "lazy_numba", "on_compile", "startup_seconds"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -97,6 +107,66 @@ class _LazyFunction:
         return self.dispatcher(*args)
 
 
+class _StartupClock:
+    """Seconds spent loading lazy modules and compiling numba functions in this process.
+
+    A numba ``numba:compile`` listener (installed by the first :meth:`LazyNumba.load`) adds
+    each outermost compilation (nested ones run inside it) and calls the hooks when one
+    starts; :meth:`LazyNumba.load` adds its own time, the compilations inside it included.
+    numba compiles under one global lock, so one compilation runs at a time."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0  #: total so far, s
+        self.hooks: list[Callable[[], None]] = []  #: called when a compilation starts
+        self.in_load = 0  #: >0 while a load runs (its time is added as a whole)
+        self._depth = 0
+        self._start = 0.0
+        self._listening = False
+
+    def listen(self, numba: Any) -> None:
+        """Install the compile listener (once)."""
+        if self._listening:
+            return
+        event = importlib.import_module("numba.core.event")
+        clock = self
+
+        class _Listener(event.Listener):  # type: ignore[misc,name-defined]
+            def on_start(self, ev: Any) -> None:
+                clock._depth += 1
+                if clock._depth == 1:
+                    clock._start = time.perf_counter()
+                    for hook in list(clock.hooks):
+                        hook()
+
+            def on_end(self, ev: Any) -> None:
+                clock._depth -= 1
+                if clock._depth == 0 and not clock.in_load:
+                    clock.seconds += time.perf_counter() - clock._start
+
+        event.register("numba:compile", _Listener())
+        self._listening = True
+
+
+_CLOCK = _StartupClock()
+
+
+def startup_seconds() -> float:
+    """Seconds this process has spent importing numba, loading cached kernels of lazy
+    modules and compiling numba functions, so far."""
+    return _CLOCK.seconds
+
+
+def on_compile(hook: Callable[[], None]) -> Callable[[], None]:
+    """Call ``hook()`` whenever numba starts compiling (not when it loads a cached kernel);
+    returns the function that removes the hook."""
+    _CLOCK.hooks.append(hook)
+
+    def remove() -> None:
+        if hook in _CLOCK.hooks:
+            _CLOCK.hooks.remove(hook)
+    return remove
+
+
 class LazyNumba(_Deferred):
     """The stand-in for ``numba`` in the module named ``module`` (:func:`lazy_numba`)."""
 
@@ -121,17 +191,28 @@ class LazyNumba(_Deferred):
         with self._lock:
             if self._loaded:
                 return
-            numba = importlib.import_module("numba")
-            space = sys.modules[self._module].__dict__
-            for name, v in list(space.items()):  # the module's own names: the real module
-                if v is self:
-                    space[name] = numba
-            for fn in self._functions:  # in definition order: callees first
-                fn.dispatcher = numba.njit(*_value(fn.args, numba),
-                                           **_value(fn.kwargs, numba))(fn.py_func)
-                if space.get(fn.__name__) is fn:
-                    space[fn.__name__] = fn.dispatcher
-            self._loaded = True
+            t0 = time.perf_counter()
+            _CLOCK.in_load += 1
+            try:
+                self._load()
+            finally:
+                _CLOCK.in_load -= 1
+                _CLOCK.seconds += time.perf_counter() - t0
+
+    def _load(self) -> None:
+        """:meth:`load`'s work, its lock held."""
+        numba = importlib.import_module("numba")
+        _CLOCK.listen(numba)
+        space = sys.modules[self._module].__dict__
+        for name, v in list(space.items()):  # the module's own names: the real module
+            if v is self:
+                space[name] = numba
+        for fn in self._functions:  # in definition order: callees first
+            fn.dispatcher = numba.njit(*_value(fn.args, numba),
+                                       **_value(fn.kwargs, numba))(fn.py_func)
+            if space.get(fn.__name__) is fn:
+                space[fn.__name__] = fn.dispatcher
+        self._loaded = True
 
     @property
     def loaded(self) -> bool:

@@ -1,9 +1,12 @@
 """Progress of a long run on stderr: a bar on a terminal, else one line every few seconds.
 
 A run has phases (``fifo: slots``, ``oasis: dual certificate``...) and a count of slots done.
-Without a terminal a daemon thread prints the phase, the count and the elapsed time every
-``interval_s`` seconds, so a log shows progress even during a phase that counts nothing (the
-certificate at the end of an OASiS run); a run shorter than ``interval_s`` prints nothing.
+Without a terminal a daemon thread looks every ``interval_s`` seconds and prints the phase,
+the count and the elapsed time when the phase or the count changed since the last line it
+printed, or, when neither did, once every ``quiet_s`` seconds (so a log shows a long phase
+that counts nothing, such as the certificate at the end of an OASiS run, is alive, without
+the same line every few seconds); a run shorter than ``interval_s`` prints nothing.
+:meth:`Progress.announce` prints a line at once (why a run pauses: kernels compiling).
 """
 
 from __future__ import annotations
@@ -19,12 +22,15 @@ class Progress:
     """Slots done out of ``total`` and the current phase, shown on ``stream``."""
 
     def __init__(self, total: int, stream: TextIO, *, interval_s: float = 5.0,
-                 tty: bool | None = None) -> None:
+                 quiet_s: float = 60.0, tty: bool | None = None) -> None:
         self.total = max(1, int(total))
         self.done = 0
         self.phase_text = ""
         self.stream = stream
         self.interval_s = float(interval_s)
+        self.quiet_s = float(quiet_s)
+        self._shown: tuple[str, int] | None = None  # (phase, done) of the last line printed
+        self._shown_at = 0.0
         self._start = time.monotonic()
         self._stop = threading.Event()
         self._bar: Any = None
@@ -59,11 +65,21 @@ class Progress:
 
     def tick(self) -> None:
         """Print :meth:`line` now."""
+        self._shown, self._shown_at = (self.phase_text, self.done), time.monotonic()
         print(self.line(), file=self.stream, flush=True)
+
+    def announce(self, text: str) -> None:
+        """Print ``psched: text`` at once, above the bar on a terminal."""
+        if self._bar is not None:
+            self._bar.write(f"psched: {text}", file=self.stream)
+        else:
+            print(f"psched: {text}", file=self.stream, flush=True)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.tick()
+            if (self._shown != (self.phase_text, self.done)
+                    or time.monotonic() - self._shown_at >= self.quiet_s):
+                self.tick()
 
     def close(self) -> None:
         """Stop showing progress."""

@@ -9,7 +9,7 @@ import inspect
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, TextIO
 
 from psched.core.errors import InputError
@@ -263,9 +263,59 @@ def run_simulation(req: SimulateRequest, *, progress: Progress | None = None,
     return summary, results
 
 
+#: Policies whose one-off start-up costs this process has paid (:func:`_warm_up`).
+_WARMED: set[str] = set()
+#: Jobs and slots of the small instance :func:`_warm_up` runs.
+WARM_UP_JOBS, WARM_UP_SLOTS = 8, 60
+
+
+def _warm_up(name: str, req: SimulateRequest, specs: Sequence[JobSpec], cluster: Cluster,
+             bar: Progress | None) -> None:
+    """Pay ``name``'s one-off start-up costs before its timed run, once per process.
+
+    The first decisions of a process would otherwise count what no later one pays: imports
+    made on first use and, for the numba kernels of ``oasis-rp``, their compilation (on the
+    first run on a machine, tens of seconds; later runs load numba's disk cache, a fraction
+    of a second; :mod:`psched.core.lazy_numba`). The policy runs on the first
+    :data:`WARM_UP_JOBS` jobs (arrivals shifted to slot 0, the run's cluster,
+    :data:`WARM_UP_SLOTS` slots, the result discarded); when numba starts compiling the
+    progress says so, once.
+    """
+    if name in _WARMED:
+        return
+    from psched.core.lazy_numba import on_compile
+
+    first = sorted(specs, key=lambda s: s.arrival)[:WARM_UP_JOBS]
+    if not first:
+        return
+    a0 = first[0].arrival
+    small = [replace(s, arrival=s.arrival - a0) for s in first]
+    said: list[bool] = []
+
+    def say() -> None:
+        if bar is not None and not said:
+            said.append(True)
+            bar.announce(f"{name}: compiling kernels (first run only: numba caches them "
+                         "on disk)...")
+
+    remove = on_compile(say)
+    try:
+        simulate(small, cluster, make_policy(name, **_policy_options(name, req)),
+                 WARM_UP_SLOTS, seed=req.seed, check=False)
+    finally:
+        remove()
+    _WARMED.add(name)
+
+
 def _run_one(name: str, req: SimulateRequest, specs: Sequence[JobSpec], cluster: Cluster,
              horizon: int, history: Sequence[JobSpec], bar: Progress | None) -> RunResult:
-    """One policy's run; the phase turns to the policy's report once the slots are done."""
+    """One policy's run, its start-up costs paid first (:func:`_warm_up`); the phase turns
+    to the policy's report once the slots are done."""
+    from psched.core.lazy_numba import startup_seconds
+
+    if bar is not None:
+        bar.phase(f"{name}: start-up")
+    _warm_up(name, req, specs, cluster, bar)
     policy = make_policy(name, **_policy_options(name, req))
     on_slot = None
     if bar is not None:
@@ -276,9 +326,16 @@ def _run_one(name: str, req: SimulateRequest, specs: Sequence[JobSpec], cluster:
             if t >= horizon:
                 bar.phase(f"{name}: final report (the dual certificate, if the policy has one)")
 
-    return simulate(specs, cluster, policy, horizon, history=history,
-                    max_window=req.max_window, seed=req.seed, check=req.check,
-                    on_slot=on_slot)
+    before = startup_seconds()
+    result = simulate(specs, cluster, policy, horizon, history=history,
+                      max_window=req.max_window, seed=req.seed, check=req.check,
+                      on_slot=on_slot)
+    late = startup_seconds() - before
+    if late > 0.0:  # a kernel the small run did not reach: say so, never hide it
+        warnings.warn(f"{name}: {late:.2f} s of numba compilation or loading fell inside "
+                      "the run and is counted in its decision times", PschedWarning,
+                      stacklevel=3)
+    return result
 
 
 def _fmt(x: Any, spec: str = ".1f") -> str:
