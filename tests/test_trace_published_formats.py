@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import math
 import shutil
+import tempfile
 import warnings
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from psched.cli.main import main
 from psched.core.errors import InputError
@@ -162,3 +165,31 @@ def test_a_gavel_file_with_mixed_layouts_names_the_line(tmp_path: Path) -> None:
         load_any(bad, fmt="gavel")
     shutil.copy(SAMPLES / "gavel_7col.trace", tmp_path / "renamed.csv")  # told by layout
     assert detect_format(tmp_path / "renamed.csv") == "gavel"
+
+
+def test_a_gavel_job_type_the_table_lacks_borrows_the_named_step_time(tmp_path: Path) -> None:
+    row = "\t".join(["BERT (batch size 8)", "python3 run.py", "--steps", "0", "19647", "0", "1"])
+    path = tmp_path / "bert.trace"
+    path.write_text(row + "\n")
+    with pytest.warns(UserWarning, match=r"bert \(batch size 8\) -> resnet-50 \(batch size 64\) "
+                                         r"\(1 row\)"):
+        (spec,) = load_any(path)
+    assert FALLBACK["gavel"] == "resnet-50 (batch size 64)"
+    assert spec.work(3600) == 1  # 19,647 steps x 0.1832 s = 3,600 s on one GPU
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(sorted(CASES)), at=st.floats(0, 1), junk=st.text(max_size=3))
+def test_any_corrupted_sample_gives_jobs_or_a_one_line_error(name: str, at: float,
+                                                              junk: str) -> None:
+    text = (SAMPLES / name).read_text()
+    cut = int(at * len(text))
+    with tempfile.TemporaryDirectory() as tmp:
+        bad = Path(tmp) / name
+        bad.write_text(text[:cut] + junk + text[cut + 1:])
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                load_any(bad)
+        except InputError as err:
+            assert "\n" not in str(err) and str(err).startswith(str(bad))

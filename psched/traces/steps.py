@@ -18,8 +18,7 @@ table", lists it with its sources).
   x (``step_time`` - ``sync_time``) of the 6-GPU row at local batch 28 (6 x 28 ~ 160), the
   compute of one 160-utterance step on one GPU.
 
-A name the table lacks (Gavel's ``A3C``, Pollux's ``ncf``: no one-GPU time in those sources)
-is renamed by ``--model-map`` if given, else by the format's documented stand-in
+A name the table lacks (Pollux's ``ncf``: no one-GPU time in the artifact) is renamed by ``--model-map`` if given, else by the format's documented stand-in
 (:data:`FALLBACK`), and the rows so read are counted and named in one warning line.
 Multi-GPU jobs are assumed to scale linearly (run time = steps x ``step_s`` / GPUs): the
 sources measure one GPU.
@@ -89,6 +88,7 @@ STEP_TIMES: dict[str, StepTime] = {s.name: s for s in (
     _gavel("Recommendation (batch size 4096)", "recommendation", 4096, 0.6244083613498694),
     _gavel("Recommendation (batch size 8192)", "recommendation", 8192, 0.6023546957515021),
     _gavel("CycleGAN", "cyclegan", 1, 4.918494739402234),
+    _gavel("A3C", "a3c", 1, 8.233033211429207),
     _pollux("cifar10", "resnet18", 256, 100, 20377, 0.18708271980285646),
     _pollux("imagenet", "resnet50", 200, 90, 576525, 0.923530888557434),
     _pollux("bert", "bert", 12, 2, 14774, 0.9215156733989716),
