@@ -2,9 +2,10 @@
 runs behind and each resume costs start-up, jobs do not swap slots back and forth; with
 reality as planned it never acts.
 
-Reality behind is :class:`psched.core.behind.StartupExecutor` in the scheduler service (the
+Reality behind is :class:`psched.core.reality.RealityExecutor` in the scheduler service (the
 loop the live service runs): each worker does ``rate`` of its planned work, and a job that
-starts or resumes loses ``startup`` of the slot, as a resume costs actor start-up on Ray.
+starts, resumes or is resized loses ``startup`` of the slot, as a resume costs actor start-up
+on Ray.
 Suspensions are counted from ``allocations`` (:func:`psched.core.behind.churn`).
 """
 
@@ -16,14 +17,21 @@ from hypothesis import strategies as st
 from test_journal import _cluster, _drive, _spec
 from test_service_oasis_rp import _config, _random_plan
 
-from psched.core.behind import StartupExecutor, churn
+from psched.core.behind import churn
+from psched.core.errors import InputError
 from psched.core.executor import SimulatedExecutor
 from psched.core.model import Alloc
+from psched.core.reality import Reality, RealityExecutor
 from psched.core.simulator import simulate
 from psched.policies.oasis_rp import OasisRpPolicy
 from psched.policies.oasis_rp.steady import keeps_running, tightest_first
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 from ray_cluster.service import SchedulerService
+
+
+def _behind(rate: float, startup: float, resize: float = 0.0) -> RealityExecutor:
+    """Each worker does ``rate``; a start or resume loses ``startup``, a resize ``resize``."""
+    return RealityExecutor(Reality(rate=rate, startup=startup, resize=resize))
 
 
 def _service(tmp_path, executor) -> SchedulerService:
@@ -39,7 +47,7 @@ def _two_jobs_sharing_the_server(tmp_path) -> SchedulerService:
     promised at its commit point, with the live service's one slot of slack, and at 0.9 of
     its plan's speed it finishes one slot past it: a margin of one slot covers one slot lost,
     not a job running slower than planned throughout.)"""
-    svc = _service(tmp_path, StartupExecutor(0.9, 1.0))
+    svc = _service(tmp_path, _behind(0.9, 1.0))
     assert svc.submit(_spec(1, n=2, work_s=0.06, value=10))["held"]
     svc.run_for(1)
     assert svc.submit(_spec(2, n=2, work_s=0.04, value=20))["held"]
@@ -90,14 +98,15 @@ def test_a_plan_that_stops_or_resizes_a_running_job_is_not_kept():
     assert keeps_running(old, {5: two, 6: two}, 4, ran=False)  # it was not running
 
 
-def test_the_startup_executor_charges_a_start_and_a_resume_not_a_continued_slot():
-    ex, a = StartupExecutor(0.5, 0.4), Alloc.of({0: 2}, {1: 1})
+def test_the_reality_executor_charges_a_start_a_resume_and_a_resize_not_a_continued_slot():
+    ex, a, b = _behind(0.5, 0.4, 0.4), Alloc.of({0: 2}, {1: 1}), Alloc.of({0: 1}, {1: 1})
     assert ex.apply(0, {"j": a}, {}).progress == {"j": pytest.approx(0.5 * 2 * 0.6)}
     assert ex.apply(1, {"j": a}, {}).progress == {"j": pytest.approx(1.0)}
     assert ex.apply(2, {}, {}).progress == {}
     assert ex.apply(3, {"j": a}, {}).progress == {"j": pytest.approx(0.6)}  # resumed
-    with pytest.raises(ValueError, match="startup"):
-        StartupExecutor(1.0, 1.5)
+    assert ex.apply(4, {"j": b}, {}).progress == {"j": pytest.approx(0.3)}  # resized
+    with pytest.raises(InputError, match="startup"):
+        Reality(startup=1.5)
 
 
 def test_churn_counts_suspensions_and_resizes_from_allocation_rows():
@@ -114,7 +123,7 @@ def test_churn_counts_suspensions_and_resizes_from_allocation_rows():
 def test_with_reality_behind_no_admitted_job_is_forgotten(tmp_path_factory, seed, rate, startup):
     """Whatever the lag: every admitted job completes or is dropped after its window ends
     (``dropped_behind``), on plans the loop checked against capacity every slot."""
-    svc = _service(tmp_path_factory.mktemp("h"), StartupExecutor(rate, startup))
+    svc = _service(tmp_path_factory.mktemp("h"), _behind(rate, startup))
     _drive(svc, _random_plan(seed), 80)
     for job_id, rec in svc.loop.state.records.items():
         if rec.admitted:
