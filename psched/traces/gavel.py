@@ -22,6 +22,7 @@ hard deadline, as Gavel sets it: arrival + SLO x that run time; ``SLO`` <= 0 (th
 from __future__ import annotations
 
 import os
+import warnings
 from collections import Counter
 from collections.abc import Mapping
 
@@ -54,8 +55,6 @@ def read_gavel(path: str | os.PathLike[str], *,
     ``model_map`` renames job types missing from the step-time table (lower case); those
     still missing take the table's stand-in, named in one warning line.
     """
-    import warnings
-
     name = str(path)
     used: Counter[tuple[str, str]] = Counter()
     rows: list[TraceRow] = []

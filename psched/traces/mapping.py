@@ -166,6 +166,8 @@ class MappingOptions:
     model_map: tuple[tuple[str, str], ...] = ()  #: (trace name, catalog/step-table name)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "model_map", tuple(
+            (str(a).strip().lower(), str(b).strip().lower()) for a, b in self.model_map))
         checks = {
             "slot_seconds": self.slot_seconds > 0 and math.isfinite(self.slot_seconds),
             "elastic": self.elastic >= 1 and math.isfinite(self.elastic),

@@ -38,8 +38,11 @@ def read_pollux(path: str | os.PathLike[str], *,
     for f in read_csv(path, POLLUX_COLUMNS):
         f.integer("batch_size", least=1, most=10**9)
         entry = lookup(f.text("application"), "pollux", names, used)
+        if entry.steps is None:
+            raise f.bad("application", f"read as {entry.name!r}, which states no step count "
+                        "(--model-map it to a Pollux application)")
         gpus = f.integer("num_replicas", least=1)
-        steps = entry.steps or 1
+        steps = entry.steps
         rows.append(TraceRow(
             job_id=f.text("name"), line=f.line, path=f.path, submit_s=f.number("time"),
             duration_s=steps * entry.step_s / gpus, workers=gpus, iterations=steps,

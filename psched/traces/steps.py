@@ -18,8 +18,9 @@ table", lists it with its sources).
   x (``step_time`` - ``sync_time``) of the 6-GPU row at local batch 28 (6 x 28 ~ 160), the
   compute of one 160-utterance step on one GPU.
 
-A name the table lacks (Pollux's ``ncf``: no one-GPU time in the artifact) is renamed by ``--model-map`` if given, else by the format's documented stand-in
-(:data:`FALLBACK`), and the rows so read are counted and named in one warning line.
+A name the table lacks (Pollux's ``ncf``: no one-GPU time in the artifact) is renamed by
+``--model-map`` if given, else by the format's documented stand-in (:data:`FALLBACK`), and the
+rows so read are counted and named in one warning line.
 Multi-GPU jobs are assumed to scale linearly (run time = steps x ``step_s`` / GPUs): the
 sources measure one GPU.
 """
