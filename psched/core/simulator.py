@@ -8,6 +8,7 @@ import gc
 from collections.abc import Callable, Iterator, Sequence
 
 from psched.core.arrivals import TraceArrivals
+from psched.core.executor import Executor
 from psched.core.loop import SchedulerLoop
 from psched.core.model import Cluster, JobSpec
 from psched.core.policy import Policy
@@ -28,8 +29,13 @@ def simulate(
     seed: int = 0,
     check: bool = True,
     on_slot: Callable[[int], None] | None = None,
+    executor: Executor | None = None,
 ) -> RunResult:
     """Replay ``specs`` through ``policy`` on the simulated executor for ``horizon`` slots.
+
+    ``executor``: how progress is made (default the model,
+    :class:`~psched.core.executor.SimulatedExecutor`; a
+    :class:`~psched.core.reality.RealityExecutor` for a reality off the model).
 
     The objects alive when the run starts (the trace's jobs, the cluster: long-lived, never
     garbage during the run) are moved out of the cyclic collector's reach for the run
@@ -38,7 +44,8 @@ def simulate(
     tens of milliseconds per 100k trace objects."""
     with _frozen_heap():
         return _simulate(specs, cluster, policy, horizon, hindsight=hindsight, history=history,
-                         max_window=max_window, seed=seed, check=check, on_slot=on_slot)
+                         max_window=max_window, seed=seed, check=check, on_slot=on_slot,
+                         executor=executor)
 
 
 @contextlib.contextmanager
@@ -56,7 +63,8 @@ def _frozen_heap() -> Iterator[None]:
 
 def _simulate(specs: Sequence[JobSpec], cluster: Cluster, policy: Policy, horizon: int, *,
               hindsight: bool, history: Sequence[JobSpec], max_window: int | None, seed: int,
-              check: bool, on_slot: Callable[[int], None] | None) -> RunResult:
+              check: bool, on_slot: Callable[[int], None] | None,
+              executor: Executor | None) -> RunResult:
     loop = SchedulerLoop(
         cluster=cluster,
         policy=policy,
@@ -67,5 +75,6 @@ def _simulate(specs: Sequence[JobSpec], cluster: Cluster, policy: Policy, horizo
         max_window=max_window,
         seed=seed,
         check=check,
+        executor=executor,
     )
     return loop.run(on_slot=on_slot)
