@@ -112,3 +112,30 @@ def test_a_spec_file_with_a_utf8_byte_order_mark_loads_like_one_without(tmp_path
 
     got = dataclasses.replace(load_jobspec(marked), job_id="plain")
     assert got == load_jobspec(plain)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_an_example_job_lasts_long_enough_to_watch_and_cancel(path):
+    """At the documented 30-s slots (docs/service.md) every example needs at least 2 worker-
+    slots; digits-a and digits-b (the one the docs cancel) need 3 slots or more even on all
+    their workers, so ``psched cancel digits-b`` finds it active."""
+    spec = load_jobspec(path)
+    work = spec.work(30.0)
+    assert work >= 2
+    if spec.job_id in ("digits-a", "digits-b"):
+        assert work / spec.max_workers >= 3
+
+
+def test_the_reference_documents_every_field_and_its_example_parses():
+    """docs/jobspec.md: its example (with ``worker.gpu``) is a valid spec, and its table
+    names every field the parser knows."""
+    import re
+
+    from ray_cluster.workloads import jobspec
+
+    doc = (Path(__file__).parent.parent / "docs" / "jobspec.md").read_text()
+    example = re.search(r"```toml\n(.*?)```", doc, re.S).group(1)
+    spec = parse_jobspec(example, path="docs/jobspec.md")
+    assert spec.worker_demand.gpu == 1 and spec.workload == "torch-cnn"
+    documented = set(re.findall(r"^\| `\[?([a-z_]+)\]?` \|", doc, re.M))
+    assert documented >= jobspec._TOP, sorted(jobspec._TOP - documented)
