@@ -171,7 +171,9 @@ def compare(trace_or_jobs: str | os.PathLike[str] | Sequence[JobSpec],
     **options
         Any other field of :class:`psched.runs.runner.SimulateRequest`: ``jobs``, ``format``,
         ``slots``, ``slot_seconds``, ``seed``, ``load``, ``max_window``,
-        ``price_estimate_factor``, ``history``, ``check``.
+        ``price_estimate_factor``, ``history``, ``check``, ``reality`` (how jobs really run:
+        a :class:`~psched.core.reality.Reality`, a dict of its fields or
+        ``"rate=0.9,sigma_job=0.1"``; default the model).
 
     Returns
     -------

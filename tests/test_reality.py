@@ -129,3 +129,47 @@ def test_reality_parses_from_text_a_mapping_or_none():
     assert Reality.parse("rate=0.9, sigma-job=0.1,seed=4") == want
     assert Reality.parse({"rate": 0.9, "sigma_job": 0.1, "seed": 4}) == want
     assert Reality.parse(None) == Reality() and Reality.parse(want) is want
+
+
+def _cli(argv: list[str]) -> int:
+    from psched.cli.main import main
+
+    try:
+        return main(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+
+
+SMALL = ["simulate", "--scenario", "oasis-paper", "--jobs", "12", "--slots", "30",
+         "--policies", "fifo,oasis", "--no-check"]
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--rate", "0"), ("--sigma-job", "nan"),
+                                             ("--sigma-slot", "2.5"), ("--startup", "-1"),
+                                             ("--reality-seed", "-3"), ("--rate", "fast")])
+def test_a_bad_reality_flag_is_one_line_and_exit_2(flag, value, capsys):
+    assert _cli([*SMALL, flag, value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and flag in err and "Traceback" not in err
+
+
+def test_compare_runs_under_a_reality_and_records_it():
+    """The default reality is the model bit for bit; a slower one records its fields and
+    changes what completes."""
+    import psched
+    from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
+
+    specs, _ = oasis_paper_jobs(12, seed=1, slots=30)
+    cluster = oasis_paper_cluster(seed=1)
+    opts = {"slots": 30, "seed": 1}
+    plain = psched.compare(specs, cluster, "fifo,oasis", **opts)
+    exact = psched.compare(specs, cluster, "fifo,oasis", reality={"seed": 9}, **opts)
+    slow = psched.compare(specs, cluster, "fifo,oasis", reality="rate=0.5,startup=0.5", **opts)
+    for name in ("fifo", "oasis"):
+        a, b = plain.runs[name], exact.runs[name]
+        assert a.allocations == b.allocations
+        assert [(r.done, r.completion) for r in a.records.values()] == [
+            (r.done, r.completion) for r in b.records.values()]
+        assert sum(r.done for r in slow.runs[name].records.values()) < sum(
+            r.done for r in a.records.values())
+    assert slow.summary_dict["params"]["reality"]["rate"] == 0.5

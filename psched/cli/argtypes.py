@@ -6,10 +6,15 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from psched.core import limits
 
+if TYPE_CHECKING:
+    from psched.core.reality import Reality
+
 __all__ = [
+    "add_reality_args",
     "cpus_arg",
     "factor_arg",
     "jobs_arg",
@@ -20,6 +25,7 @@ __all__ = [
     "positive_float",
     "positive_int",
     "processes_arg",
+    "reality_of",
     "seed_arg",
     "slot_seconds_arg",
     "slots_arg",
@@ -82,3 +88,31 @@ def key_value(text: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value.strip()
+
+
+def add_reality_args(p: argparse.ArgumentParser) -> None:
+    """``--rate``, ``--sigma-job``, ``--sigma-slot``, ``--startup``, ``--reality-seed``: the
+    :class:`~psched.core.reality.Reality` the simulated jobs run in (default: the model)."""
+    g = p.add_argument_group("reality (how jobs really run against their profile; default: "
+                             "exactly as profiled)")
+    g.add_argument("--rate", type=float, default=1.0, metavar="R",
+                   help="every job's speed against its profile, (0, 10] (default 1)")
+    g.add_argument("--sigma-job", type=float, default=0.0, metavar="S",
+                   help="sigma of each job's lasting log-normal speed factor (median 1), "
+                        "[0, 2] (default 0)")
+    g.add_argument("--sigma-slot", type=float, default=0.0, metavar="S",
+                   help="sigma of the log-normal noise of each job's slot, [0, 2] (default 0)")
+    g.add_argument("--startup", type=float, default=0.0, metavar="F",
+                   help="fraction of a slot a job loses when it starts, resumes or is "
+                        "resized, [0, 1] (default 0)")
+    g.add_argument("--reality-seed", type=seed_arg, default=0, metavar="N",
+                   help="seed of the factors and the noise (default 0)")
+
+
+def reality_of(args: argparse.Namespace) -> Reality:
+    """The :class:`~psched.core.reality.Reality` of :func:`add_reality_args`' flags (raises
+    :class:`~psched.core.errors.InputError`, one line naming the flag, when out of range)."""
+    from psched.core.reality import Reality
+
+    return Reality(rate=args.rate, sigma_job=args.sigma_job, sigma_slot=args.sigma_slot,
+                   startup=args.startup, seed=args.reality_seed)

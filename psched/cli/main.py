@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from psched.cli.argtypes import (
+    add_reality_args,
     factor_arg,
     jobs_arg,
     key_value,
     load_arg,
+    reality_of,
     seed_arg,
     slot_seconds_arg,
     slots_arg,
@@ -148,6 +150,7 @@ def _add_own_commands(sub: Any) -> Any:
                    "schedule's utility: 'lp' = pooled LP relaxation of (1)-(13), in summary.json")
     s.add_argument("--no-check", action="store_true",
                    help="skip the independent plan checker (faster; not recommended)")
+    add_reality_args(s)
     s.set_defaults(func=_cmd_simulate)
 
     rp = sub.add_parser("report", help="(re)build DIR/report.html from an --out folder")
@@ -182,7 +185,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         scenario_opt=tuple(args.scenario_opt), max_window=args.max_window,
         price_estimate_factor=args.price_estimate_factor, history=args.history,
         out=args.out, overwrite=args.overwrite, plots=not args.no_plots,
-        check=not args.no_check, bound=args.bound,
+        check=not args.no_check, bound=args.bound, reality=reality_of(args),
     )
     summary, _ = run_simulation(req, command=["psched", *args.argv])
     print_table(summary, file=sys.stdout)

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from psched.core.errors import InputError
 from psched.core.limits import check_run_size
 from psched.core.model import Cluster, JobSpec
+from psched.core.reality import Reality
 from psched.core.records import RunResult
 from psched.core.simulator import simulate
 from psched.policies import available_policies, make_policy
@@ -59,6 +60,9 @@ class SimulateRequest:
     check: bool = True  #: run the independent plan checker
     progress: bool = True  #: progress on stderr (a bar on a terminal, else a line every 5 s)
     bound: str | None = None  #: "lp": add the pooled LP bound to params (psched.offline.optimum)
+    #: how progress departs from the model (:mod:`psched.core.reality`): a Reality, a mapping
+    #: of its fields or ``"rate=0.9,sigma_job=0.1"``; None or exact: the model itself
+    reality: Reality | Mapping[str, Any] | str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)  #: recorded in params as is
 
 
@@ -93,6 +97,7 @@ def prepare(req: SimulateRequest, *, jobs: Sequence[JobSpec] | None = None,
     params: dict[str, Any] = {k: v for k, v in asdict(req).items()
                               if k not in ("extra", "progress", "scenario_opt", "overwrite")}
     params["scenario_opt"] = dict(req.scenario_opt)
+    params["reality"] = Reality.parse(req.reality).to_dict()
     params.update(req.extra)
     slot_s = req.slot_seconds
     if cluster is not None:
@@ -159,7 +164,8 @@ def _prepare_jobs(req: SimulateRequest, specs: list[JobSpec], cluster: Cluster |
 
     params: dict[str, Any] = {k: v for k, v in asdict(req).items()
                               if k not in ("extra", "progress", "scenario_opt", "overwrite")}
-    params.update(req.extra, trace=None, source="job specs given in memory")
+    params.update(req.extra, trace=None, source="job specs given in memory",
+                  reality=Reality.parse(req.reality).to_dict())
     if cluster is None and req.cluster:
         cluster = load_cluster(req.cluster)
         params["cluster_source"] = req.cluster
@@ -227,6 +233,7 @@ def run_simulation(req: SimulateRequest, *, progress: Progress | None = None,
 
     prov = provenance(seed=req.seed, command=command)
     names = parse_policies(req.policies)
+    Reality.parse(req.reality)  # a bad reality fails before any work
     if req.out:
         from psched.results.output import check_out
 
@@ -329,7 +336,7 @@ def _run_one(name: str, req: SimulateRequest, specs: Sequence[JobSpec], cluster:
     before = startup_seconds()
     result = simulate(specs, cluster, policy, horizon, history=history,
                       max_window=req.max_window, seed=req.seed, check=req.check,
-                      on_slot=on_slot)
+                      on_slot=on_slot, executor=Reality.parse(req.reality).executor())
     late = startup_seconds() - before
     if late > 0.0:  # a kernel the small run did not reach: say so, never hide it
         warnings.warn(f"{name}: {late:.2f} s of numba compilation or loading fell inside "
