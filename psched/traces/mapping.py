@@ -99,7 +99,7 @@ _FAMILIES: tuple[tuple[str, str], ...] = (
     ("gpt", "gpt2"), ("deepspeech", "deepspeech2"), ("mobilenet", "mobilenet_v2"),
     ("googlenet", "googlenet"), ("alexnet", "alexnet"),
 )
-#: The model of a name with no family in the catalog (the most common model of the traces).
+#: The model of a name with no family in the catalog (ResNet-50, a mid-size model: 25.6 M).
 DEFAULT_MODEL = "resnet50"
 #: Utility of a best-effort job (Chronus ``best_effort`` / ``job_type`` best-effort): Chronus's
 #: own value for such jobs, 1, against 100 for a job with a deadline.
@@ -160,7 +160,7 @@ class MappingOptions:
     window_start_s: float | None = None  #: keep jobs submitted at/after this offset, s
     window_end_s: float | None = None  #: keep jobs submitted before this offset, s
     vc: str | None = None  #: keep only this virtual cluster
-    utility: str = "auto"  #: auto (deadline if stated, else mix) / mix / deadline
+    utility: str = "auto"  #: auto (the trace's own if stated, else mix) / mix / deadline
     ps_bandwidth_gbps: float = 20.0  #: B, one PS's bandwidth, Gbps
     time_scale: float = 1.0  #: arrival offsets are multiplied by this (load scaling)
     model_map: tuple[tuple[str, str], ...] = ()  #: (trace name, catalog/step-table name)
