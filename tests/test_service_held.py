@@ -240,15 +240,15 @@ def test_serve_takes_policy_options_and_refuses_an_unknown_one_in_one_line(tmp_p
     """``--policy-option promise_rtol=0.1`` reaches the policy the service makes; an option the
     policy does not take is refused in one line before Ray starts, nothing written."""
     from psched.cli.main import main
-    from psched.cli.service import policy_options
     from psched.core.errors import InputError
+    from psched.policies.options import options_from_pairs
 
-    opts = policy_options(["promise_rtol=0.1", "repack_gap=1"])
-    assert opts == {"promise_rtol": 0.1, "repack_gap": 1}
+    opts = options_from_pairs(["oasis-rp"], ["promise_rtol=0.1", "repack_gap=1"])["oasis-rp"]
+    assert opts == {"promise_rtol": 0.1, "repack_gap": 1.0}
     pol = _config(policy_options=opts).make_policy()
     assert (pol.promise_rtol, pol.repack_gap) == (0.1, 1.0)  # type: ignore[attr-defined]
-    with pytest.raises(InputError, match="expected KEY=VALUE"):
-        policy_options(["promise_rtol"])
+    with pytest.raises(InputError, match="expected NAME=VALUE"):
+        options_from_pairs(["oasis-rp"], ["promise_rtol"])
     with pytest.raises(InputError, match="has no option 'defer'"):
         _config(policy_options={"defer": 1}).make_policy()
     with pytest.raises(InputError, match=r"repack_gap must be in \(0, 1\]"):
@@ -256,7 +256,7 @@ def test_serve_takes_policy_options_and_refuses_an_unknown_one_in_one_line(tmp_p
     assert main(["serve", "--policy", "oasis-rp", "--prices", "50,0.5,20,0.2",
                  "--policy-option", "nope=1", "--dir", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err
-    assert "oasis-rp has no option 'nope'" in err and len(err.strip().splitlines()) == 1
+    assert "no option 'nope': oasis-rp takes" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "d").exists()
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "load_arg",
     "nonneg_float",
     "nonneg_int",
+    "policy_options_help",
     "positive_float",
     "positive_int",
     "processes_arg",
@@ -88,6 +89,21 @@ def key_value(text: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value.strip()
+
+
+def policy_options_help(names: list[str] | None = None) -> str:
+    """An epilog listing each policy's ``--policy-option`` names with their defaults (every
+    registered policy unless ``names``), read from the factories' signatures."""
+    import textwrap
+
+    from psched.policies import available_policies
+    from psched.policies.options import describe_options
+
+    lines = ["policy options, NAME=DEFAULT (--policy-option NAME=VALUE, or POLICY:NAME=VALUE):"]
+    for name in names or available_policies():
+        lines += textwrap.wrap(describe_options(name) or "none", 96, initial_indent=f"  {name}: ",
+                               subsequent_indent="    ", break_on_hyphens=False)
+    return "\n".join(lines)
 
 
 def add_reality_args(p: argparse.ArgumentParser) -> None:

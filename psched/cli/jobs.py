@@ -125,9 +125,9 @@ def progress_bar(job: dict[str, Any], ran: float) -> str:
     work = float(job["work"])
     if work <= 0:
         return " " * BAR_WIDTH
-    done = min(1.0, job["done"] / work)
+    done = min(1.0, float(job["done"]) / work)
     running = job["state"] == "running" and job["completion"] is None
-    slot = min(1.0 - done, job["workers"] * ran / work) if running else 0.0
+    slot = min(1.0 - done, float(job["workers"]) * ran / work) if running else 0.0
     full = round(done * BAR_WIDTH)
     moving = round((done + slot) * BAR_WIDTH) - full
     return ("#" * full + ">" * moving).ljust(BAR_WIDTH)

@@ -23,6 +23,7 @@ from psched.cli.argtypes import (
     jobs_arg,
     key_value,
     load_arg,
+    policy_options_help,
     reality_of,
     seed_arg,
     slot_seconds_arg,
@@ -63,7 +64,8 @@ def _simulate_epilog() -> str:
     lines = [f"  {c:<{width}}  {text}" for c, text in COLUMN_LEGEND]
     return ("columns of the printed table:\n" + "\n".join(lines) + "\n\nwith --out DIR: "
             "summary.json, cluster.json, POLICY/jobs.csv, POLICY/allocations.csv, plots/ and "
-            "report.html (open it in a browser; 'psched report DIR' rebuilds it)")
+            "report.html (open it in a browser; 'psched report DIR' rebuilds it)\n\n"
+            + policy_options_help())
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -124,6 +126,9 @@ def _add_own_commands(sub: Any) -> Any:
     s.add_argument("--policies", default="all", metavar="NAMES",
                    help="comma-separated policy names, or all (default); choices: "
                         f"{_choices(available_policies())}")
+    s.add_argument("--policy-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="an option of the policies that take NAME (repeatable; "
+                        "POLICY:NAME=VALUE for one policy; listed below)")
     s.add_argument("--slots", type=slots_arg, help="horizon T in slots")
     s.add_argument("--slot-seconds", type=slot_seconds_arg, help="slot length in seconds")
     s.add_argument("--seed", type=seed_arg, default=0, help="seed of every random choice")
@@ -180,7 +185,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     req = SimulateRequest(
         trace=args.trace, scenario=args.scenario, jobs=args.jobs, format=args.format,
-        cluster=args.cluster, policies=args.policies, slots=args.slots,
+        cluster=args.cluster, policies=args.policies,
+        policy_options=tuple(args.policy_option), slots=args.slots,
         slot_seconds=args.slot_seconds, seed=args.seed, load=args.load,
         scenario_opt=tuple(args.scenario_opt), max_window=args.max_window,
         price_estimate_factor=args.price_estimate_factor, history=args.history,

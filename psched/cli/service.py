@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -59,7 +58,7 @@ from psched.core.errors import InputError
 from psched.traces.native import atomic_write_text
 
 __all__ = ["CLIENT_LOG", "DEFAULT_DIR", "TOKEN_FILE", "ensure_token", "format_status",
-           "init_ray", "page_address", "policy_options", "register", "submit_line",
+           "init_ray", "page_address", "register", "submit_line",
            "use_token"]
 
 log = logging.getLogger(__name__)
@@ -69,6 +68,7 @@ def register(commands: Any, trace_actions: Any) -> None:
     """Add ``serve``, ``stop``, ``submit``, ``status``, ``cancel``, ``logs`` and ``run``."""
     from psched.cli.argtypes import (
         factor_arg,
+        policy_options_help,
         positive_float,
         processes_arg,
         slot_seconds_arg,
@@ -81,12 +81,13 @@ def register(commands: Any, trace_actions: Any) -> None:
                        help=f"service folder: journal, checkpoints (default {DEFAULT_DIR})")
 
     def service_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--policy", default="oasis",
-                       help="policy name (default oasis; oasis-rp: promises kept, plans "
-                            "revised, a revision is a resize at the next boundary)")
-        p.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
-                       help="an option of the policy (repeatable; VALUE as JSON, else a "
-                            "string), e.g. defer=1 for oasis-rp's deferred admission")
+        p.add_argument("--policy", default="oasis-rp",
+                       help="policy name (default oasis-rp: a completion slot promised to "
+                            "each admitted job, plans revised, a revision is a resize at "
+                            "the next boundary)")
+        p.add_argument("--policy-option", action="append", default=[], metavar="NAME=VALUE",
+                       help="an option of the policy (repeatable; checked against what the "
+                            "policy takes; the options and their defaults are listed below)")
         p.add_argument("--slot-seconds", type=slot_seconds_arg, default=30.0,
                        help="slot length in seconds (default 30)")
         p.add_argument("--horizon", type=slots_arg, help="most slots to run")
@@ -109,7 +110,9 @@ def register(commands: Any, trace_actions: Any) -> None:
                        help="fresh Ray worker processes kept waiting per node, so actors a "
                             "boundary adds start at once (default 4; 0: none)")
 
-    s = commands.add_parser("serve", help="start the scheduler service on Ray")
+    s = commands.add_parser("serve", help="start the scheduler service on Ray",
+                            epilog=policy_options_help(),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     common(s)
     service_options(s)
     s.add_argument("--page-port", type=int, default=0, metavar="PORT",
@@ -147,7 +150,9 @@ def register(commands: Any, trace_actions: Any) -> None:
     pg.add_argument("--dir", default=DEFAULT_DIR,
                     help=f"service folder (default {DEFAULT_DIR})")
     pg.set_defaults(func=cmd_page)
-    r = commands.add_parser("run", help="run a trace on Ray through the service (real training)")
+    r = commands.add_parser("run", help="run a trace on Ray through the service (real training)",
+                            epilog=policy_options_help(),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("trace", metavar="TRACE",
                    help="native trace whose jobs name a workload to train for real")
     r.add_argument("--out", metavar="DIR", help="write the files of 'psched simulate --out' "
@@ -179,34 +184,16 @@ def _config(args: argparse.Namespace, specs: list[Any] | None = None) -> Any:
     history = [s for f in args.history for s in _load_jobs(f, allow_import=True)]
     if specs is not None and not history and prices is None:
         history = list(specs)
-    return ServiceConfig(policy=args.policy, policy_options=policy_options(args.policy_option),
+    from psched.policies.options import checked_policy, options_from_pairs
+
+    options = options_from_pairs([args.policy], args.policy_option)[args.policy]
+    checked_policy(args.policy, options)  # what the factory refuses: one line, before Ray
+    return ServiceConfig(policy=args.policy, policy_options=options,
                          slot_seconds=args.slot_seconds,
                          horizon=args.horizon or 500, prices=prices, history=tuple(history),
                          estimate_factor=args.price_estimate_factor,
                          runtime=_runtime_options(args), allow_import=args.allow_import,
                          warm_processes=args.warm_processes)
-
-
-def policy_options(pairs: list[str]) -> dict[str, Any]:
-    """``--policy-option KEY=VALUE`` pairs as options (VALUE read as JSON: ``1``, ``0.5``,
-    ``true``; else kept as a string). Which keys the policy takes is checked when the service
-    makes it (:meth:`ray_cluster.service.ServiceConfig.make_policy`).
-
-    Raises
-    ------
-    InputError
-        A pair without ``=`` or with an empty key, in one line.
-    """
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, eq, value = pair.partition("=")
-        if not eq or not key.strip().isidentifier():
-            raise InputError(f"expected KEY=VALUE, got {pair!r}", field="--policy-option")
-        try:
-            out[key.strip()] = json.loads(value)
-        except ValueError:
-            out[key.strip()] = value
-    return out
 
 
 def _runtime_options(args: argparse.Namespace) -> dict[str, Any]:

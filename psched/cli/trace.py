@@ -112,6 +112,9 @@ def register(commands: Any, trace_actions: Any) -> None:
                    help="slot length in seconds (default 3600)")
     p.add_argument("--policies", type=_list(str), default=("fifo", "drf", "oasis"),
                    help="comma-separated policy names (default fifo,drf,oasis)")
+    p.add_argument("--policy-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="an option of the policies that take NAME (repeatable; "
+                        "POLICY:NAME=VALUE for one policy; see 'psched simulate --help')")
     p.add_argument("--seeds", type=_list(seed_arg), default=(0,), help="e.g. 0,1,2")
     p.add_argument("--loads", type=_list(load_arg), default=(1.0,),
                    help="load factors: arrival times divided by these (e.g. 0.5,1,2)")
@@ -174,7 +177,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                      slot_seconds=args.slot_seconds, policies=tuple(args.policies),
                      seeds=tuple(args.seeds), loads=tuple(args.loads),
                      scales=tuple(args.cluster_scales), max_window=args.max_window,
-                     check=not args.no_check)
+                     check=not args.no_check, policy_options=tuple(args.policy_option))
     total = len(cells_of(spec))
     done = [0]
 

@@ -17,12 +17,15 @@ JOBS_COLUMNS: tuple[str, ...] = (
     *(f"worker_{r}" for r in RESOURCES), *(f"ps_{r}" for r in RESOURCES),
     "utility_kind", "value", "decay", "target", "utility_steps",
     "admitted", "reason", "completion", "duration", "utility", "promised", "promised_at",
-    "decided",
+    "decided", "restated", "speed", "speed_sd", "background",
 )
 
 
 def job_rows(result: RunResult) -> list[list[Any]]:
-    """The rows of ``jobs.csv`` (:data:`JOBS_COLUMNS`)."""
+    """The rows of ``jobs.csv`` (:data:`JOBS_COLUMNS`). ``restated``: each re-statement of
+    the promise as ``slot:old>new``, ``;``-separated; ``speed``, ``speed_sd``: the measured
+    speed against the model and its spread; ``background``: worker-slots run on capacity no
+    plan used."""
     rows = []
     for rec in result.records.values():
         spec = rec.job.spec
@@ -39,5 +42,7 @@ def job_rows(result: RunResult) -> list[list[Any]]:
             "" if rec.promised is None else rec.promised,
             "" if rec.promised_at is None else rec.promised_at,
             "" if rec.decided is None else rec.decided,
+            ";".join(f"{at}:{old}>{new}" for at, old, new in rec.restated),
+            repr(rec.speed), repr(rec.speed_sd), repr(rec.background),
         ])
     return rows

@@ -14,15 +14,21 @@ import numpy as np
 from psched.core.model import RESOURCES, Pool
 from psched.core.records import JobRecord, RunResult, capacity_slots
 
-__all__ = ["SUMMARY_KEYS", "dual_per_utility", "lateness", "summarize", "training_figures"]
+__all__ = ["PROMISE_KEYS", "SUMMARY_KEYS", "dual_per_utility", "lateness", "promise_figures",
+           "summarize", "training_figures"]
 
 #: Keys every policy's entry in ``summary.json`` has (policies may add more, e.g. a dual bound).
 SUMMARY_KEYS: tuple[str, ...] = (
     "total_utility", "jobs", "admitted", "rejected", "rejected_reasons", "completed",
     "unfinished", "jct_mean", "jct_p50", "jct_p99", "lateness_mean", "queueing_mean",
     "utilization", "decision_ms_p50", "decision_ms_p99", "decision_events", "wall_s",
-    "training_efficiency", "worker_slot_efficiency",
+    "training_efficiency", "worker_slot_efficiency", "promised", "kept", "restated", "missed",
+    "dropped", "wasted_ws", "background_ws",
 )
+
+#: The keys of :func:`promise_figures`.
+PROMISE_KEYS: tuple[str, ...] = ("promised", "kept", "restated", "missed", "dropped",
+                                 "wasted_ws", "background_ws")
 
 
 def lateness(rec: JobRecord) -> float | None:
@@ -64,6 +70,35 @@ def training_figures(result: RunResult) -> dict[str, Any]:
     }
 
 
+def promise_figures(result: RunResult) -> dict[str, Any]:
+    """What became of promises and of the work spent on jobs that never completed.
+
+    * ``promised`` -- jobs with a promise (:attr:`JobRecord.promised`);
+    * ``kept`` -- of those, completed by their latest promise with every re-statement made no
+      later than the slot it replaced (:attr:`JobRecord.promise_kept`);
+    * ``restated`` -- jobs whose promise was re-stated at least once;
+    * ``missed`` -- jobs with a promise not kept (late, re-stated too late, or unfinished);
+    * ``dropped`` -- admitted jobs taken out before completing (cancelled, failed, dropped:
+      a reason set on an admitted job), a part of ``unfinished``;
+    * ``wasted_ws`` -- worker-slots done by jobs that never completed: admitted ones still
+      running at the end or dropped, and any a held or rejected job ran;
+    * ``background_ws`` -- worker-slots run on capacity no plan used, after the policy left
+      the job (:attr:`JobRecord.background`).
+
+    O(jobs).
+    """
+    recs = list(result.records.values())
+    return {
+        "promised": sum(r.promised is not None for r in recs),
+        "kept": sum(r.promise_kept is True for r in recs),
+        "restated": sum(bool(r.restated) for r in recs),
+        "missed": sum(r.promise_kept is False for r in recs),
+        "dropped": sum(r.admitted and r.completion is None and r.reason != "" for r in recs),
+        "wasted_ws": float(sum(r.done for r in recs if r.completion is None)),
+        "background_ws": float(sum(r.background for r in recs)),
+    }
+
+
 def summarize(result: RunResult) -> dict[str, Any]:
     """The ``summary.json`` entry of one policy's run."""
     recs = list(result.records.values())
@@ -102,6 +137,7 @@ def summarize(result: RunResult) -> dict[str, Any]:
         "wall_s": result.wall_s,
     }
     out.update(training_figures(result))
+    out.update(promise_figures(result))
     for key, value in result.report.items():
         out.setdefault(key, value)
     if out.get("dual_bound") is not None:

@@ -88,7 +88,8 @@ def load_run(folder: str | Path) -> RunFiles:
     cluster = json.loads((folder / "cluster.json").read_text())
     policies = {}
     for name, entry in summary["policies"].items():
-        jobs = pd.read_csv(folder / name / "jobs.csv", dtype={"job_id": str, "reason": str},
+        jobs = pd.read_csv(folder / name / "jobs.csv",
+                           dtype={"job_id": str, "reason": str, "restated": str},
                            keep_default_na=False, na_values={"completion": [""],
                                                              "duration": [""]})
         alloc = pd.read_csv(folder / name / "allocations.csv",
@@ -103,7 +104,7 @@ def jobs_frame(result: RunResult) -> pd.DataFrame:
 
     frame = pd.DataFrame(job_rows(result), columns=list(JOBS_COLUMNS))
     for col in JOBS_COLUMNS:
-        if col not in ("job_id", "utility_kind", "utility_steps", "reason"):
+        if col not in ("job_id", "utility_kind", "utility_steps", "reason", "restated"):
             frame[col] = pd.to_numeric(frame[col].replace("", np.nan))
     return frame
 

@@ -316,7 +316,7 @@ def _legends_below(fig: Any, axes: Any) -> None:
     the axis label), so that it never covers them; ``png`` crops to include it."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    renderer = FigureCanvasAgg(fig).get_renderer()
+    renderer = FigureCanvasAgg(fig).get_renderer()  # type: ignore[no-untyped-call]
     for ax in axes:
         if not ax.get_legend_handles_labels()[0]:
             continue

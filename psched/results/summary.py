@@ -51,6 +51,15 @@ COLUMN_LEGEND: tuple[tuple[str, str], ...] = (
     ("dual_bound", "OASiS-family: the dual objective, an upper bound on the offline optimum"),
     ("dual/util", "dual_bound / utility (the utility earned, counted alike for every policy): "
                   "an UPPER BOUND on OPT/ALG, not OPT/ALG itself (psched ratio measures that)"),
+    ("promised", "jobs given a promised completion slot (OASiS family)"),
+    ("kept", "promised jobs completed by their latest promise, each re-statement made no later "
+             "than the slot it replaced"),
+    ("restated", "jobs whose promise was re-stated (a new completion slot said)"),
+    ("missed", "promised jobs whose promise was not kept (late, re-stated too late, or "
+               "unfinished)"),
+    ("wasted_ws", "worker-slots spent on jobs that never completed (unfinished, dropped, held)"),
+    ("background_ws", "worker-slots run on capacity no plan used, for jobs their policy left "
+                      "(past their window): counted apart"),
 )
 
 #: Keys of ``summary["provenance"]``.

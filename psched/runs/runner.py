@@ -359,7 +359,8 @@ def print_table(summary: Mapping[str, Any], file: TextIO = sys.stdout) -> None:
                     for s in summary["policies"].values())
     cols = ["policy", "utility", "admit", "reject", "done", "unfin", "jct_mean", "jct_h",
             "jct_p99", "late_mean", "queue", "makespan_h", *(["dl_met"] if deadlines else []),
-            "gpu_util", "dec_p50_ms", "dec_p99_ms", "dual_bound", "dual/util"]
+            "gpu_util", "dec_p50_ms", "dec_p99_ms", "dual_bound", "dual/util", "promised",
+            "kept", "restated", "missed", "wasted_ws", "background_ws"]
     rows = []
     for name, s in summary["policies"].items():
         gpu = s["utilization"].get("worker", {}).get("gpu")
@@ -371,7 +372,9 @@ def print_table(summary: Mapping[str, Any], file: TextIO = sys.stdout) -> None:
                      *([_fmt(s.get("deadline_met_fraction"), ".2f")] if deadlines else []),
                      _fmt(gpu, ".2f"), _fmt(s["decision_ms_p50"], ".2f"),
                      _fmt(s["decision_ms_p99"], ".2f"), _fmt(s.get("dual_bound")),
-                     _fmt(s.get("dual_per_utility"), ".3f")))
+                     _fmt(s.get("dual_per_utility"), ".3f"),
+                     *(str(s[k]) for k in ("promised", "kept", "restated", "missed")),
+                     _fmt(s["wasted_ws"]), _fmt(s["background_ws"])))
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     p = summary["params"]
     print(f"# {p['n_jobs']} jobs, T = {p['horizon']} slots of {p['slot_seconds']:g} s, "

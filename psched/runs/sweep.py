@@ -118,7 +118,8 @@ def run_cell(spec: SweepSpec, cell: SweepCell,
         slot_seconds=spec.slot_seconds)
     specs = scale_arrivals(base, 1.0 / cell.load) if cell.load != 1.0 else base
     horizon = trace_horizon(specs, spec.slot_seconds, spec.max_window)
-    result = simulate(specs, cluster, make_policy(cell.policy), horizon, seed=cell.seed,
+    policy = make_policy(cell.policy, **spec.options_of(cell.policy))
+    result = simulate(specs, cluster, policy, horizon, seed=cell.seed,
                       max_window=spec.max_window, check=spec.check)
     s = summarize(result)
     gpu = s["utilization"].get("worker", {}).get("gpu")

@@ -43,10 +43,22 @@ class SweepSpec:
     scales: tuple[float, ...] = (1.0,)  #: cluster sizes, times the default cluster
     max_window: int | None = None  #: explicit cap on a job's window, slots (None: no cap)
     check: bool = True  #: run the independent plan checker
+    #: ``NAME=VALUE`` / ``POLICY:NAME=VALUE`` (:func:`psched.policies.options.options_from_pairs`)
+    policy_options: tuple[str, ...] = ()
 
     def digest(self) -> str:
-        """A short hash of the spec (a results folder holds one sweep)."""
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+        """A short hash of the spec (a results folder holds one sweep; a spec without policy
+        options hashes as it did before they existed)."""
+        d = asdict(self)
+        if not d["policy_options"]:
+            del d["policy_options"]
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+    def options_of(self, policy: str) -> dict[str, Any]:
+        """The options ``policy`` gets from :attr:`policy_options`."""
+        from psched.policies.options import options_from_pairs
+
+        return options_from_pairs(self.policies, self.policy_options).get(policy, {})
 
 
 def cells_of(spec: SweepSpec) -> list[SweepCell]:
@@ -63,6 +75,10 @@ def check_spec(spec: SweepSpec) -> None:
         if p not in known:
             raise InputError(f"unknown policy {p!r}; available: {', '.join(known)}",
                              path="--policies", field="policies")
+    from psched.policies.options import checked_policy, options_from_pairs
+
+    for name, options in options_from_pairs(spec.policies, spec.policy_options).items():
+        checked_policy(name, options)  # a bad option: one line, before any work
     for name, values in (("loads", spec.loads), ("scales", spec.scales)):
         if not values or any(not (math.isfinite(v) and v > 0) for v in values):
             raise InputError(f"must be positive numbers, got {values!r}", path=f"--{name}",

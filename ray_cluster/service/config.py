@@ -10,7 +10,6 @@ stops. The service itself is :mod:`ray_cluster.service.core`.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +17,7 @@ from psched.core.errors import InputError
 from psched.core.model import Cluster, JobSpec, Pool, Resources, Server
 from psched.core.policy import Policy, takes_price_bounds
 from psched.policies import policy_factory
+from psched.policies.options import check_options, policy_options
 from ray_cluster.workloads.jobspec import spec_from_json, spec_to_json
 
 __all__ = ["CANCELLED", "DROPPED_BEHIND", "FAILED", "LIVE_COMMIT_MARGIN", "SERVICE_NAME",
@@ -88,14 +88,10 @@ class ServiceConfig:
             factory = policy_factory(self.policy)
         except KeyError as err:
             raise InputError(str(err.args[0]), field="policy") from None
-        takes = inspect.signature(factory).parameters
+        takes = policy_options(self.policy)
         if "commit_margin" in takes:  # a real executor may lose a slot: promises keep one
             opts.setdefault("commit_margin", LIVE_COMMIT_MARGIN)
-        open_ended = any(p.kind is p.VAR_KEYWORD for p in takes.values())
-        unknown = [] if open_ended else sorted(set(opts) - set(takes))
-        if unknown:
-            raise InputError(f"{self.policy} has no option {unknown[0]!r}; it takes: "
-                             f"{', '.join(takes) or 'none'}", field="policy_options")
+        check_options(self.policy, opts)
         if takes_price_bounds(factory):
             if self.prices is not None:
                 bounds = dict(zip(("u_worker", "l_worker", "u_ps", "l_ps"), self.prices,
