@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ray_cluster.runtime.types import RuntimeConfig
 from ray_cluster.workloads.builtin import get_workload
 from ray_cluster.workloads.data import Workload
 from ray_cluster.workloads.jobspec import ImportRefused, load_jobspec
@@ -48,7 +49,10 @@ def test_the_example_workload_trains(importable: None) -> None:
         assert numeric == pytest.approx(float(grad[i]), rel=2e-2, abs=1e-4)
     before = wl.evaluate(params)
     stream = wl.batches(wl.partition(1, 0), 32, np.random.default_rng(2))
-    for _ in range(300):
-        params = params - np.float32(0.05) * wl.gradient(params, next(stream))[1]
+    config = RuntimeConfig()  # the runtime's learning rate and momentum
+    velocity = np.zeros_like(params)
+    for _ in range(600):
+        velocity = config.momentum * velocity + wl.gradient(params, next(stream))[1]
+        params = params - np.float32(config.lr) * velocity
     after = wl.evaluate(params)
     assert after["loss"] < before["loss"] and after["accuracy"] > 0.8

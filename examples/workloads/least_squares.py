@@ -37,7 +37,9 @@ class LeastSquaresDigits:
 
     def _data(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         d = load_dataset("digits", split_seed=self.split_seed)
-        return d.x_train, d.y_train, d.x_test, d.y_test
+        # pixels over sqrt(64): the squared loss's curvature stays near 1, so SGD with
+        # momentum at the runtime's learning rate (0.05, momentum 0.9) is stable
+        return d.x_train / 8.0, d.y_train, d.x_test / 8.0, d.y_test
 
     def init_params(self, seed: int) -> np.ndarray:
         rng = np.random.default_rng(seed)
