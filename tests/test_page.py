@@ -79,7 +79,9 @@ WATCH = """new Promise((resolve) => {
                  marked: document.getElementById("now-label") !== null,
                  usage: document.querySelectorAll("#util svg path.series").length,
                  prices: document.querySelectorAll("#prices svg path.series").length,
-                 events: document.querySelectorAll("#events tbody tr").length});
+                 events: document.querySelectorAll("#events tbody tr").length,
+                 servers: [...document.querySelectorAll("#gantt-svg text.server")].map(
+                   (t) => t.firstChild.textContent)});
         return;
       }
     }
@@ -154,6 +156,9 @@ def test_the_page_shows_both_jobs_with_promises_and_a_completion_within_two_slot
     assert completion[got["job"]] + 1 <= got["slot"] <= completion[got["job"]] + 2, got
     assert got["cells"] > 0 and got["marked"] and got["events"] > 0
     assert got["usage"] > 0 and got["prices"] > 0  # oasis sets prices
+    # the embedded node has no name of its own: its servers go by host and role
+    assert sorted(n.rsplit(" ", 1)[1] for n in got["servers"]) == ["PS", "worker"], got
+    assert not any(re.match(r"[0-9a-f]{8}/", n) for n in got["servers"]), got
     shot = tmp_path / "page.png"
     shot.write_bytes(page.screenshot)
     img = matplotlib.image.imread(shot)
@@ -233,6 +238,10 @@ def test_status_submit_and_logs_print_only_pscheds_own_output(
     log = work / "psched.log"
     assert "Connecting to existing Ray cluster" in log.read_text()
     assert log.stat().st_mode & 0o077 == 0
+    # serve itself: its own lines only, none of Ray's (``Started a local Ray instance``)
+    served = (work.parent / f"{work.name}.serve.log").read_text()
+    assert "psched service on 127.0.0.1:" in served
+    assert "INFO" not in served and "Ray instance" not in served, served
 
 
 def test_psched_page_on_a_folder_without_a_live_page_is_one_line(tmp_path: Path) -> None:
