@@ -16,6 +16,7 @@ from psched.core.policy import Capabilities, HoldsJobs, Policy, View
 from psched.core.records import (
     ActiveStatuses,
     Admission,
+    JobRecord,
     LoopState,
 )
 
@@ -34,6 +35,7 @@ class HeldAdmission:
     horizon: int
     on_decision: list[Callable[[Admission], None]]
     _statuses: ActiveStatuses
+    state_promise: Callable[[JobRecord, int, int], int]
 
     def admit_held(self, t: int, *,
                    forced: Mapping[str, Decision] | None = None) -> list[Admission]:
@@ -78,16 +80,20 @@ class HeldAdmission:
                 if not self._awaits_promise(job_id) or decision.promised is None:
                     raise ValueError(f"admit_held decided {job_id!r}, which is neither held "
                                      "nor admitted without a promise")
-                rec.promised, rec.promised_at = decision.promised, t
+                rec.promised = self.state_promise(rec, decision.promised, t)
+                rec.promised_at = t
                 out.append(Admission(job_id=job_id, slot=t, admitted=True, payoff=rec.payoff,
                                      work=rec.job.work,
                                      schedule=dict(decision.schedule or {}), latency_ms=ms,
-                                     promised=rec.promised, deferred_promise=True))
+                                     promised=decision.promised, deferred_promise=True,
+                                     stated=rec.promised))
                 continue
             if decision.admitted:
                 del st.held[job_id]
                 rec.admitted, rec.payoff, rec.reason = True, decision.payoff, ""
-                rec.promised, rec.decided = decision.promised, t
+                rec.decided = t
+                rec.promised = (None if decision.promised is None
+                                else self.state_promise(rec, decision.promised, t))
                 rec.promised_at = None if rec.promised is None else t
                 st.active.append(job_id)
                 st.arrived.append(job_id)
@@ -98,7 +104,8 @@ class HeldAdmission:
             out.append(Admission(job_id=job_id, slot=t, admitted=decision.admitted,
                                  reason=rec.reason, payoff=decision.payoff,
                                  work=rec.job.work, schedule=dict(decision.schedule or {}),
-                                 latency_ms=ms, promised=rec.promised))
+                                 latency_ms=ms, promised=decision.promised if
+                                 decision.admitted else None, stated=rec.promised))
         if not self.policy.commits_on_arrival:
             st.event_ms.append(ms)  # counted with the slot's event, if it is one
         elif out:

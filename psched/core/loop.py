@@ -38,8 +38,10 @@ from psched.core.arrivals import ArrivalSource, Clock, SimClock
 from psched.core.checker import PlanChecker
 from psched.core.executor import Executor, SimulatedExecutor, SlotReport
 from psched.core.held import HeldAdmission
+from psched.core.keeping import Keeping, Restatement
 from psched.core.model import (
     RESOURCES,
+    Alloc,
     Cluster,
     Decision,
     Job,
@@ -63,13 +65,14 @@ from psched.core.records import (
     capacity_slots,
     pool_rows,
 )
+from psched.core.speed import SpeedBook
 
 __all__ = ["SchedulerLoop"]
 
 log = logging.getLogger(__name__)
 
 
-class SchedulerLoop(HeldAdmission):
+class SchedulerLoop(HeldAdmission, Keeping):
     """Runs a policy slot by slot over an executor. ``step`` runs one slot.
 
     A slot is :meth:`begin_slot` (hooks, due arrivals, the policy's plan, the check), the
@@ -119,6 +122,15 @@ class SchedulerLoop(HeldAdmission):
         #: called with every :class:`Admission` the loop makes (``admit``, ``replan``,
         #: and arrivals decided when a slot begins)
         self.on_decision: list[Callable[[Admission], None]] = []
+        #: called with every promise re-stated (:mod:`psched.core.keeping`)
+        self.on_restate: list[Callable[[Restatement], None]] = []
+        #: each job's measured speed (:mod:`psched.core.speed`)
+        self.speeds = SpeedBook()
+        #: the slot each job's committed schedule ends in (policies committing on arrival)
+        self.planned_end: dict[str, int] = {}
+        #: jobs running on idle capacity until they complete (:mod:`psched.core.keeping`)
+        self.background: list[str] = []
+        self.last_plan: dict[str, Alloc] = {}  # the last slot's, for the speed estimates
         self._pool_rows = pool_rows(cluster)
         self._checker = PlanChecker()  # check and usage, recomputed only where plans changed
         self._statuses = ActiveStatuses()  # the View's JobStatus objects, kept between slots
@@ -185,6 +197,7 @@ class SchedulerLoop(HeldAdmission):
         st = self.state
         for hook in self.before_slot:
             hook(t)
+        self.behind(t)
         self.admit(t, self._due(t))
         self.admit_held(t)
         records = st.records
@@ -204,8 +217,12 @@ class SchedulerLoop(HeldAdmission):
         st.arrived.clear()
         st.event_ms.clear()
         active_jobs = {j: records[j].job for j in st.active}
+        if self.background:
+            plan = self.fill_background(plan, active_jobs,
+                                        self._checker.usage(plan, self.cluster, active_jobs))
         if self.check:
             self._checker.check(t, plan, self.cluster, active_jobs)
+        self.restate(t, plan)
         return plan, active_jobs
 
     def end_slot(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job],
@@ -215,7 +232,7 @@ class SchedulerLoop(HeldAdmission):
         st = self.state
         self.record(t, plan, jobs)
         self._advance(t, report.progress)
-        self._statuses.touch(plan, report.progress)
+        self._statuses.touch(plan, report.progress, self.learn(t, plan, report))
         st.t += 1
         st.slots_run += 1
         for hook in self.after_slot:
@@ -297,7 +314,8 @@ class SchedulerLoop(HeldAdmission):
         else:
             st.event_ms.append(ms)
         rec.admitted, rec.payoff = decision.admitted, decision.payoff
-        rec.promised = decision.promised if decision.admitted else None
+        promised = decision.promised if decision.admitted else None
+        rec.promised = None if promised is None else self.state_promise(rec, promised, t)
         rec.promised_at = None if rec.promised is None else t
         if decision.admitted:
             st.active.append(spec.job_id)
@@ -307,10 +325,13 @@ class SchedulerLoop(HeldAdmission):
             if decision.hold and t < job.last_slot and self.caps.holds is not None:
                 st.held[spec.job_id] = rec.reason
                 rec.reason, rec.decided = HELD, None
-        return Admission(job_id=spec.job_id, slot=t, admitted=decision.admitted,
-                         reason=rec.reason, payoff=decision.payoff, work=job.work,
-                         schedule=dict(decision.schedule or {}), latency_ms=ms,
-                         promised=rec.promised)
+        adm = Admission(job_id=spec.job_id, slot=t, admitted=decision.admitted,
+                        reason=rec.reason, payoff=decision.payoff, work=job.work,
+                        schedule=dict(decision.schedule or {}), latency_ms=ms,
+                        promised=promised, stated=rec.promised)
+        if self.policy.commits_on_arrival:
+            self.note_schedule(adm)
+        return adm
 
     def _decide(self, job: Job, t: int, forced: Decision | None) -> tuple[Decision, float]:
         view = View(t=t, cluster=self.cluster, horizon=self.horizon, active={})
@@ -332,7 +353,8 @@ class SchedulerLoop(HeldAdmission):
         return decision, ms
 
     def replan(self, job_id: str, t: int, *, work: int | None = None,
-               forced: Decision | None = None, release: bool = False) -> Admission:
+               forced: Decision | None = None, release: bool = False,
+               behind: bool = False) -> Admission:
         """Re-decide an active job for its remaining work (``work``, default
         ``ceil(W - done)``) from slot ``t``, its utility still counted from its arrival: the
         policy's ``on_arrival`` on the residual job (``forced`` as in :meth:`admit`).
@@ -341,7 +363,8 @@ class SchedulerLoop(HeldAdmission):
         either way; the owner drops it if it wants to. One policy decision."""
         st = self.state
         rec = st.records[job_id]
-        left = work if work is not None else max(1, math.ceil(rec.job.work - rec.done - 1e-9))
+        left = work if work is not None else max(
+            1, math.ceil((rec.job.work - rec.done) / rec.speed - 1e-9))
         residual = Job(spec=rec.job.spec, work=left, window=rec.job.window)
         if release:
             self.release(job_id, t)
@@ -350,7 +373,9 @@ class SchedulerLoop(HeldAdmission):
         adm = Admission(job_id=job_id, slot=t, admitted=decision.admitted,
                         reason=decision.reason, payoff=decision.payoff, work=left,
                         schedule=dict(decision.schedule or {}) if decision.admitted else {},
-                        latency_ms=ms)
+                        latency_ms=ms, behind=behind)
+        if self.policy.commits_on_arrival:
+            self.note_schedule(adm)
         for hook in self.on_decision:
             hook(adm)
         return adm
@@ -373,6 +398,8 @@ class SchedulerLoop(HeldAdmission):
             return False
         st.active.remove(job_id)
         st.records[job_id].reason = reason
+        if job_id in self.background:
+            self.background.remove(job_id)
         self.executor.release(job_id)
         return True
 
@@ -428,11 +455,15 @@ class SchedulerLoop(HeldAdmission):
         for job_id, amount in progress.items():
             rec = st.records[job_id]
             rec.done += amount
+            if t > rec.job.last_slot or job_id in self.background:
+                rec.background += amount
             if rec.done >= rec.job.work - 1e-9 and rec.completion is None:
                 rec.completion = t
                 finished.append(job_id)
         for job_id in finished:
             st.active.remove(job_id)
+            if job_id in self.background:
+                self.background.remove(job_id)
             self.executor.release(job_id)
         st.completed_last = finished
 

@@ -92,11 +92,15 @@ class JobStatus:
     job: Job  #: the job
     done: float  #: work done so far, worker-slots (measured on a real executor)
     first_slot: int | None  #: first slot it had workers, or None
+    #: its measured speed against its profile (:mod:`psched.core.speed`; 1.0: as profiled)
+    speed: float = 1.0
 
     @property
     def remaining(self) -> float:
-        """Work left, worker-slots."""
-        return max(0.0, self.job.work - self.done)
+        """Work left in *planned* worker-slots: what is left of its profiled work, at the
+        speed measured (``(W - done) / speed``: a job running at half its profiled speed
+        needs twice the worker-slots a plan gives it)."""
+        return max(0.0, self.job.work - self.done) / self.speed
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -205,6 +205,12 @@ class Admission:
     promised: int | None = None  #: the completion slot promised on admission, if any
     #: a promise made now to a job admitted earlier without one (not a new admission)
     deferred_promise: bool = False
+    #: the promise stated to the user: ``promised`` plus the slack its speed's uncertainty
+    #: needs (:meth:`psched.core.keeping.Keeping.state_promise`); None without a promise
+    stated: int | None = None
+    #: a re-decision of a job whose committed schedule ended before it finished
+    #: (:meth:`psched.core.keeping.Keeping.behind`); not admitted: it runs in the background
+    behind: bool = False
 
 
 #: A before-slot hook: called with slot ``t`` once it has begun, before its arrivals.
@@ -254,4 +260,4 @@ class ActiveStatuses:
 
 
 def _status(rec: JobRecord) -> JobStatus:
-    return JobStatus(job=rec.job, done=rec.done, first_slot=rec.first_slot)
+    return JobStatus(job=rec.job, done=rec.done, first_slot=rec.first_slot, speed=rec.speed)

@@ -146,7 +146,8 @@ def work_ahead(st: RunState, t: int, view: View) -> None:
     active: first the planned ones, least slack first, each taking the worker-slots from the
     end of its plan (it completes no later); then the uncommitted ones the queue left without
     a plan (none of positive payoff), densest first, each running in ``t`` as large as the
-    room left allows. O(jobs (S R + plan entries))."""
+    room left allows; last the overdue ones (past their window, never dropped), least work
+    left first. O(jobs (S R + plan entries))."""
     order = sorted((j for j in st.plans if j in view.active),
                    key=lambda j: (st.promise[j] - max(st.plans[j]), st.promise[j], j))
     for j in order:
@@ -164,6 +165,16 @@ def work_ahead(st: RunState, t: int, view: View) -> None:
             st.promise[j] = t
             st.stats["ahead_jobs"] += 1
             st.stats["ahead_moved"] += alloc.n_workers
+    overdue = {j: n for j in st.overdue if j in view.active
+               and (n := ceil_eps(view.active[j].remaining)) > 0}
+    for j in sorted(overdue, key=lambda j: (overdue[j], j)):  # least left first: done soonest
+        job = st.jobs[j]
+        alloc = grow_alloc(st.book, job, None, min(job.max_workers, overdue[j]), t)
+        if alloc is not None:
+            st.book.add(job, {t: alloc})
+            st.plans[j] = Schedule({t: alloc})
+            st.stats["overdue_jobs"] += 1
+            st.stats["overdue_moved"] += alloc.n_workers
 
 
 def grow(st: RunState, job: Job, old: dict[int, Alloc], t: int) -> Schedule | None:

@@ -276,6 +276,7 @@ class OasisRpPolicy:
         t = view.t
         left = {j: ceil_eps(view.active[j].remaining) for j in st.uncommitted
                 if j in view.active}
+        st.overdue &= set(view.active)  # completed (or dropped by the owner): gone
         uncommitted = take_uncommitted(st, left, t)  # searched again in the queue
         reconcile(st, view)  # jobs gone or behind since the last plan free or take room
         seen = self.observer

@@ -65,7 +65,8 @@ from psched.policies.oasis_rp.promises import commit, promise_for
 from psched.policies.oasis_rp.reservations import Reservation, Reservations
 from psched.policies.oasis_rp.state import RunState
 
-__all__ = ["HELD_LIMIT", "OUTCOMES", "QUEUE_LIMIT", "now_density", "queue_boundary"]
+__all__ = ["HELD_LIMIT", "OUTCOMES", "QUEUE_LIMIT", "drop_plan", "now_density",
+           "queue_boundary"]
 
 #: most held jobs (besides the slot's arrivals) searched again per boundary, densest first
 QUEUE_LIMIT = 32
@@ -143,16 +144,28 @@ def take_uncommitted(st: RunState, left: Mapping[str, int],
     promised jobs that run behind (:func:`~psched.policies.oasis_rp.steady.reconcile`), so a
     promise comes before any uncommitted plan. O(plan entries)."""
     out: dict[str, dict[int, Alloc]] = {}
+    for j in st.overdue:  # last slot's idle room was all they had
+        st.promise.pop(j, None)
     for j in sorted(st.uncommitted):
         if j not in left or left[j] <= 0 or st.jobs[j].last_slot < t:
             st.uncommitted.discard(j)  # finished, or left, or its window closed: no promise
             st.promise.pop(j, None)
+            if j in left and left[j] > 0:  # never dropped: it runs on idle room
+                st.overdue.add(j)
+                drop_plan(st, j)
             continue
         plan = st.plans.pop(j, None) or {}
         if plan:
             st.book.add(st.jobs[j], plan, sign=-1)
         out[j] = plan
     return out
+
+
+def drop_plan(st: RunState, job_id: str) -> None:
+    """``job_id``'s plan (if any) out of the plans and the book. O(plan entries)."""
+    plan = st.plans.pop(job_id, None)
+    if plan:
+        st.book.add(st.jobs[job_id], plan, sign=-1)
 
 
 def _uncommitted(st: RunState, job: Job, old: dict[int, Alloc], left: int, t: int, rtol: float,

@@ -34,6 +34,8 @@ def boundary_state(st: RunState) -> dict[str, Any]:
     ran = {j: [list(a.workers), list(a.ps)] for j, a in sorted(st.ran.items())}
     out: dict[str, Any] = {"dirty": st.dirty, "stats": dict(st.stats),
                            "ran": ran, "batch": list(st.batch)}
+    if st.overdue:
+        out["overdue"] = sorted(st.overdue)
     out.update(st.soft.to_json())  # reservations (their usage is in the book), jobs that lost one
     return out
 
@@ -110,6 +112,7 @@ def resume(st: RunState, t: int, state: Mapping[str, Any] | None = None) -> None
         st.dirty = bool(state.get("dirty", st.dirty))
         st.stats.update(state.get("stats", {}))
         st.ran = {j: Alloc.of(dict(w), dict(p)) for j, (w, p) in state.get("ran", {}).items()}
+        st.overdue = {j for j in state.get("overdue", ()) if j in st.jobs}
         _resume_held(st, state)
     st.restored = {}
 

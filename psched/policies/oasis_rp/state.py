@@ -36,7 +36,7 @@ def new_stats() -> dict[str, float]:
             "kept_running": 0, "soft_reserved": 0, "ahead_jobs": 0, "ahead_moved": 0,
             "repack_prechecked": 0,
             "admitted_uncommitted": 0, "committed_late": 0, "uncommitted_searches": 0,
-            "uncommitted_unplanned": 0}
+            "uncommitted_unplanned": 0, "overdue_jobs": 0, "overdue_moved": 0}
 
 
 @dataclass(kw_only=True, eq=False)
@@ -52,6 +52,9 @@ class RunState:
     promise: dict[str, int] = field(default_factory=dict)
     #: admitted jobs not promised yet (:mod:`~psched.policies.oasis_rp.promises`)
     uncommitted: set[str] = field(default_factory=set)
+    #: admitted jobs past their window, unfinished: never dropped, they run on the idle room
+    #: of each slot until they complete (:func:`~psched.policies.oasis_rp.ahead.work_ahead`)
+    overdue: set[str] = field(default_factory=set)
     commit_margin: int = 0  #: slots of slack a promise keeps at the commit point
     soft: Reservations = field(default_factory=Reservations)  #: held jobs' reservations
     batch: list[str] = field(default_factory=list)  #: held on arrival this slot, undecided

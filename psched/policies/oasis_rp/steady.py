@@ -171,7 +171,8 @@ def reconcile(st: RunState, view: View) -> None:
         del st.plans[j]
     todo = []
     for j, status in view.active.items():
-        if (j not in st.plans and j not in st.promise) or j in st.uncommitted:
+        if (j not in st.plans and j not in st.promise) or j in st.uncommitted \
+                or j in st.overdue:
             continue  # an uncommitted job is searched again by the queue
         left = max(0, ceil_eps(status.remaining))
         if left != st.plans.left.get(j, 0):  # the plan holds slots >= t only
@@ -193,6 +194,10 @@ def reconcile(st: RunState, view: View) -> None:
         book.add(jj, got.schedule)
         if got.schedule:
             st.plans[j] = got.schedule
+        elif jj.last_slot < t:  # its window closed unfinished: never dropped, runs on idle room
+            st.plans.pop(j, None)
+            st.promise.pop(j, None)
+            st.overdue.add(j)
         else:  # none left in its window: planned again at the next boundary
             st.plans.pop(j, None)
 

@@ -1,0 +1,211 @@
+"""What the scheduling loop does when reality departs from the plans: the same rules for every
+policy, in simulation and in the live service alike.
+
+:class:`Keeping` is the part of :class:`~psched.core.loop.SchedulerLoop` that applies them:
+
+* **Learn each job's real speed** (:mod:`psched.core.speed`): after every slot, from the
+  work each job did against the workers its plan gave it, in the slots it ran as it ran
+  before (a start, resume or resize loses start-up time, which is not its speed: the
+  re-plans see that loss as work left). Policies then see every job's work
+  left at the speed measured (:attr:`psched.core.policy.JobStatus.remaining`).
+* **Promises sized to what is known.** The promise a policy makes (``Decision.promised``) is
+  stated to the user with :meth:`~psched.core.speed.SpeedBook.slack` slots more: what
+  covers the speed estimate's uncertainty over the slots to go (0 while nothing is
+  uncertain).
+* **A promise that can no longer be kept is re-stated as soon as that is known**: at the
+  boundary of slot ``t``, once the slot's plan is known, a job that even with every worker it
+  may have from the next slot on, at a cautious speed (:data:`CAUTION` standard deviations
+  below the estimate), would finish after its promise gets a new one: that finish plus its
+  slack (``JobRecord.restated``; the ``on_restate`` hooks see it). Re-stated no later than
+  the slot it replaces, the promise counts as kept if the job meets the new one.
+* **An admitted job is never lost.** A job of a policy that commits schedules on arrival
+  whose schedule ended before it finished is re-decided for its work left at its measured
+  speed (the policy's ``on_arrival`` on the residual job); if the policy finds it no payoff,
+  the job runs **in the background**: on the capacity of each slot that the plans leave idle,
+  until it completes (``JobRecord.background`` counts its worker-slots apart, as it does for
+  every job's work after its window). Only the owner drops a job (cancelled, failed).
+
+With reality as planned, every speed is exactly 1.0, every slack 0, no job is ever behind or
+re-stated: the loop decides exactly as without these rules.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from psched.core.executor import SlotReport
+from psched.core.model import Alloc, Cluster, Job, SlotPlan, ceil_eps
+from psched.core.placement import Pools, most_workers, place
+from psched.core.policy import Policy
+from psched.core.records import Admission, JobRecord, LoopState
+from psched.core.speed import SpeedBook
+
+__all__ = ["CAUTION", "Keeping", "Restatement"]
+
+#: standard deviations of per-slot speed below the estimate that the re-statement test assumes
+CAUTION = 2.0
+
+#: (job id, slot it was made at, the promise before, the new one)
+Restatement = tuple[str, int, int, int]
+
+
+class Keeping:
+    """The rules of the module docstring, over the loop's state, policy and cluster."""
+
+    state: LoopState
+    policy: Policy
+    cluster: Cluster
+    horizon: int
+    speeds: SpeedBook
+    on_decision: list[Callable[[Admission], None]]
+    on_restate: list[Callable[[Restatement], None]]
+    #: slot after which each job's committed schedule ends (policies committing on arrival)
+    planned_end: dict[str, int]
+    background: list[str]
+    last_plan: dict[str, Alloc]  #: the plan of the last slot learnt from
+
+    replan: Callable[..., Admission]  #: the loop's re-decision of an active job
+
+    # -- promises ------------------------------------------------------------------------------
+    def state_promise(self, rec: JobRecord, promised: int, t: int) -> int:
+        """The promise stated for ``rec``'s job when its policy promises ``promised`` in slot
+        ``t``: that plus the slack its speed's uncertainty needs over the slots to go."""
+        job = rec.job
+        return promised + self.speeds.slack(job.job_id, job.spec.workload,
+                                            float(promised - t + 1))
+
+    def restate(self, t: int, plan: SlotPlan) -> list[Restatement]:
+        """Re-state, at the boundary of slot ``t`` with its ``plan`` known, every promise that
+        can no longer be kept (module docstring). O(active jobs)."""
+        out: list[Restatement] = []
+        records = self.state.records
+        for job_id in self.state.active:
+            rec = records[job_id]
+            if rec.promised is None or rec.completion is not None:
+                continue
+            finish = self._earliest_finish(rec, t, plan.get(job_id))
+            if finish <= rec.promised:
+                continue
+            job = rec.job
+            new = finish + self.speeds.slack(job_id, job.spec.workload, float(finish - t + 1))
+            out.append((job_id, t, rec.promised, new))
+            rec.restated.append((t, rec.promised, new))
+            rec.promised = new
+        for hook in self.on_restate:
+            for r in out:
+                hook(r)
+        return out
+
+    def _earliest_finish(self, rec: JobRecord, t: int, now: Alloc | None) -> int:
+        """The slot ``rec``'s job finishes in at the earliest: this slot's workers, then its
+        most workers each slot, at a cautious speed."""
+        left = max(0.0, rec.job.work - rec.done)
+        speed = max(rec.speed - CAUTION * rec.speed_sd, 0.05 * rec.speed)
+        left -= speed * (now.n_workers if now is not None else 0)
+        if left <= 1e-9:
+            return t
+        return t + ceil_eps(left / (speed * rec.job.max_workers))
+
+    # -- learning ------------------------------------------------------------------------------
+    def learn(self, t: int, plan: SlotPlan, report: SlotReport) -> set[str]:
+        """Slot ``t`` ran ``plan`` and made ``report``'s progress: each job that ran as it ran
+        in the slot before (a *steady* slot: no start, resume or resize, whose start-up loss
+        is not its speed) and did not finish in it, nor fail, is one slot of measurement;
+        every record's speed is brought up to date. Returns the jobs whose records changed.
+        O(jobs that ran + active jobs not yet measured when a prior moved)."""
+        records, book = self.state.records, self.speeds
+        workloads: set[str] = set()
+        before: dict[str, tuple[float, float]] = {}
+        ran: list[str] = []
+        last, self.last_plan = self.last_plan, dict(plan)
+        for job_id, alloc in plan.items():
+            rec = records[job_id]
+            if not alloc.n_workers or job_id in report.failed or rec.completion is not None \
+                    or last.get(job_id) != alloc:
+                continue
+            workload = rec.job.spec.workload
+            if workload not in before:
+                before[workload] = book.prior(workload)
+            book.observe(job_id, workload, alloc.n_workers, report.progress.get(job_id, 0.0))
+            workloads.add(workload)
+            ran.append(job_id)
+        touched = set(ran)
+        for job_id in ran:
+            rec = records[job_id]
+            rec.speed = book.speed(job_id)
+            rec.speed_sd = book.spread(job_id)
+        moved = {w for w in workloads if book.prior(w) != before[w]}
+        if moved:
+            for job_id in self.state.active:
+                rec = records[job_id]
+                w = rec.job.spec.workload
+                if w in moved and rec.completion is None and not book.measured(job_id):
+                    rec.speed, rec.speed_sd = book.prior(w)
+                    touched.add(job_id)
+        return touched
+
+    # -- never lose an admitted job ------------------------------------------------------------
+    def note_schedule(self, adm: Admission) -> None:
+        """A committing policy's decision: the slot its job's schedule ends in."""
+        if adm.admitted and adm.schedule:
+            self.planned_end[adm.job_id] = max(adm.schedule)
+
+    def behind(self, t: int) -> list[Admission]:
+        """At the boundary of slot ``t``, for a policy that commits schedules on arrival:
+        each active job whose schedule ended before ``t`` unfinished is re-decided for its
+        work left at its measured speed; one the policy does not take runs in the
+        background. Returns the re-decisions (``Admission.behind`` set). O(active jobs)."""
+        if not self.policy.commits_on_arrival:
+            return []
+        out: list[Admission] = []
+        for job_id in list(self.state.active):
+            end = self.planned_end.get(job_id)
+            if end is None or end >= t or job_id in self.background:
+                continue
+            rec = self.state.records[job_id]
+            work = max(1, ceil_eps(max(0.0, rec.job.work - rec.done) / rec.speed))
+            adm = self.replan(job_id, t, work=work, behind=True)
+            if adm.admitted and adm.schedule:
+                self.planned_end[job_id] = max(adm.schedule)
+            else:
+                self.planned_end.pop(job_id, None)
+                self.to_background(job_id)
+            out.append(adm)
+        return out
+
+    def to_background(self, job_id: str) -> bool:
+        """Run an active job on idle capacity from now on, until it completes. False if it is
+        not active or already there."""
+        if job_id not in self.state.active or job_id in self.background:
+            return False
+        self.background.append(job_id)
+        return True
+
+    def fill_background(self, plan: SlotPlan, jobs: Mapping[str, Job],
+                        usage: np.ndarray) -> dict[str, Alloc]:
+        """``plan`` with the background jobs placed on the capacity it leaves idle (``usage``:
+        the plan's, servers x resources), least work left first, each with as many workers
+        (and the PS they need) as fit. O(background jobs x S R)."""
+        if not self.background:
+            return dict(plan)
+        records = self.state.records
+        free = np.asarray(self.cluster.capacity, dtype=float) - usage
+        pools = Pools.of(self.cluster)
+        out = dict(plan)
+        order = sorted((j for j in self.background if j in jobs and j not in plan),
+                       key=lambda j: (records[j].job.work - records[j].done, j))
+        for job_id in order:
+            job, rec = jobs[job_id], records[job_id]
+            left = max(1, math.ceil(max(0.0, job.work - rec.done) / rec.speed - 1e-9))
+            n = most_workers(free, pools, job, left)
+            if n == 0:
+                continue
+            got = place(free, pools, worker_demand=job.spec.worker_demand.as_array(),
+                        ps_demand=job.spec.ps_demand.as_array(), workers=n,
+                        ps=job.ps_needed(n))
+            if got is not None:
+                out[job_id], free = got.alloc, got.free
+        return out
