@@ -173,3 +173,19 @@ def test_compare_runs_under_a_reality_and_records_it():
         assert sum(r.done for r in slow.runs[name].records.values()) < sum(
             r.done for r in a.records.values())
     assert slow.summary_dict["params"]["reality"]["rate"] == 0.5
+
+
+def test_a_sweep_in_exact_reality_keeps_its_digest_and_another_reality_changes_it():
+    import hashlib
+    import json
+    from dataclasses import asdict
+
+    from psched.runs.sweep_spec import SweepSpec
+
+    plain = SweepSpec(trace=("t.csv",))
+    d = asdict(plain)
+    del d["reality"], d["policy_options"]
+    assert plain.digest() == hashlib.sha256(
+        json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+    slow = SweepSpec(trace=("t.csv",), reality={"rate": 0.9})  # type: ignore[arg-type]
+    assert slow.reality == Reality(rate=0.9) and slow.digest() != plain.digest()

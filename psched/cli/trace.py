@@ -9,11 +9,13 @@ import sys
 from typing import Any
 
 from psched.cli.argtypes import (
+    add_reality_args,
     cpus_arg,
     factor_arg,
     jobs_arg,
     load_arg,
     nonneg_float,
+    reality_of,
     seed_arg,
     slot_seconds_arg,
     slots_arg,
@@ -127,6 +129,7 @@ def register(commands: Any, trace_actions: Any) -> None:
     p.add_argument("--num-cpus", type=cpus_arg, help="CPUs of the embedded Ray")
     p.add_argument("--serial", action="store_true", help="no Ray: cells one after another")
     p.add_argument("--no-check", action="store_true", help="skip the plan checker")
+    add_reality_args(p)
     p.set_defaults(func=_cmd_sweep)
 
 
@@ -177,7 +180,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                      slot_seconds=args.slot_seconds, policies=tuple(args.policies),
                      seeds=tuple(args.seeds), loads=tuple(args.loads),
                      scales=tuple(args.cluster_scales), max_window=args.max_window,
-                     check=not args.no_check, policy_options=tuple(args.policy_option))
+                     check=not args.no_check, policy_options=tuple(args.policy_option),
+                     reality=reality_of(args))
     total = len(cells_of(spec))
     done = [0]
 

@@ -120,7 +120,8 @@ def run_cell(spec: SweepSpec, cell: SweepCell,
     horizon = trace_horizon(specs, spec.slot_seconds, spec.max_window)
     policy = make_policy(cell.policy, **spec.options_of(cell.policy))
     result = simulate(specs, cluster, policy, horizon, seed=cell.seed,
-                      max_window=spec.max_window, check=spec.check)
+                      max_window=spec.max_window, check=spec.check,
+                      executor=spec.reality.executor())
     s = summarize(result)
     gpu = s["utilization"].get("worker", {}).get("gpu")
     return {"policy": cell.policy, "seed": cell.seed, "load": cell.load, "scale": cell.scale,
@@ -128,6 +129,8 @@ def run_cell(spec: SweepSpec, cell: SweepCell,
             "total_utility": s["total_utility"], "admitted": s["admitted"],
             "rejected": s["rejected"], "completed": s["completed"],
             "unfinished": s["unfinished"], "jct_mean": s["jct_mean"], "gpu_util": gpu,
+            **{k: s[k] for k in ("promised", "kept", "restated", "missed", "wasted_ws",
+                                 "background_ws")},
             "wall_s": time.perf_counter() - t0, "cpu_s": time.thread_time() - c0}
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from psched.core.errors import InputError
+from psched.core.reality import Reality
 from psched.runs.sweep_cell import SweepCell
 
 __all__ = ["RESULT_COLUMNS", "SweepSpec", "cells_of", "check_spec", "jobs_key", "plot_utility",
@@ -26,6 +27,7 @@ __all__ = ["RESULT_COLUMNS", "SweepSpec", "cells_of", "check_spec", "jobs_key", 
 RESULT_COLUMNS: tuple[str, ...] = (
     "policy", "seed", "load", "scale", "jobs", "horizon", "worker_servers", "total_utility",
     "admitted", "rejected", "completed", "unfinished", "jct_mean", "gpu_util", "wall_s",
+    "promised", "kept", "restated", "missed", "wasted_ws", "background_ws",
 )
 
 
@@ -45,6 +47,12 @@ class SweepSpec:
     check: bool = True  #: run the independent plan checker
     #: ``NAME=VALUE`` / ``POLICY:NAME=VALUE`` (:func:`psched.policies.options.options_from_pairs`)
     policy_options: tuple[str, ...] = ()
+    #: how every cell's jobs really run (:mod:`psched.core.reality`; a mapping of its fields
+    #: is taken too); default: the model
+    reality: Reality = Reality()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reality", Reality.parse(self.reality))
 
     def digest(self) -> str:
         """A short hash of the spec (a results folder holds one sweep; a spec without policy
@@ -52,6 +60,8 @@ class SweepSpec:
         d = asdict(self)
         if not d["policy_options"]:
             del d["policy_options"]
+        if self.reality.exact:
+            del d["reality"]
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
     def options_of(self, policy: str) -> dict[str, Any]:
