@@ -47,7 +47,7 @@ class DeviceInfo:
     gpu_ids: tuple[str, ...]    #: GPUs Ray assigned the actor (its ids on the node)
     visible: str | None         #: ``CUDA_VISIBLE_DEVICES`` in the actor's process
     device: str                 #: torch device trained on: ``"cuda:0"`` or ``"cpu"``
-    name: str                   #: the GPU's name, or ``"cpu"`` with why (fake GPU, numpy)
+    name: str                   #: the GPU's name, or the CPU's kind with why (fake GPU, numpy)
     memory_gb: float            #: the GPU's memory, GB (0 on the CPU)
     pid: int                    #: the actor's process id
 
@@ -91,7 +91,7 @@ def claim_devices(gpu_ids: Sequence[Any]) -> tuple[tuple[str, ...], str | None]:
 
 
 def _cpu_name(why: str) -> str:
-    return f"cpu ({why})" if why else f"cpu {platform.machine()}"
+    return f"{platform.machine()} ({why})" if why else platform.machine()
 
 
 def placed_workload(workload: Any, gpu_ids: Sequence[str], visible: str | None,
