@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from psched.core.reality import Reality
 
 __all__ = [
+    "PolicyOptionsHelp",
     "add_reality_args",
     "cpus_arg",
     "factor_arg",
@@ -89,6 +90,14 @@ def key_value(text: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value.strip()
+
+
+class PolicyOptionsHelp(argparse.RawDescriptionHelpFormatter):
+    """Help that ends with :func:`policy_options_help`, computed only when help is shown (a
+    command's parser is built without importing a policy)."""
+
+    def format_help(self) -> str:
+        return super().format_help() + "\n" + policy_options_help() + "\n"
 
 
 def policy_options_help(names: list[str] | None = None) -> str:

@@ -55,7 +55,6 @@ from psched.cli.stop import (
     shutdown_service,
 )
 from psched.core.errors import InputError
-from psched.traces.native import atomic_write_text
 
 __all__ = ["CLIENT_LOG", "DEFAULT_DIR", "TOKEN_FILE", "ensure_token", "format_status",
            "init_ray", "page_address", "register", "submit_line",
@@ -67,8 +66,8 @@ log = logging.getLogger(__name__)
 def register(commands: Any, trace_actions: Any) -> None:
     """Add ``serve``, ``stop``, ``submit``, ``status``, ``cancel``, ``logs`` and ``run``."""
     from psched.cli.argtypes import (
+        PolicyOptionsHelp,
         factor_arg,
-        policy_options_help,
         positive_float,
         processes_arg,
         slot_seconds_arg,
@@ -111,8 +110,7 @@ def register(commands: Any, trace_actions: Any) -> None:
                             "boundary adds start at once (default 4; 0: none)")
 
     s = commands.add_parser("serve", help="start the scheduler service on Ray",
-                            epilog=policy_options_help(),
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+                            formatter_class=PolicyOptionsHelp)
     common(s)
     service_options(s)
     s.add_argument("--page-port", type=int, default=0, metavar="PORT",
@@ -151,8 +149,7 @@ def register(commands: Any, trace_actions: Any) -> None:
                     help=f"service folder (default {DEFAULT_DIR})")
     pg.set_defaults(func=cmd_page)
     r = commands.add_parser("run", help="run a trace on Ray through the service (real training)",
-                            epilog=policy_options_help(),
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+                            formatter_class=PolicyOptionsHelp)
     r.add_argument("trace", metavar="TRACE",
                    help="native trace whose jobs name a workload to train for real")
     r.add_argument("--out", metavar="DIR", help="write the files of 'psched simulate --out' "
@@ -245,6 +242,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    from psched.traces.native import atomic_write_text
     from ray_cluster.service import (
         SERVICE_NAME,
         SERVICE_NAMESPACE,
