@@ -5,7 +5,6 @@ The CLI only parses arguments into these functions; notebooks and benchmarks cal
 
 from __future__ import annotations
 
-import inspect
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
@@ -46,6 +45,8 @@ class SimulateRequest:
     format: str = "auto"  #: trace format (``auto``: detected from the header or layout)
     cluster: str | None = None  #: cluster file; default: scenario's, or sized to the trace
     policies: str = "all"  #: comma-separated names or ``all``
+    #: ``NAME=VALUE`` / ``POLICY:NAME=VALUE`` (:func:`psched.policies.options.options_from_pairs`)
+    policy_options: tuple[str, ...] = ()
     slots: int | None = None  #: horizon T; default: scenario's 300, or the trace rule
     slot_seconds: float | None = None  #: slot length, seconds
     seed: int = 0  #: seed of the scenario and of every policy
@@ -202,15 +203,17 @@ def _as_dict(obj: Any) -> Any:
 
 
 def _policy_options(name: str, req: SimulateRequest) -> dict[str, Any]:
-    """The request's policy options that the policy's factory accepts."""
+    """The request's options for policy ``name``: those of ``--price-estimate-factor`` and
+    ``--history`` that it takes, then its ``--policy-option`` pairs (checked by
+    :func:`run_simulation` first)."""
+    from psched.policies.options import options_from_pairs, policy_options
+
     wanted: dict[str, Any] = {"estimate_factor": req.price_estimate_factor}
     if req.history:
         wanted["price_source"] = "history"
-    from psched.core.policy import REGISTRY
-
-    factory = REGISTRY[name]
-    accepted = inspect.signature(factory).parameters
-    return {k: v for k, v in wanted.items() if k in accepted}
+    accepted = policy_options(name)
+    given = options_from_pairs(parse_policies(req.policies), req.policy_options).get(name, {})
+    return {**{k: v for k, v in wanted.items() if k in accepted}, **given}
 
 
 class PschedWarning(UserWarning):
@@ -234,6 +237,10 @@ def run_simulation(req: SimulateRequest, *, progress: Progress | None = None,
     prov = provenance(seed=req.seed, command=command)
     names = parse_policies(req.policies)
     Reality.parse(req.reality)  # a bad reality fails before any work
+    from psched.policies.options import checked_policy, options_from_pairs
+
+    for name, options in options_from_pairs(names, req.policy_options).items():
+        checked_policy(name, options)  # a bad option: one line, before any work
     if req.out:
         from psched.results.output import check_out
 
