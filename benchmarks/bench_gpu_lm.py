@@ -9,7 +9,7 @@ fake GPUs and the same workers train on the CPU through the same path
 1. **Samples per second** of ``torch-lm`` (the hyper-parameters below) trained by the runtime,
    asynchronous, one PS shard, with 1 and with 4 workers, after a warm-up of two mini-batches
    per worker; the baseline is the same model and optimizer in a loop in this process (no
-   Ray, no parameter server) on this process's device.
+   Ray, no parameter server) on this process's device, with one CPU thread as a worker has.
 2. **Gradient exchange** at the model's gradient size: one GPU worker, one shard, a gradient
    that costs no compute but crosses the bus as a real one does (parameters host -> device,
    gradient device -> host, :class:`~ray_cluster.workloads.torch_flat.FlatParams`), so a step
@@ -137,7 +137,20 @@ def runtime_samples_per_s(workload: Any, workers: int, batch: int, seconds: floa
 
 
 def local_samples_per_s(workload: Any, batch: int, seconds: float) -> float:
-    """The baseline: the same model and optimizer in a loop here (no Ray, no shard)."""
+    """The baseline: the same model and optimizer in a loop here (no Ray, no shard), with one
+    CPU thread as a worker actor has (Ray sets ``OMP_NUM_THREADS=1`` for an actor without
+    CPUs)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _local_loop(workload, batch, seconds)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _local_loop(workload: Any, batch: int, seconds: float) -> float:
     params = workload.init_params(0)
     opt = MomentumSGD(lr=0.01, momentum=0.9)
     state = opt.init(params.size)
