@@ -36,6 +36,7 @@ class HeldAdmission:
     on_decision: list[Callable[[Admission], None]]
     _statuses: ActiveStatuses
     state_promise: Callable[[JobRecord, int, int], int]
+    believe_prior: Callable[[JobRecord], None]
 
     def admit_held(self, t: int, *,
                    forced: Mapping[str, Decision] | None = None) -> list[Admission]:
@@ -92,6 +93,7 @@ class HeldAdmission:
                 del st.held[job_id]
                 rec.admitted, rec.payoff, rec.reason = True, decision.payoff, ""
                 rec.decided = t
+                self.believe_prior(rec)
                 rec.promised = (None if decision.promised is None
                                 else self.state_promise(rec, decision.promised, t))
                 rec.promised_at = None if rec.promised is None else t

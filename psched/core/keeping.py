@@ -32,7 +32,7 @@ re-stated: the loop decides exactly as without these rules.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 import numpy as np
 
@@ -110,26 +110,46 @@ class Keeping:
         return t + ceil_eps(left / (speed * rec.job.max_workers))
 
     # -- learning ------------------------------------------------------------------------------
+    def believe_prior(self, rec: JobRecord) -> None:
+        """A job admitted now that has not run: its workload's prior speed."""
+        if not self.speeds.measured(rec.job.job_id):
+            rec.speed, rec.speed_sd = self.speeds.prior(rec.job.spec.workload)
+
     def learn(self, t: int, plan: SlotPlan, report: SlotReport) -> set[str]:
         """Slot ``t`` ran ``plan`` and made ``report``'s progress: each job that ran as it ran
         in the slot before (a *steady* slot: no start, resume or resize, whose start-up loss
         is not its speed) and did not finish in it, nor fail, is one slot of measurement;
         every record's speed is brought up to date. Returns the jobs whose records changed.
         O(jobs that ran + active jobs not yet measured when a prior moved)."""
+        done = {j for j in plan if self.state.records[j].completion is not None}
+        return self._learn(plan, report.progress, set(report.failed) | done)
+
+    def relearn(self, slots: Iterable[tuple[int, SlotPlan, Mapping[str, float],
+                                             Collection[str]]],
+                completed: Mapping[str, int]) -> None:
+        """Rebuild the speed estimates from a journal: each slot's plan, progress and failed
+        jobs, in order, and the slot each completed job completed in (as :meth:`learn` saw
+        them). Every active job's record then has its estimate. O(plan entries)."""
+        for t, plan, progress, failed in slots:
+            done = {j for j in plan if completed.get(j) == t}
+            self._learn(plan, progress, set(failed) | done)
+        for job_id in self.state.active:
+            rec = self.state.records[job_id]
+            w = rec.job.spec.workload
+            rec.speed, rec.speed_sd = self.speeds.speed(job_id, w), self.speeds.spread(job_id, w)
+
+    def _learn(self, plan: SlotPlan, progress: Mapping[str, float],
+               skip: Collection[str]) -> set[str]:
         records, book = self.state.records, self.speeds
         workloads: set[str] = set()
-        before: dict[str, tuple[float, float]] = {}
         ran: list[str] = []
         last, self.last_plan = self.last_plan, dict(plan)
         for job_id, alloc in plan.items():
             rec = records[job_id]
-            if not alloc.n_workers or job_id in report.failed or rec.completion is not None \
-                    or last.get(job_id) != alloc:
+            if not alloc.n_workers or job_id in skip or last.get(job_id) != alloc:
                 continue
             workload = rec.job.spec.workload
-            if workload not in before:
-                before[workload] = book.prior(workload)
-            book.observe(job_id, workload, alloc.n_workers, report.progress.get(job_id, 0.0))
+            book.observe(job_id, workload, alloc.n_workers, progress.get(job_id, 0.0))
             workloads.add(workload)
             ran.append(job_id)
         touched = set(ran)
@@ -137,14 +157,16 @@ class Keeping:
             rec = records[job_id]
             rec.speed = book.speed(job_id)
             rec.speed_sd = book.spread(job_id)
-        moved = {w for w in workloads if book.prior(w) != before[w]}
-        if moved:
+        moved = {w for w in workloads if not book.exact(w)}
+        if moved:  # every estimate of the workload leans on the others' (its prior)
             for job_id in self.state.active:
                 rec = records[job_id]
                 w = rec.job.spec.workload
-                if w in moved and rec.completion is None and not book.measured(job_id):
-                    rec.speed, rec.speed_sd = book.prior(w)
-                    touched.add(job_id)
+                if w in moved and rec.completion is None:
+                    now = (book.speed(job_id, w), book.spread(job_id, w))
+                    if now != (rec.speed, rec.speed_sd):
+                        rec.speed, rec.speed_sd = now
+                        touched.add(job_id)
         return touched
 
     # -- never lose an admitted job ------------------------------------------------------------

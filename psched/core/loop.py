@@ -318,6 +318,7 @@ class SchedulerLoop(HeldAdmission, Keeping):
         rec.promised = None if promised is None else self.state_promise(rec, promised, t)
         rec.promised_at = None if rec.promised is None else t
         if decision.admitted:
+            self.believe_prior(rec)
             st.active.append(spec.job_id)
             st.arrived.append(spec.job_id)
         else:
@@ -430,6 +431,7 @@ class SchedulerLoop(HeldAdmission, Keeping):
                 st.active.remove(job_id)
         st.arrived.clear()
         st.completed_last = []
+        self.background = [j for j in self.background if j in st.active]
         self.expire_held(st.t)
         self._statuses = ActiveStatuses()  # records changed wholesale: rebuild the View
 

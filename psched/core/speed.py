@@ -68,6 +68,8 @@ class SpeedBook:
         self._workload_of: dict[str, str] = {}
         #: per workload: (jobs, sum of speeds, sum of squared speeds, sum of variances)
         self._pool: dict[str, list[float]] = {}
+        #: workloads with a slot measured at a speed other than exactly 1.0
+        self._inexact: set[str] = set()
 
     # -- learning ------------------------------------------------------------------------------
     def observe(self, job_id: str, workload: str, workers: int, progress: float) -> None:
@@ -81,8 +83,16 @@ class SpeedBook:
             self._workload_of[job_id] = workload
         else:
             self._unpool(job_id)
-        est.observe(progress / workers)
+        ratio = progress / workers
+        est.observe(ratio)
+        if ratio != 1.0:
+            self._inexact.add(workload)
         self._add_pool(job_id)
+
+    def exact(self, workload: str) -> bool:
+        """True while every slot measured of ``workload`` ran at exactly its profiled speed
+        (every estimate of it is then exactly 1.0, with no spread)."""
+        return workload not in self._inexact
 
     def measured(self, job_id: str) -> bool:
         """True once the job ran a slot that was measured."""
@@ -183,4 +193,6 @@ class SpeedBook:
             book._workload_of[j] = str(workload)
             if int(slots) > 0:
                 book._add_pool(j)
+                if float(total) != int(slots) or float(squares) != int(slots):
+                    book._inexact.add(str(workload))
         return book

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import sqlite3
@@ -71,6 +72,7 @@ import numpy as np
 from psched.core.arrivals import QueueArrivals
 from psched.core.errors import InputError
 from psched.core.executor import Executor, JobNote, SlotReport
+from psched.core.keeping import Restatement
 from psched.core.loop import SchedulerLoop
 from psched.core.model import RESOURCES, Alloc, Cluster, JobSpec, SlotPlan
 from psched.core.records import Admission, LoopState, RunResult
@@ -81,11 +83,18 @@ from ray_cluster.service.config import (
 )
 from ray_cluster.service.journal import DecisionRow, Journal, check_journal
 from ray_cluster.service.nodes import Nodes
-from ray_cluster.service.replay import DEFERRED, HOLD, restore_loop
+from ray_cluster.service.replay import (
+    BACKGROUND,
+    DEFERRED,
+    HOLD,
+    RESTATED,
+    STATED,
+    restore_loop,
+)
 from ray_cluster.service.revisions import PlanRevisions
 from ray_cluster.service.rules import Commitments, LiveRules, decision_row
 from ray_cluster.service.views import LiveView, ServiceViews
-from ray_cluster.workloads.jobspec import check_submission
+from ray_cluster.workloads.jobspec import CheckedJob, check_submission
 
 __all__ = ["LiveView", "RealtimeClock", "SchedulerService", "private_folder"]
 
@@ -188,6 +197,7 @@ class SchedulerService(ServiceViews):
             state=LoopState(usage=np.zeros((2, len(RESOURCES)))),
             before_slot=[self._before_slot], after_slot=[self._after_slot])
         self.loop.on_decision.append(self._decided)
+        self.loop.on_restate.append(self._restated)
         self.nodes = Nodes(self.loop, self.journal, self.executor, node_of)
         self.rules = LiveRules(self.loop, self.journal, config, self.commitments)
         self.revisions = PlanRevisions(self.loop.caps.revises, self.commitments)
@@ -256,7 +266,18 @@ class SchedulerService(ServiceViews):
         a booked job, made when its slot began, and the decision of a held job or a deferred
         promise, made at a slot boundary (kind ``deferred``)."""
         self.commitments.record(adm)
-        if adm.deferred_promise:
+        if not self._replaying and adm.stated is not None and adm.stated != adm.promised:
+            self.journal.event(adm.job_id, adm.slot, STATED,
+                               json.dumps({"promised": adm.promised, "stated": adm.stated}))
+        if adm.behind:
+            if not self._replaying:
+                self.journal.decide(decision_row(adm, "replan", adm.latency_ms or 0.0))
+                if not adm.admitted:
+                    self.journal.event(adm.job_id, adm.slot, BACKGROUND,
+                                       "no plan pays: runs on idle capacity until done")
+            log.info("slot %d: job %s behind its schedule: %s", adm.slot, adm.job_id,
+                     "re-planned" if adm.admitted else "runs in the background")
+        elif adm.deferred_promise:
             if not self._replaying:
                 self.journal.decide(decision_row(adm, DEFERRED, adm.latency_ms or 0.0))
         elif adm.job_id in self._booked:
@@ -268,6 +289,15 @@ class SchedulerService(ServiceViews):
             self.journal.decide(decision_row(adm, DEFERRED, adm.latency_ms or 0.0))
             self.journal.revise(*self.revisions.capture(adm.slot))
 
+    def _restated(self, r: Restatement) -> None:
+        """A promise that can no longer be kept, re-stated: journaled (a restart re-applies
+        it) and logged."""
+        job_id, t, old, new = r
+        if not self._replaying:
+            self.journal.event(job_id, t, RESTATED, json.dumps({"old": old, "new": new}))
+        log.warning("slot %d: job %s cannot finish by slot %d: promise re-stated to slot %d",
+                    t, job_id, old, new)
+
     def _arrival_row(self, adm: Admission, latency_ms: float) -> DecisionRow:
         """The journal row of an arrival's decision: kind ``hold`` with the reason the policy
         gave (its rejection reason if never admitted) for a held job, else ``arrival``."""
@@ -278,17 +308,20 @@ class SchedulerService(ServiceViews):
         return dataclasses.replace(decision_row(adm, HOLD, latency_ms), reason=held)
 
     # -- public API --------------------------------------------------------------------------
-    def submit(self, spec: JobSpec, *, arrival: int | None = None) -> dict[str, Any]:
-        """Journal and decide a job (at once, or at ``arrival`` if that slot is later).
+    def submit(self, job: JobSpec | CheckedJob, *, arrival: int | None = None
+               ) -> dict[str, Any]:
+        """Journal and decide a job (at once, or at ``arrival`` if that slot is later). A
+        :class:`~ray_cluster.workloads.jobspec.CheckedJob` checked for this service (its slot
+        length and import rule) is taken as it is; any other job is checked here, once.
 
         Raises
         ------
         InputError
-            A job with this id was submitted before (never admitted twice).
+            A job this service refuses, or one with an id submitted before (never admitted
+            twice).
         """
         t0 = time.perf_counter()
-        spec = check_submission(spec, allow_import=self.config.allow_import,
-                                slot_seconds=self.config.slot_seconds)  # trusts no caller
+        spec = self._checked(job)
         if spec.tau_s < 0:
             spec = self._profile(spec)
         with self._lock:
@@ -325,6 +358,17 @@ class SchedulerService(ServiceViews):
         if row.kind == HOLD:  # decided at a slot boundary, from this slot's on
             out.update(held=True, next_boundary=now, window_end=last_slot)
         return out
+
+    def _checked(self, job: JobSpec | CheckedJob) -> JobSpec:
+        """``job``'s spec, checked once: already, for this service, or now (trusts no other
+        caller)."""
+        cfg = self.config
+        if isinstance(job, CheckedJob) and (job.slot_seconds, job.allow_import) == (
+                cfg.slot_seconds, cfg.allow_import):
+            return job.spec
+        spec = job.spec if isinstance(job, CheckedJob) else job
+        return check_submission(spec, allow_import=cfg.allow_import,
+                                slot_seconds=cfg.slot_seconds)
 
     def _profile(self, spec: JobSpec) -> JobSpec:
         from ray_cluster.runtime.executor import profiled_spec

@@ -31,22 +31,29 @@ Complexity: O(journal size) plus one policy decision per journaled decision.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from psched.core.executor import FATAL
 from psched.core.loop import SchedulerLoop
-from psched.core.model import Decision
+from psched.core.model import Decision, SlotPlan
 from ray_cluster.service.config import CANCELLED, DROPPED_BEHIND, FAILED
 from ray_cluster.service.journal import DecisionRow, Journal
 from ray_cluster.service.revisions import REVISE
 
-__all__ = ["DEFERRED", "HOLD", "forced_decision", "restore_loop"]
+__all__ = ["BACKGROUND", "DEFERRED", "HOLD", "RESTATED", "STATED", "forced_decision",
+           "restore_loop"]
 
 #: The journal's decision kinds of deferred admission: an arrival held (``Decision.hold``;
 #: its reason is the policy's rejection reason if it is never admitted), and the decision of
 #: a held job made later at a slot boundary (admitted with its promise, or rejected).
 HOLD, DEFERRED = "hold", "deferred"
+
+#: The journal's events of the reality rules (:mod:`psched.core.keeping`): a promise stated
+#: with slack on top of the policy's (info: JSON ``promised``, ``stated``), a promise
+#: re-stated (info: JSON ``old``, ``new``), a job running in the background from then on.
+STATED, RESTATED, BACKGROUND = "stated", "restated", "background"
 
 log = logging.getLogger("ray_cluster.service")
 
@@ -82,9 +89,9 @@ def restore_loop(loop: SchedulerLoop, journal: Journal,
             loop.admit(row.slot, [spec], forced={row.job_id: forced})
         else:
             loop.replan(row.job_id, row.slot, work=row.work, forced=forced,
-                              release=row.kind == "advance")
+                        release=row.kind == "advance", behind=row.kind == "replan")
             if row.kind == "replan" and not row.admitted:
-                loop.drop(row.job_id, DROPPED_BEHIND)
+                loop.to_background(row.job_id)
     for job_id, spec in subs.items():
         if job_id not in loop.state.records:
             loop.book(spec)
@@ -99,13 +106,48 @@ def restore_loop(loop: SchedulerLoop, journal: Journal,
             dropped[job_id] = CANCELLED
         elif kind == "failed" and info.startswith(FATAL):
             dropped[job_id] = FAILED
-        elif kind == DROPPED_BEHIND:  # past its window (a plan-revising policy)
+        elif kind == DROPPED_BEHIND:  # a journal of a version that dropped such jobs
             dropped[job_id] = DROPPED_BEHIND
     done = {job_id: amount for _t, job_id, _, amount, _, _ in journal.progress()}
-    loop.restore(slots=((t, plan) for t, _, _, plan in journal.slots()), done=done,
-                 completed=completed, dropped=dropped)
+    slots = [(t, plan) for t, _, _, plan in journal.slots()]
+    relearn(loop, journal, slots, completed)
+    loop.restore(slots=slots, done=done, completed=completed, dropped=dropped)
+    restate(loop, journal)
     st = loop.state
     if revises is not None:
         revises.resume(st.t, journal.policy_state())
     log.info("restored from the journal: slot %d, %d jobs, %d active", st.t,
              len(st.records), len(st.active))
+
+
+def relearn(loop: SchedulerLoop, journal: Journal, slots: Sequence[tuple[int, SlotPlan]],
+            completed: Mapping[str, int]) -> None:
+    """Rebuild every job's speed estimate from the journaled slots and the progress measured
+    in each (as :meth:`~psched.core.keeping.Keeping.learn` made them). O(progress rows)."""
+    progress: dict[int, dict[str, float]] = {}
+    for t, job_id, amount, _, _, _ in journal.progress():
+        progress.setdefault(t, {})[job_id] = amount
+    failed: dict[int, set[str]] = {}
+    for job_id, t, kind, _ in journal.events():
+        if kind == "failed":
+            failed.setdefault(t, set()).add(job_id)
+    loop.relearn([(t, plan, progress.get(t, {}), failed.get(t, set())) for t, plan in slots],
+                 completed)
+
+
+def restate(loop: SchedulerLoop, journal: Journal) -> None:
+    """Re-apply the journaled stated and re-stated promises, and the jobs sent to the
+    background, after the decisions. O(events)."""
+    records = loop.state.records
+    for job_id, t, kind, info in journal.events():
+        rec = records.get(job_id)
+        if rec is None:
+            continue
+        if kind == STATED:
+            rec.promised = int(json.loads(info)["stated"])
+        elif kind == RESTATED:
+            d = json.loads(info)
+            rec.restated.append((t, int(d["old"]), int(d["new"])))
+            rec.promised = int(d["new"])
+        elif kind == BACKGROUND:
+            loop.to_background(job_id)

@@ -7,15 +7,13 @@ after-slot hook of the loop) and applies, in order:
 * the slot is journaled (executed plan, measured progress, completions, failures);
 * *a job whose workload raises every time* (:data:`ray_cluster.runtime.MAX_STRIKES`) is
   dropped (reason ``failed``) and released; its future commitments stay, as for a cancel;
-* *behind plan* (``ServiceConfig.replan``, a policy committing on arrival): a job still
-  unfinished after the last slot of its committed schedule is re-decided for its remaining
-  work ``ceil(W - done)`` at the current prices, from the next slot, its utility still
-  counted from its original arrival; a rejection drops it (``dropped_behind``);
-* *past its window* (a policy that revises plans, ``oasis-rp``, which re-plans a job behind
-  or ahead of plan itself, within its promise where it can, else as late as its window
-  allows): a job still unfinished after the last slot of its window can earn nothing more
-  (its utility is below the floor) and no plan is found for it: it is dropped
-  (``dropped_behind``, journaled as an event) and frees its capacity;
+* *behind plan* and *past its window*: the loop's own rules, the same in simulation
+  (:mod:`psched.core.keeping`): a job behind its committed schedule is re-decided for its work
+  left at its measured speed (journaled ``replan``); one its policy does not take, or one
+  past its window, runs in the background on idle capacity until it completes (journaled
+  as an event ``background``): no admitted job is dropped but by the owner (cancelled,
+  failed); a promise that can no longer be kept is re-stated as soon as that is known
+  (journaled as an event ``restated``);
 * *ahead of plan* (``ServiceConfig.reuse_freed``, a policy that can ``release`` and
   ``restore`` commitments): a job that finished before its committed schedule ended frees
   the rest of it (journaled ``release``), and every other active job is offered the freed
@@ -38,7 +36,7 @@ from psched.core.executor import FATAL, JobNote, SlotReport
 from psched.core.loop import SchedulerLoop
 from psched.core.model import Alloc, Decision, SlotPlan
 from psched.core.records import Admission
-from ray_cluster.service.config import DROPPED_BEHIND, FAILED, ServiceConfig
+from ray_cluster.service.config import FAILED, ServiceConfig
 from ray_cluster.service.journal import DecisionRow, Journal
 
 __all__ = ["Commitments", "LiveRules", "decision_row"]
@@ -113,39 +111,10 @@ class LiveRules:
         self.journal.slot_done(t, started, plan, progress, events)
         policy, caps = self.loop.policy, self.loop.caps
         planned_end = self.commitments.planned_end
-        if self.config.replan and policy.commits_on_arrival:
-            for job_id in list(st.active):
-                end = planned_end.get(job_id)
-                if end is not None and end < st.t:
-                    self.replan_behind(job_id, st.t)
-        if caps.revises is not None:
-            for job_id in list(st.active):
-                if st.records[job_id].job.last_slot < st.t:
-                    self.drop_past_window(job_id, t)
         early = [j for j in st.completed_last if planned_end.get(j, -1) > t]
         if early and self.config.reuse_freed and policy.commits_on_arrival and \
                 caps.releases is not None and caps.restores is not None:
             self.reuse_freed(early, st.t)
-
-    def replan_behind(self, job_id: str, t: int) -> None:
-        """A job behind its plan is re-decided from slot ``t`` (dropped if rejected)."""
-        t0 = time.perf_counter()
-        rec = self.loop.state.records[job_id]
-        adm = self.loop.replan(job_id, t)
-        if not adm.admitted:
-            self.loop.drop(job_id, DROPPED_BEHIND)
-        self.journal.decide(decision_row(adm, "replan", _ms(t0)))
-        log.info("slot %d: job %s behind plan (%.2f of %d): re-plan %s", t, job_id, rec.done,
-                 rec.job.work, "admitted" if adm.admitted else "rejected, dropped")
-
-    def drop_past_window(self, job_id: str, t: int) -> None:
-        """A job of a plan-revising policy unfinished after its window (slot ``t`` was its
-        last or later): dropped, journaled as an event ``dropped_behind``."""
-        if self.loop.drop(job_id, DROPPED_BEHIND):
-            self.journal.event(job_id, t, DROPPED_BEHIND)
-            rec = self.loop.state.records[job_id]
-            log.warning("slot %d: job %s past its window (%.2f of %d done, promised %s): "
-                        "dropped", t, job_id, rec.done, rec.job.work, rec.promised)
 
     def reuse_freed(self, finished: list[str], t: int) -> None:
         """``finished`` ended before their schedules did: release the rest of those and

@@ -138,7 +138,35 @@ class ServiceViews:
             "ps": alloc.n_ps if alloc else 0,
             "loss": note.loss if (note := self._slot_info.get(job_id)) else "",
             "window_end": rec.job.last_slot,
+            "speed": rec.speed, "speed_sd": rec.speed_sd,
+            "first_promise": rec.first_promise, "restated": len(rec.restated),
+            "background": rec.background,
+            **self._eta(job_id, state),
         }
+
+    def _eta(self, job_id: str, state: str) -> dict[str, Any]:
+        """When an unfinished job is expected to start and finish under the current plans,
+        and why it waits (``eta_start``, ``eta_finish``: slots, None if unknown; ``waits``)."""
+        st = self.loop.state
+        now = st.t
+        rec = st.records[job_id]
+        if state in ("done", "rejected") or (rec.admitted and job_id not in st.active):
+            return {"eta_start": None, "eta_finish": None, "waits": ""}
+        if state == HELD:
+            return {"eta_start": None, "eta_finish": None,
+                    "waits": "held: no schedule pays its priced cost yet; searched again "
+                             "at each boundary while its window is open"}
+        if job_id in self.loop.background:
+            return {"eta_start": None, "eta_finish": None,
+                    "waits": "no plan pays: runs on idle capacity until done"}
+        plan = {s: a for s, a in self.commitments.schedules.get(job_id, {}).items()
+                if s >= now and a.n_workers}
+        if plan:
+            start = now if state == "running" else min(plan)
+            return {"eta_start": start, "eta_finish": max(plan),
+                    "waits": "" if state == "running" else f"planned from slot {min(plan)}"}
+        return {"eta_start": None, "eta_finish": None,
+                "waits": "admitted, not promised yet: runs when the plans leave room"}
 
     def logs(self, job_id: str) -> list[str]:
         """The journal's lines about one job, in slot order: at each slot its decisions,
