@@ -27,28 +27,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from psched.core.executor import SimulatedExecutor, SlotReport
+from psched.core.executor import Executor
 from psched.core.model import JobSpec
+from psched.core.reality import Reality
 from psched.traces.synth import SCENARIOS
 from ray_cluster.service import SchedulerService, ServiceConfig
 
-__all__ = ["run"]
+__all__ = ["drive", "run", "service"]
 
 
-class RateExecutor(SimulatedExecutor):
-    """Each worker does ``rate`` worker-slots per slot."""
-
-    def __init__(self, rate: float) -> None:
-        self.rate = rate
-
-    def apply(self, t, plan, jobs):  # type: ignore[no-untyped-def]
-        return SlotReport(slot=t, progress={j: self.rate * a.n_workers
-                                            for j, a in plan.items() if a.n_workers})
-
-
-def _service(work: Path, cfg: ServiceConfig | None, cluster: Any, rate: float,
-             timers: dict[str, float]) -> SchedulerService:
-    svc = SchedulerService(work, config=cfg, cluster=cluster, executor=RateExecutor(rate))
+def service(work: Path, cfg: ServiceConfig | None, cluster: Any, executor: Executor,
+            timers: dict[str, float]) -> SchedulerService:
+    """The service on ``executor``, not waiting for the wall clock; CPU seconds of the
+    revision captures and of the policy's ``plan`` add up in ``timers``."""
+    svc = SchedulerService(work, config=cfg, cluster=cluster, executor=executor)
     svc.clock.wait_until = lambda t: None  # type: ignore[method-assign]
     capture, plan = svc.revisions.capture, svc.policy.plan
 
@@ -71,7 +63,8 @@ def _service(work: Path, cfg: ServiceConfig | None, cluster: Any, rate: float,
     return svc
 
 
-def _drive(svc: SchedulerService, specs: list[JobSpec], until: int) -> None:
+def drive(svc: SchedulerService, specs: list[JobSpec], until: int) -> None:
+    """Submit each of ``specs`` in its arrival slot and run the service to slot ``until``."""
     by_slot: dict[int, list[JobSpec]] = {}
     for s in specs:
         by_slot.setdefault(s.arrival, []).append(s)
@@ -103,8 +96,8 @@ def run(policy: str, n_jobs: int, *, slots: int, rate: float, seed: int = 0,
     with tempfile.TemporaryDirectory() as tmp:
         timers = {"capture_s": 0.0, "plan_s": 0.0}
         c0 = time.process_time()
-        ref = _service(Path(tmp) / "ref", cfg, cluster, rate, timers)
-        _drive(ref, specs, horizon)
+        ref = service(Path(tmp) / "ref", cfg, cluster, _executor(rate), timers)
+        drive(ref, specs, horizon)
         out["run_cpu_s"] = time.process_time() - c0
         out.update(timers)
         rows = _rows(ref)
@@ -113,18 +106,23 @@ def run(policy: str, n_jobs: int, *, slots: int, rate: float, seed: int = 0,
         out["admitted"] = sum(r.admitted for r in ref.loop.state.records.values())
         out.update(_outcomes(ref, ""))
         ref.close()
-        first = _service(Path(tmp) / "crash", cfg, cluster, rate, dict(timers))
-        _drive(first, specs, half)
+        first = service(Path(tmp) / "crash", cfg, cluster, _executor(rate), dict(timers))
+        drive(first, specs, half)
         first.journal.close()
         c0 = time.process_time()
-        again = _service(Path(tmp) / "crash", None, None, rate, dict(timers))
+        again = service(Path(tmp) / "crash", None, None, _executor(rate), dict(timers))
         out["restart_cpu_s"] = time.process_time() - c0
         out["replayed_rows"] = len(_rows(again))
-        _drive(again, [s for s in specs if s.arrival >= half], horizon)
+        drive(again, [s for s in specs if s.arrival >= half], horizon)
         out["same_after_restart"] = _rows(again) == rows
         out.update(_outcomes(again, "_after_restart"))
         again.close()
     return out
+
+
+def _executor(rate: float) -> Executor:
+    """Each worker does ``rate`` worker-slots per slot (:class:`Reality` at that rate)."""
+    return Reality(rate=rate).executor()
 
 
 def _outcomes(svc: SchedulerService, suffix: str) -> dict[str, int]:

@@ -10,7 +10,7 @@ import io
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ class SweepSpec:
     policy_options: tuple[str, ...] = ()
     #: how every cell's jobs really run (:mod:`psched.core.reality`; a mapping of its fields
     #: is taken too); default: the model
-    reality: Reality = Reality()
+    reality: Reality = field(default_factory=Reality)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reality", Reality.parse(self.reality))
