@@ -5,8 +5,11 @@ Four packages, by role (import the modules directly; this package imports nothin
 * ``ray_cluster.workloads`` -- what is trained: the ``Workload`` protocol and built-ins
   (``workloads.builtin``), their data sets (``workloads.data``), hyper-parameters
   (``workloads.hparams``), job spec files (``workloads.jobspec``) and the optional PyTorch
-  network (``workloads.torch_mlp``, the ``torch`` extra);
-* ``ray_cluster.ps`` -- the parameter server: the PS-shard and worker actors (``ps.actors``),
+  networks (``workloads.torch_mlp``, ``workloads.torch_cnn``, ``workloads.torch_lm`` on the
+  standard library's text ``workloads.corpus``, sharing ``workloads.torch_flat``; the
+  ``torch`` extra);
+* ``ray_cluster.ps`` -- the parameter server: the PS-shard and worker actors (``ps.actors``)
+  and the device a worker trains on (``ps.devices``),
   momentum SGD over flat vectors and shards (``ps.optim``, its fused kernel
   ``ps.update_kernels``), consistent checkpoints (``ps.checkpoint``) and the Dynamic mini-batch
   SGD learning-rate scale (``ps.elastic``, Lin et al. 2019);
