@@ -68,21 +68,17 @@ def _submissions(args: argparse.Namespace, client: ServiceClient) -> list[Any]:
     anything is sent: import paths only if the service allows them, no id twice in one
     command (nothing is submitted then)."""
     from psched.core.limits import MAX_SUBMIT_JOBS
-    from ray_cluster.workloads.jobspec import ImportRefused, load_jobspec_where
+    from ray_cluster.workloads.jobspec import import_refused, load_jobspec_where
 
     if len(args.jobs) > MAX_SUBMIT_JOBS:
         raise InputError(f"{len(args.jobs)} job files, more than {MAX_SUBMIT_JOBS} in one "
                          "submit", field="jobs")
-    parsed: list[Any] = []
-    for f in args.jobs:
-        try:
-            parsed.append(load_jobspec_where(f, allow_import=False))
-        except ImportRefused:
-            parsed.append(f)  # decided once the service says whether it allows imports
-    if any(isinstance(p, str) for p in parsed):
-        allow = bool(_status(client).get("allow_import", False))
-        parsed = [load_jobspec_where(p, allow_import=allow) if isinstance(p, str) else p
-                  for p in parsed]
+    # each file checked once; an import path waits for the service to say if it allows them
+    parsed = [load_jobspec_where(f, allow_import=True) for f in args.jobs]
+    imports = [(spec, where) for spec, where in parsed if ":" in spec.workload]
+    if imports:
+        if not _status(client).get("allow_import", False):
+            raise import_refused(imports[0][0].workload, imports[0][1])
     elif client.door is None:
         client.actor()  # no service: one line before anything else
     first: dict[str, Any] = {}

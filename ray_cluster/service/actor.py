@@ -76,7 +76,8 @@ def service_actor() -> Any:
             source = Where.from_dict(where)
             try:
                 spec = submission_from_json(spec_json, where=source,
-                                            allow_import=self.svc.config.allow_import)
+                                            allow_import=self.svc.config.allow_import,
+                                            slot_seconds=self.svc.config.slot_seconds)
                 return self.svc.submit(spec, arrival=check_arrival(arrival, source))
             except InputError as err:
                 return {"error": str(source.locate(err))}

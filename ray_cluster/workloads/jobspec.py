@@ -64,8 +64,10 @@ from ray_cluster.workloads.hparams import builtin_workloads, check_hparams
 
 __all__ = [
     "TAU_UNKNOWN",
+    "CheckedJob",
     "ImportRefused",
     "check_submission",
+    "import_refused",
     "load_jobspec",
     "load_jobspec_where",
     "parse_jobspec",
@@ -92,6 +94,26 @@ _NAMES = {"job_id": "id", "max_workers": "partitions", "worker_demand.": "worker
 
 class ImportRefused(InputError):
     """A workload given by import path while imports are not allowed."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CheckedJob:
+    """A job that passed :func:`check_submission` where it entered a service (the actor's
+    :func:`submission_from_json`): :meth:`ray_cluster.service.SchedulerService.submit` takes
+    it as it is, without checking it again."""
+
+    spec: JobSpec  #: the job, rebuilt with plain types
+    slot_seconds: float | None  #: the slot length its work was checked against (None: not)
+    allow_import: bool  #: whether an import-path workload was allowed when it was checked
+
+
+def import_refused(workload: str, where: Where) -> ImportRefused:
+    """The one-line refusal of an import-path workload (``serve`` without ``--allow-import``),
+    naming the file, the line and the field ``workload``."""
+    return ImportRefused(
+        f"import path {shown(workload)} refused: the operator does not allow user "
+        "workloads (serve --allow-import)", path=where.path,
+        line=where.lines.get("workload", where.line), field="workload")
 
 
 def spec_lines(text: str) -> dict[str, int]:
@@ -236,10 +258,7 @@ def _check_workload(workload: Any, allow_import: bool, where: Where) -> None:
                           f"{MAX_WORKLOAD_CHARS} characters)", workload)
     if ":" in workload:
         if not allow_import:
-            raise ImportRefused(
-                f"import path {shown(workload)} refused: the operator does not allow user "
-                "workloads (serve --allow-import)", path=where.path,
-                line=where.lines.get("workload", where.line), field="workload")
+            raise import_refused(workload, where)
         return
     if workload not in builtin_workloads():
         raise where.error("workload", f"unknown workload (built-in: "
@@ -269,9 +288,11 @@ def check_submission(spec: JobSpec | Mapping[str, Any], *, where: Where | None =
     return out
 
 
-def submission_from_json(text: Any, *, where: Where | None = None,
-                         allow_import: bool = False) -> JobSpec:
-    """A job sent to the service as JSON (``journal.spec_to_json``), fully checked.
+def submission_from_json(text: Any, *, where: Where | None = None, allow_import: bool = False,
+                         slot_seconds: float | None = None) -> CheckedJob:
+    """A job sent to the service as JSON (``journal.spec_to_json``), fully checked, once
+    (:func:`check_submission`; ``slot_seconds``: the service's, so that its work is checked
+    too): the service takes the :class:`CheckedJob` without checking it again.
 
     Anything malformed -- not text, too long, not JSON, missing or unknown fields, wrong
     types -- is an :class:`InputError`, never another exception.
@@ -285,7 +306,9 @@ def submission_from_json(text: Any, *, where: Where | None = None,
         data = json.loads(text)
     except (ValueError, RecursionError) as err:
         raise where.error("job", f"not JSON ({str(err)[:80]})") from None
-    return check_submission(data, where=where, allow_import=allow_import)
+    spec = check_submission(data, where=where, allow_import=allow_import,
+                            slot_seconds=slot_seconds)
+    return CheckedJob(spec=spec, slot_seconds=slot_seconds, allow_import=allow_import)
 
 
 def load_jobspec(path: str | Path, *, allow_import: bool = False) -> JobSpec:
