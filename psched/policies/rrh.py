@@ -88,6 +88,7 @@ class _Ranking:
     def __init__(self, t: int, cols: JobColumns, rows: np.ndarray, u: np.ndarray,
                  k: np.ndarray, dens: np.ndarray) -> None:
         self.t, self._r = t, u.shape[1]
+        self._cols = cols  # its rows do not move while the ranking lives (one slot's arrivals)
         m = np.zeros((rows.size, _U + 2 * self._r))
         m[:, _ROW], m[:, _K], m[:, _DENS], m[:, _NEG] = rows, k, dens, -dens
         m[:, _ARR], m[:, _UK] = cols.arrival[rows], cols.kind[rows]
@@ -117,7 +118,8 @@ class _Ranking:
     def utility(self, at: int, d: np.ndarray) -> np.ndarray:
         """Utilities of the jobs from position ``at`` on at durations ``d``."""
         m = self.m[at:]
-        return utility_of(m[:, _UK].astype(np.int64), m[:, _VAL], m[:, _DEC], m[:, _TGT], d)
+        return utility_of(m[:, _UK].astype(np.int64), m[:, _VAL], m[:, _DEC], m[:, _TGT], d,
+                          self._cols.steps(m[:, _ROW].astype(np.int64)))
 
     def late_loss(self, at: int, extra: float) -> float:
         """Utility the jobs from position ``at`` on lose if each finishes ``extra`` slots
