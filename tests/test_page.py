@@ -108,7 +108,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any
     work = root / "svc"
     files = _jobs(root, {"pa": 1500, "pb": 1500})
     with faults.serving(work, "--slot-seconds", str(SLOT_S), "--worker-cpus", "1",
-                        "--history", files[0]) as proc:
+                        "--policy", "oasis", "--history", files[0]) as proc:
         yield work, proc, files
 
 

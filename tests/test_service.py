@@ -290,7 +290,7 @@ def test_run_writes_the_simulate_files_from_what_really_ran(ray_session, tmp_pat
     out = tmp_path / "out"
     assert main(["run", str(trace), "--address", ray_session.cluster.address, "--out", str(out),
                  "--slot-seconds", str(SLOT_S), "--worker-cpus", "2", "--horizon", "8",
-                 "--profile"]) == 0
+                 "--policy", "oasis", "--profile"]) == 0
     shown = capsys.readouterr()
     assert shown.err.count("tau of softmax") == 1  # both jobs share one profile
     # progress per slot, then one line per job, then where it wrote
