@@ -214,6 +214,11 @@ class JobColumns:
         self.row = {j: i for i, j in enumerate(self.ids) if j is not None}
         self._n = keep.size
 
+    @property
+    def has_steps(self) -> bool:
+        """Whether a ``step`` utility was ever added (the step columns are in use)."""
+        return self._k > 0
+
     def steps(self, rows: np.ndarray) -> StepTable | None:
         """The :data:`StepTable` of ``rows``; None while no ``step`` utility was added."""
         return (self.step_t[rows], self.step_v[rows]) if self._k else None

@@ -118,8 +118,9 @@ class _Ranking:
     def utility(self, at: int, d: np.ndarray) -> np.ndarray:
         """Utilities of the jobs from position ``at`` on at durations ``d``."""
         m = self.m[at:]
+        steps = self._cols.steps(m[:, _ROW].astype(np.int64)) if self._cols.has_steps else None
         return utility_of(m[:, _UK].astype(np.int64), m[:, _VAL], m[:, _DEC], m[:, _TGT], d,
-                          self._cols.steps(m[:, _ROW].astype(np.int64)))
+                          steps)
 
     def late_loss(self, at: int, extra: float) -> float:
         """Utility the jobs from position ``at`` on lose if each finishes ``extra`` slots
