@@ -129,8 +129,9 @@ def test_first_steps_agree_between_cpu_and_the_device(name: str, device: str) ->
     (and the Ray worker on a fake GPU in tests/test_gpu_workers.py)."""
     ref, ref_losses = _steps(_make(name, device="cpu"), 5, 3)
     got, losses = _steps(_make(name, device=device), 5, 3)
-    np.testing.assert_allclose(losses, ref_losses, rtol=1e-4)
-    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-5)
+    # CUDA runs float32 kernels in another order (cuDNN's convolutions in TF32 by default)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-4 if device == "cpu" else 3e-3)
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-5 if device == "cpu" else 1e-4)
 
 
 # -- size, pickling, schema ----------------------------------------------------------------------
