@@ -239,3 +239,19 @@ def test_a_running_jobs_bar_moves_within_its_slot(done: float) -> None:
     assert len(bars[-1].rstrip()) == round((done + 2) / 8 * 20)  # 2 workers: 2 of 8 a slot
     waiting = progress_bar({**job, "state": "waiting", "workers": 0}, 0.5)
     assert ">" not in waiting
+
+
+def test_a_connection_left_idle_after_an_answer_is_closed(door: Door) -> None:
+    with socket.create_connection(("127.0.0.1", door.port), timeout=60) as s:
+        s.sendall(f"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1:{door.port}\r\n"
+                  f"Authorization: token {door.write}\r\n\r\n".encode())
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += s.recv(65536)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length")))
+        while len(body) < length:
+            body += s.recv(65536)
+        assert head.startswith(b"HTTP/1.1 200") and json.loads(body)["jobs"]
+        assert s.recv(1) == b""  # kept alive, then closed once idle
