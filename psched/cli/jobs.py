@@ -145,10 +145,10 @@ class RunProgress:
         self.shown = ended
         jobs = [j for j in st["jobs"] if j["state"] in ("running", "waiting", "held")
                 or (j["completion"] is not None and j["completion"] == ended)]
-        lines = [f"slot {ended} ended: {len(jobs)} job(s) in play"]
+        lines = [f"slot {ended} ended: {len(jobs) or 'no'} job(s) in play"]
         lines += [f"  {j['job_id'][:16]:<16} {j['state'][:10]:<10} [{progress_bar(j, 0.0)}] "
                   f"{j['done']:>6.1f}/{j['work']:<5} worker-slots"
-                  + (f"  loss {j['loss']}" if j["loss"] else "") for j in jobs]
+                  + (f"  {j['loss']}" if j["loss"] else "") for j in jobs]
         print("\n".join(lines), file=self.out, flush=True)
 
 
