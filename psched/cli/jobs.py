@@ -131,8 +131,8 @@ def progress_bar(job: dict[str, Any], ran: float) -> str:
 
 class RunProgress:
     """``on_status`` of ``psched run``: once a slot has ended, a line naming it and one line
-    per job in play (running, waiting or held, or over in that slot), each with its bar and
-    work done; written to ``out`` at once."""
+    per job in play (running, waiting or held, or completed since the slot shown before),
+    each with its bar and work done; written to ``out`` at once."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
@@ -142,9 +142,9 @@ class RunProgress:
         ended = int(st["slot"]) - 1  # every phase of slot t comes after slot t - 1 ended
         if ended <= self.shown:
             return
-        self.shown = ended
+        since, self.shown = self.shown, ended
         jobs = [j for j in st["jobs"] if j["state"] in ("running", "waiting", "held")
-                or (j["completion"] is not None and j["completion"] == ended)]
+                or (j["completion"] is not None and since < j["completion"] <= ended)]
         lines = [f"slot {ended} ended: {len(jobs) or 'no'} job(s) in play"]
         lines += [f"  {j['job_id'][:16]:<16} {j['state'][:10]:<10} [{progress_bar(j, 0.0)}] "
                   f"{j['done']:>6.1f}/{j['work']:<5} worker-slots"
