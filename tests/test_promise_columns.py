@@ -75,3 +75,21 @@ def test_jobs_csv_ends_with_the_restatements_speed_and_background():
     rows = list(csv.DictReader(io.StringIO(buf.getvalue())))
     assert rows[3]["restated"] == "13:12>15" and rows[3]["background"] == "2.0"
     assert rows[0]["restated"] == "" and float(rows[0]["speed"]) == 1.0
+
+
+
+def test_the_report_table_shows_the_promise_and_waste_columns():
+    import re
+
+    from psched.results.report import render_report
+    from psched.results.report_data import run_in_memory
+
+    run = _run()
+    summary = build_summary({"n_jobs": 7, "horizon": 40, "slot_seconds": 3600.0,
+                             "worker_servers": 1, "ps_servers": 1}, {"hand": run})
+    page = render_report(run_in_memory(summary, run.cluster, {"hand": run}))
+    table = re.search(r"<table id=summary>(.*?)</table>", page).group(1)  # type: ignore[union-attr]
+    got = dict(zip(re.findall(r"<th>([^<]*)</th>", table),
+                   re.findall(r"<td>([^<]*)</td>", table), strict=True))
+    assert [got[k] for k in ("promised", "kept", "re-stated", "missed")] == ["5", "2", "2", "3"]
+    assert got["wasted (worker-slots)"] == "9.5" and got["background (worker-slots)"] == "2.0"

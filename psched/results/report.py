@@ -40,6 +40,9 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("jct_mean_h", "JCT mean (h)", ".2f"), ("jct_p99_h", "JCT p99 (h)", ".2f"),
     ("queueing_mean_h", "queue (h)", ".2f"), ("makespan_h", "makespan (h)", ".1f"),
     ("deadline_met_fraction", "deadline met", ".2f"), ("decision_ms_p50", "dec p50 (ms)", ".2f"),
+    ("promised", "promised", "d"), ("kept", "kept", "d"), ("restated", "re-stated", "d"),
+    ("missed", "missed", "d"), ("wasted_ws", "wasted (worker-slots)", ".1f"),
+    ("background_ws", "background (worker-slots)", ".1f"),
 )
 
 
