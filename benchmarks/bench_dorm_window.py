@@ -47,6 +47,9 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 from policy_table import run_capped  # noqa: E402
 
+from psched.core.errors import InputError  # noqa: E402
+from psched.policies.options import policy_variant  # noqa: E402
+
 RESULTS = Path(__file__).parent / "results"
 FIELDS = ("scenario", "seed", "policy", "opts", "max_jobs", "status", "utility", "completed",
           "jobs", "sim_cpu_s", "wall_s", "solves", "not_optimal", "reused", "decisions", "split",
@@ -133,19 +136,12 @@ def _opts_text(opts: dict[str, Any]) -> str:
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
-    """``dorm`` or ``elastic-mip:mip_rel_gap=1e-4;time_limit_s=1`` -> (policy, options)."""
-    name, _, rest = text.partition(":")
-    opts: dict[str, Any] = {}
-    for item in filter(None, rest.split(";")):
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise SystemExit(f"bench_dorm_window: --policy: option {item!r} is not key=value")
-        try:
-            opts[key] = float(value) if "." in value or "e" in value else int(value)
-        except ValueError:
-            raise SystemExit(f"bench_dorm_window: --policy: option {key}: number expected, "
-                             f"got {value!r}") from None
-    return name, opts
+    """``dorm`` or ``elastic-mip:mip_rel_gap=1e-4;time_limit_s=1`` -> (policy, options), typed
+    and checked by the policy's signature (:func:`psched.policies.options.policy_variant`)."""
+    try:
+        return policy_variant(text)
+    except InputError as err:
+        raise SystemExit(f"bench_dorm_window: {err}") from None
 
 
 def _variant(policy: str, opts: str) -> str:

@@ -37,6 +37,7 @@ from psched.core.simulator import simulate  # noqa: E402
 from psched.policies import make_policy  # noqa: E402
 from psched.policies.oasis_rp import OasisRpPolicy  # noqa: E402
 from psched.policies.oasis_rp.observer import Observer  # noqa: E402
+from psched.policies.options import policy_variant  # noqa: E402
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs  # noqa: E402
 
 #: oasis-rp's options that change decisions, each moved off its default
@@ -49,23 +50,10 @@ def lever_variants() -> list[str]:
     return ["oasis", "oasis-rp", *(f"oasis-rp:{k}" for k in LEVERS)]
 
 
-def _value(text: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
 def parse_variant(variant: str) -> tuple[str, dict[str, Any]]:
-    """``name:opt=value:...`` -> (name, options)."""
-    name, *opts = variant.split(":")
-    kw = {}
-    for o in opts:
-        k, v = o.split("=", 1)
-        kw[k] = _value(v)
-    return name, kw
+    """``name:opt=value:...`` -> (name, options), typed and checked by the policy's signature
+    (:func:`psched.policies.options.policy_variant`)."""
+    return policy_variant(variant, field="--variants")
 
 
 class _Timed:

@@ -26,7 +26,7 @@ from psched.core.policy import Policy
 from psched.policies import policy_factory
 
 __all__ = ["REQUIRED", "PolicyOption", "check_options", "checked_policy", "describe_options",
-           "open_ended", "options_from_pairs", "parse_value", "policy_options"]
+           "open_ended", "options_from_pairs", "parse_value", "policy_options", "policy_variant"]
 
 #: The default of an option the factory requires.
 REQUIRED: Any = inspect.Parameter.empty
@@ -164,6 +164,23 @@ def _json_or_text(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def policy_variant(text: str, field: str = "--policy") -> tuple[str, dict[str, Any]]:
+    """``POLICY`` or ``POLICY:NAME=VALUE[:NAME=VALUE...]`` (``;`` separates too) as the policy
+    and its options, each checked as :func:`options_from_pairs` checks it.
+
+    >>> policy_variant("oasis-rp:density_floor=0:commit_margin=1")
+    ('oasis-rp', {'density_floor': 0.0, 'commit_margin': 1})
+
+    Raises
+    ------
+    InputError
+        An unknown policy or option, or a value not of its kind, in one line.
+    """
+    name, _, rest = text.partition(":")
+    pairs = [p for p in rest.replace(";", ":").split(":") if p]
+    return name, options_from_pairs([name], pairs, field)[name]
 
 
 def check_options(name: str, options: Mapping[str, Any], field: str = "policy_options") -> None:
