@@ -17,13 +17,15 @@ noise and the start-up cost stay), with ``ratio`` = utility / oracle utility.
 
 Every cell (jobs, seed, reality, policy, real or oracle) is one process of a pool
 (``--processes``, default 2). Writes ``benchmarks/results/robustness.md`` (the table) and
-``robustness_cells.csv`` (one row per cell); ``--quick`` writes ``robustness_quick.*``.
+``robustness_cells.csv`` (one row per cell, rewritten as each cell finishes; ``--resume``
+runs only the cells not in it); ``--quick`` writes ``robustness_quick.*``.
 
 Usage::
 
     python benchmarks/bench_robustness.py                 # 200 and 1,000 jobs, seeds 0-4
     python benchmarks/bench_robustness.py --quick         # 200 jobs, seeds 0-1, 3 realities
     python benchmarks/bench_robustness.py --jobs 200 --seeds 0-4 --policies oasis-rp
+    python benchmarks/bench_robustness.py --resume        # the cells an interrupted run left
 """
 
 from __future__ import annotations
@@ -167,6 +169,36 @@ def _table(rows: list[dict[str, Any]], labels: Sequence[str]) -> list[str]:
     return lines
 
 
+def _key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(str(row[k]) for k in ("jobs", "seed", "reality", "policy", "oracle",
+                                       "horizon"))
+
+
+def _read_cells(path: Path) -> list[dict[str, Any]]:
+    """The rows of an earlier cells CSV, typed as :func:`run_cell` returns them."""
+    if not path.is_file():
+        return []
+    with path.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for r in rows:
+        for k in ("jobs", "seed", "horizon", "promised", "kept", "restated", "missed",
+                  "admitted", "unfinished", "dropped"):
+            r[k] = int(r[k])
+        for k in ("utility", "wasted_ws", "background_ws", "cpu_s"):
+            r[k] = float(r[k])
+        r["oracle"] = r["oracle"] == "True"
+    return rows
+
+
+def _write_cells(path: Path, rows: list[dict[str, Any]]) -> None:
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    tmp.replace(path)
+
+
 def _ints(text: str) -> list[int]:
     out: list[int] = []
     for part in text.split(","):
@@ -190,6 +222,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--processes", type=int, default=2)
     p.add_argument("--quick", action="store_true",
                    help="200 jobs, seeds 0-1, rows " + "; ".join(QUICK))
+    p.add_argument("--resume", action="store_true",
+                   help="keep the cells of the cells CSV and run only the others")
     args = p.parse_args(argv)
     labels = [label for label, _ in REALITIES]
     chosen = args.realities.split(";") if args.realities else labels
@@ -200,12 +234,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         p.error(f"unknown reality {unknown[0]!r}")
     policies = [x.strip() for x in args.policies.split(",") if x.strip()]
     cells = _cells(args.jobs, args.seeds, chosen, policies, args.horizon_factor, args.span)
-    print(f"{len(cells)} service runs on {args.processes} processes", file=sys.stderr)
+    stem = "robustness_quick" if args.quick else "robustness"
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{stem}_cells.csv"
+    wanted = {_key(c) for c in cells}
+    rows = [r for r in _read_cells(path) if _key(r) in wanted] if args.resume else []
+    done = {_key(r) for r in rows}
+    cells = [c for c in cells if _key(c) not in done]
+    print(f"{len(cells)} service runs on {args.processes} processes ({len(done)} kept)",
+          file=sys.stderr)
     t0 = time.perf_counter()
-    rows = []
     with multiprocessing.get_context("fork").Pool(args.processes) as pool:
         for i, row in enumerate(pool.imap_unordered(run_cell, cells), 1):
             rows.append(row)
+            _write_cells(path, rows)
             print(f"[{i}/{len(cells)}] {row['jobs']} jobs seed {row['seed']} "
                   f"{row['reality']} {row['policy']}{' oracle' if row['oracle'] else ''}: "
                   f"utility {row['utility']:.1f}, kept {row['kept']}/{row['promised']}, "
@@ -213,15 +255,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                   file=sys.stderr, flush=True)
     rows.sort(key=lambda r: (r["jobs"], labels.index(r["reality"]), r["policy"], r["oracle"],
                              r["seed"]))
-    stem = "robustness_quick" if args.quick else "robustness"
-    RESULTS.mkdir(exist_ok=True)
-    with (RESULTS / f"{stem}_cells.csv").open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+    _write_cells(path, rows)
     cmd = "python benchmarks/bench_robustness.py " + " ".join(sys.argv[1:] if argv is None
                                                               else argv)
-    text = [f"`{cmd.strip()}` ({time.perf_counter() - t0:.0f} s wall, seeds "
+    text = [f"`{cmd.strip()}` ({time.perf_counter() - t0:.0f} s wall for {len(cells)} "
+            f"cells, {sum(r['cpu_s'] for r in rows):.0f} CPU s in all; seeds "
             f"{','.join(map(str, args.seeds))}, horizon {args.horizon_factor:g}x the arrival "
             "span; figures summed over seeds, ratio = utility / oracle utility):", "",
             *_table(rows, labels)]
