@@ -1,10 +1,11 @@
 """The transformer workload on GPU workers: samples per second on one worker against four, and
 the gradient exchange at its gradient size, printed as markdown.
 
-Every worker is created with ``num_gpus=1`` (:class:`~ray_cluster.runtime.executor.RayPlacer`)
-and trains on the GPU Ray assigned it; without CUDA, Ray is started with ``--fake-gpus``
-fake GPUs and the same workers train on the CPU through the same path
-(:mod:`ray_cluster.ps.devices`). Two measurements, each with a baseline from the same run:
+Every worker is created with ``num_gpus=1`` (:class:`~ray_cluster.runtime.executor.RayPlacer`;
+a share of one where there are fewer GPUs than workers) and trains on the GPU Ray assigned it;
+without CUDA, Ray is started with ``--fake-gpus`` fake GPUs and the same workers train on the
+CPU through the same path (:mod:`ray_cluster.ps.devices`). Two measurements, each with a
+baseline from the same run:
 
 1. **Samples per second** of ``torch-lm`` (the hyper-parameters below) trained by the runtime,
    asynchronous, one PS shard, with 1 and with 4 workers, after a warm-up of two mini-batches
@@ -47,11 +48,10 @@ from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob
 from ray_cluster.runtime.executor import RayPlacer
 from ray_cluster.workloads.builtin import Batch, Partition, get_workload
 
-__all__ = ["DeviceExchange", "exchange", "local_samples_per_s", "runtime_samples_per_s",
-           "start_ray"]
+__all__ = ["DeviceExchange", "exchange", "gpu_share", "local_samples_per_s",
+           "runtime_samples_per_s", "start_ray"]
 
 FAR = 600.0
-GPU_WORKER = Resources(gpu=1, cpu=1, memory_gb=1, bandwidth_gbps=1)  #: one worker's demand
 CPU_PS = Resources(cpu=1, memory_gb=1, bandwidth_gbps=1)  #: one shard's demand: no GPU
 
 
@@ -66,7 +66,8 @@ def start_ray(fake_gpus: int, token_dir: str) -> tuple[int, bool]:
     gpus = torch.cuda.device_count() if cuda else fake_gpus
     use_token(ensure_token(token_dir))
     ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
-             num_cpus=os.cpu_count() or 1, num_gpus=gpus, object_store_memory=1200 * 2**20,
+             num_cpus=os.cpu_count() or 1, num_gpus=gpus,
+             object_store_memory=(4000 if cuda else 1200) * 2**20,
              log_to_driver=False)
     return gpus, cuda
 
@@ -106,20 +107,25 @@ class DeviceExchange:
         return {}
 
 
+def gpu_share(gpus: int, workers: int) -> float:
+    """GPUs per worker so that ``workers`` fit on ``gpus``: one each, or a share of them."""
+    return min(1.0, gpus / workers)
+
+
 def _runtime(job_id: str, workload: Any, workers: int, batch: int, ckpt: str,
-             gpu: bool = True) -> JobRuntime:
+             gpu: float = 1.0) -> JobRuntime:
     job = TrainingJob(job_id=job_id, workload=workload, n_partitions=max(4, workers),
                       minibatches=10**8, epochs=1)
-    demand = (GPU_WORKER if gpu else Resources(cpu=1, memory_gb=1, bandwidth_gbps=1), CPU_PS)
+    demand = (Resources(gpu=gpu, cpu=1, memory_gb=1, bandwidth_gbps=1), CPU_PS)
     return JobRuntime(job, RuntimeConfig(checkpoint_dir=ckpt, evaluate=False, batch_size=batch,
                                          lr=0.01),
                       RayPlacer(None, {job_id: demand}))
 
 
 def runtime_samples_per_s(workload: Any, workers: int, batch: int, seconds: float, ckpt: str,
-                          gpu: bool = True) -> dict[str, Any]:
-    """Samples per second of ``workers`` async workers (one GPU each if ``gpu``), one shard;
-    also the workers' devices and the step time of one worker."""
+                          gpu: float = 1.0) -> dict[str, Any]:
+    """Samples per second of ``workers`` async workers (``gpu`` GPUs each; 0: CPU workers),
+    one shard; also the workers' devices and the step time of one worker."""
     rt = _runtime(f"lm{workers}{'g' if gpu else 'c'}", workload, workers, batch, ckpt, gpu)
     try:
         rt.resize([None] * workers, [None])
@@ -216,8 +222,8 @@ def main() -> None:
         print(f"torch-lm {hp}: {wl.n_params:,} parameters ({mb:.1f} MB); "
               f"{gpus} {'CUDA' if cuda else 'fake'} GPUs, {os.cpu_count()} CPUs")
         base = local_samples_per_s(wl, args.batch, args.seconds)
-        rows = [runtime_samples_per_s(wl, k, args.batch, args.seconds, work)
-                for k in args.workers]
+        rows = [runtime_samples_per_s(wl, k, args.batch, args.seconds, work,
+                                      gpu=gpu_share(gpus, k)) for k in args.workers]
         xchg = exchange(wl.n_params, args.blocks, max(5, int(400 / mb)), work)
         ray.shutdown()
     print("\n| workers | samples/s | x one worker | step (one worker's) | devices |")

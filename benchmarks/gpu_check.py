@@ -48,7 +48,7 @@ import itertools
 
 import bench_gpu_lm
 import ray
-from bench_gpu_lm import exchange, runtime_samples_per_s, start_ray
+from bench_gpu_lm import exchange, gpu_share, runtime_samples_per_s, start_ray
 
 from psched.core.horizon import trace_horizon
 from psched.core.model import Cluster, JobSpec, Pool, Resources
@@ -71,6 +71,9 @@ SIZES: dict[bool, dict[str, dict[str, Any]]] = {
 #: Mini-batch size (windows or images) of every job, on CUDA and on the CPU: one runtime
 #: configuration serves all the service's jobs.
 BATCH = {True: 64, False: 16}
+#: Mini-batch size of the CPU worker's row: on a CUDA machine the GPU-sized models take seconds
+#: per mini-batch on one CPU thread, so it measures samples per second on smaller batches.
+CPU_BATCH = {True: 4, False: 16}
 #: The service's jobs: id, workload, arrival slot, N, work in worker-slots, utility
 #: (value, target slots). Simulated with OASiS, lm-a runs 1 then 2 workers and cnn-b waits
 #: for slots while the transformers hold both GPU-workers.
@@ -93,7 +96,7 @@ class RecordingExecutor(RayExecutor):
         super().release(job_id)
 
 
-def _speeds(cuda: bool, seconds: float, work: str) -> dict[str, dict[str, Any]]:
+def _speeds(cuda: bool, gpus: int, seconds: float, work: str) -> dict[str, dict[str, Any]]:
     """Per workload: one GPU worker, one CPU worker, and :data:`UNITS` GPU workers at once
     (whose wall time per mini-batch and worker is the job's tau, contention included, as
     ``psched run --profile`` measures it)."""
@@ -101,15 +104,17 @@ def _speeds(cuda: bool, seconds: float, work: str) -> dict[str, dict[str, Any]]:
     batch = BATCH[cuda]
     for name, hp in SIZES[cuda].items():
         wl = get_workload(name, hp)
-        gpu = runtime_samples_per_s(wl, 1, batch, seconds, work, gpu=True)
-        cpu = runtime_samples_per_s(wl, 1, batch, seconds, work, gpu=False)
-        both = runtime_samples_per_s(wl, UNITS, batch, seconds, work, gpu=True)
+        gpu = runtime_samples_per_s(wl, 1, batch, seconds, work, gpu=1.0)
+        cpu = runtime_samples_per_s(wl, 1, CPU_BATCH[cuda], seconds, work, gpu=0.0)
+        both = runtime_samples_per_s(wl, UNITS, batch, seconds, work,
+                                     gpu=gpu_share(gpus, UNITS))
         tau = UNITS * batch / both["samples_per_s"]
         out[name] = {"mb": wl.n_params * 4 / 1e6, "gpu": gpu, "cpu": cpu, "units": both,
                      "tau_s": tau}
         print(f"{name} ({wl.n_params * 4 / 1e6:.1f} MB, batch {batch}): GPU worker "
               f"[{_device(gpu['devices'][0])}] {gpu['samples_per_s']:.0f} samples/s; CPU worker "
-              f"[{_device(cpu['devices'][0])}] {cpu['samples_per_s']:.0f} samples/s "
+              f"[{_device(cpu['devices'][0])}] {cpu['samples_per_s']:.0f} samples/s at batch "
+              f"{CPU_BATCH[cuda]} "
               f"({ratio(gpu, cpu) if cuda else 'both on the CPU here'}); {UNITS} GPU workers "
               f"{both['samples_per_s']:.0f} samples/s (tau {1e3 * tau:.1f} ms)", flush=True)
     return out
@@ -128,7 +133,7 @@ def _device(d: dict[str, Any]) -> str:
 
 def _specs(cuda: bool, gpus: int, speeds: dict[str, dict[str, Any]],
            slot_s: float) -> list[JobSpec]:
-    per_worker = 1.0 if gpus >= UNITS else gpus / UNITS  # one GPU shared by two workers
+    per_worker = gpu_share(gpus, UNITS)  # on one GPU: two workers share it
     out = []
     for job_id, name, arrival, n, work, value, target in JOBS:
         hp = SIZES[cuda][name]
@@ -199,7 +204,7 @@ def main() -> None:
         gpus, cuda = start_ray(args.fake_gpus, work)
         print(f"Ray: {gpus} {'CUDA' if cuda else 'fake'} GPUs, {os.cpu_count()} CPUs; "
               f"torch {torch.__version__}", flush=True)
-        speeds = _speeds(cuda, args.seconds, work)
+        speeds = _speeds(cuda, gpus, args.seconds, work)
         lm = get_workload("torch-lm", SIZES[cuda]["torch-lm"])
         x = exchange(lm.n_params, 3, max(5, int(400 / (lm.n_params * 4 / 1e6))), work)
         print(f"exchange at the transformer's {x['mb']:.1f} MB: GPU-worker step "

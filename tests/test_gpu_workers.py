@@ -109,7 +109,7 @@ def test_a_worker_with_two_gpus_trains_on_the_first_and_one_without_sees_none(fo
 
 
 @pytest.mark.ray
-def test_a_cpu_worker_on_a_gpu_node_honours_device_cpu_and_a_numpy_job_leaves_its_gpu_idle(
+def test_a_gpu_worker_honours_device_cpu_and_leaves_a_numpy_workload_as_it_is(
         four_gpu_node):
     asked = _worker(four_gpu_node, 1, {"device": "cpu"})
     numpy_wl = get_workload("mlp", {"hidden": 4})
@@ -117,7 +117,8 @@ def test_a_cpu_worker_on_a_gpu_node_honours_device_cpu_and_a_numpy_job_leaves_it
     try:
         a, p = ray.get([asked.device.remote(), plain.device.remote()], timeout=120)
         assert a["device"] == "cpu" and "device=cpu asked" in a["name"]
-        assert p["device"] == "cpu" and "numpy workload" in p["name"] and len(p["gpu_ids"]) == 1
+        assert p["device"] == "unset" and "without a device field" in p["name"]
+        assert len(p["gpu_ids"]) == 1 and p["visible"] == p["gpu_ids"][0]
     finally:
         for w in (asked, plain):
             ray.kill(w, no_restart=True)

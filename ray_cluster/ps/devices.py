@@ -19,7 +19,9 @@ The device a workload trains on (:func:`placed_workload`):
   job never trains on a GPU it was not given;
 * where Ray assigned GPUs that CUDA cannot see (Ray's fake GPUs, ``ray start --num-gpus`` on a
   machine without CUDA) the worker trains on the CPU through the same path, and says so;
-* a numpy workload trains on the CPU (an assigned GPU stays idle, and says so).
+* a workload without a ``device`` field (the numpy ones, a user's own) is left as it is: on
+  a worker with GPUs it sees only those (the numpy ones leave them idle), and its device is
+  reported as ``"unset"``; on a worker without GPUs it sees none.
 
 :class:`DeviceInfo` is what a worker reports (:meth:`ray_cluster.ps.actors.Worker.device`)
 and a job's runtime logs per slot.
@@ -46,7 +48,7 @@ class DeviceInfo:
     node_id: str                #: Ray node id of the actor
     gpu_ids: tuple[str, ...]    #: GPUs Ray assigned the actor (its ids on the node)
     visible: str | None         #: ``CUDA_VISIBLE_DEVICES`` in the actor's process
-    device: str                 #: torch device trained on: ``"cuda:0"`` or ``"cpu"``
+    device: str                 #: torch device trained on: ``"cuda:0"``, ``"cpu"`` or ``"unset"``
     name: str                   #: the GPU's name, or the CPU's kind with why (fake GPU, numpy)
     memory_gb: float            #: the GPU's memory, GB (0 on the CPU)
     pid: int                    #: the actor's process id
@@ -113,8 +115,10 @@ def _choose(workload: Any, gpu_ids: Sequence[str],
     """``(device, name, memory_gb)`` the workload trains on (module rules)."""
     gpus = ",".join(gpu_ids)
     fields = dataclasses.fields(workload) if dataclasses.is_dataclass(workload) else ()
-    if "device" not in {f.name for f in fields}:
-        return "cpu", _cpu_name(f"numpy workload, GPU {gpus} unused" if gpus else ""), 0.0
+    if "device" not in {f.name for f in fields}:  # the numpy ones, a user's own
+        if gpus:
+            return "unset", f"workload without a device field; GPU {gpus} visible to it", 0.0
+        return "cpu", _cpu_name(""), 0.0
     if workload.device == "cpu" or not gpu_ids:
         return "cpu", _cpu_name("device=cpu asked" if gpus else ""), 0.0
     import torch
