@@ -181,7 +181,7 @@ def driver_kill(work: Path, *_: object):
                      .replace("tau_s = 0.01", f"tau_s = {TAU_S}"))
         files.append(str(f))
     args = ("--slot-seconds", str(SLOT_S), "--worker-cpus", "1", "--history", files[0],
-            "--checkpoint-every", "0.5")
+            "--checkpoint-every", "0.5", "--policy", "oasis")
     proc = faults.start_serve(work, *args)
     db = work / "journal.db"
     try:

@@ -165,7 +165,7 @@ def submit_latency(*, submits: int, ray_submits: int, split_calls: int = 10) -> 
             f.write_text(template.format(id=f"s{i}", m=50))
             files.append(str(f))
         with faults.serving(work, "--slot-seconds", "5", "--worker-cpus", "1",
-                            "--history", files[0]):
+                            "--policy", "oasis", "--history", files[0]):
             _psched("submit", "--dir", str(work), files[0])  # warm: the first decision
             door, ray_path = [], []
             for f in files[1:submits + 1]:

@@ -271,7 +271,7 @@ def test_a_fresh_shell_submits_the_job_api_refuses_strangers_and_sigint_stops_se
     files = _job_files(tmp_path, ["f0"], m=300)
     pwned = tmp_path / "pwned.txt"
     with faults.serving(work, "--slot-seconds", str(SLOT_S), "--worker-cpus", "1",
-                        "--history", files[0]) as proc:
+                        "--policy", "oasis", "--history", files[0]) as proc:
         token = work / "auth_token"
         assert token.stat().st_mode & 0o777 == 0o600
         assert (work / "address").read_text().strip().startswith("127.0.0.1:")
@@ -315,7 +315,7 @@ def test_serve_outlives_its_actor_killed_then_killed_and_restarted_loses_nothing
     ids = ["d0", "d1"]
     files = _job_files(tmp_path, ids, m=700)
     args = ("--slot-seconds", str(SLOT_S), "--worker-cpus", "1", "--history", files[0],
-            "--checkpoint-every", "0.5")
+            "--checkpoint-every", "0.5", "--policy", "oasis")
     proc = faults.start_serve(work, *args)
     try:
         assert faults.psched("submit", "--dir", str(work), *files).returncode == 0

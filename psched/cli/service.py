@@ -79,11 +79,11 @@ def register(commands: Any, trace_actions: Any) -> None:
         p.add_argument("--dir", default=DEFAULT_DIR,
                        help=f"service folder: journal, checkpoints (default {DEFAULT_DIR})")
 
-    def service_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--policy", default="oasis-rp",
-                       help="policy name (default oasis-rp: a completion slot promised to "
-                            "each admitted job, plans revised, a revision is a resize at "
-                            "the next boundary)")
+    def service_options(p: argparse.ArgumentParser, policy: str) -> None:
+        what = {"oasis-rp": "a completion slot promised to each admitted job, plans revised, "
+                            "a revision is a resize at the next boundary",
+                "oasis": "the paper's scheduler, as the simulation it is held against"}[policy]
+        p.add_argument("--policy", default=policy, help=f"policy name (default {policy}: {what})")
         p.add_argument("--policy-option", action="append", default=[], metavar="NAME=VALUE",
                        help="an option of the policy (repeatable; checked against what the "
                             "policy takes; the options and their defaults are listed below)")
@@ -112,7 +112,7 @@ def register(commands: Any, trace_actions: Any) -> None:
     s = commands.add_parser("serve", help="start the scheduler service on Ray",
                             formatter_class=PolicyOptionsHelp)
     common(s)
-    service_options(s)
+    service_options(s, "oasis-rp")
     s.add_argument("--page-port", type=int, default=0, metavar="PORT",
                    help="port of the live page on 127.0.0.1 (default 0: the earlier one if "
                         "free, else any; -1: no page); 'psched page' prints its address")
@@ -160,7 +160,7 @@ def register(commands: Any, trace_actions: Any) -> None:
     r.add_argument("--profile", action="store_true",
                    help="measure tau of every job on this Ray first (else the trace's tau_s); "
                         "embedded: with as many workers at once as --worker-cpus holds")
-    service_options(r)
+    service_options(r, "oasis")
     r.set_defaults(func=_cmd_run)
 
 
