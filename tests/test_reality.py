@@ -116,7 +116,8 @@ def test_a_released_job_pays_startup_again():
 @pytest.mark.parametrize(("given_", "field"), [
     ({"rate": 0}, "rate"), ({"rate": float("nan")}, "rate"), ({"sigma_job": -0.1}, "sigma_job"),
     ({"sigma_slot": 3}, "sigma_slot"), ({"startup": 1.5}, "startup"), ({"seed": -1}, "seed"),
-    ("rate=fast", "rate"), ("wobble=1", "reality"), ("rate", "reality"),
+    ("rate=fast", "rate"), ("wobble=1", "reality"), ("rate", "reality"), ({"rate": None}, "rate"),
+    ({"resize": 2}, "resize"), ({"seed": 1.5}, "seed"),
 ])
 def test_a_bad_reality_is_refused_in_one_line_naming_the_field(given_, field):
     with pytest.raises(InputError) as err:
@@ -129,6 +130,7 @@ def test_reality_parses_from_text_a_mapping_or_none():
     assert Reality.parse("rate=0.9, sigma-job=0.1,seed=4") == want
     assert Reality.parse({"rate": 0.9, "sigma_job": 0.1, "seed": 4}) == want
     assert Reality.parse(None) == Reality() and Reality.parse(want) is want
+    assert Reality.parse({"startup": "0.5", "resize": "none"}) == Reality(startup=0.5)
 
 
 def _cli(argv: list[str]) -> int:

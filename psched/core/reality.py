@@ -48,6 +48,12 @@ MAX_RATE = 10.0
 #: ``exp(2 * 3) ~ 400`` at three standard deviations is as far as a model can be wrong).
 MAX_SIGMA = 2.0
 
+#: Each number field's range: (low, low excluded, high).
+_RANGES: dict[str, tuple[float, bool, float]] = {
+    "rate": (0.0, True, MAX_RATE), "sigma_job": (0.0, False, MAX_SIGMA),
+    "sigma_slot": (0.0, False, MAX_SIGMA), "startup": (0.0, False, 1.0),
+    "resize": (0.0, False, 1.0)}
+
 #: The command-line flag of each field, for messages.
 _FLAGS = {"rate": "--rate", "sigma_job": "--sigma-job", "sigma_slot": "--sigma-slot",
           "startup": "--startup", "seed": "--reality-seed", "resize": "reality"}
@@ -69,22 +75,16 @@ class Reality:
     resize: float | None = None
 
     def __post_init__(self) -> None:
-        checks = (("rate", 0 < self.rate <= MAX_RATE, f"a number in (0, {MAX_RATE:g}]"),
-                  ("sigma_job", 0 <= self.sigma_job <= MAX_SIGMA,
-                   f"a number in [0, {MAX_SIGMA:g}]"),
-                  ("sigma_slot", 0 <= self.sigma_slot <= MAX_SIGMA,
-                   f"a number in [0, {MAX_SIGMA:g}]"),
-                  ("startup", 0 <= self.startup <= 1, "a number in [0, 1]"),
-                  ("resize", self.resize is None or 0 <= self.resize <= 1,
-                   "a number in [0, 1]"))
-        for name, ok, want in checks:
+        for name, (low, open_low, high) in _RANGES.items():
             value = getattr(self, name)
             if name == "resize" and value is None:
                 continue
-            if (isinstance(value, bool) or not isinstance(value, (int, float))
-                    or not math.isfinite(value) or not ok):
-                raise InputError(f"expected {want}, got {value!r}", path=_FLAGS[name],
-                                 field=name)
+            number = (not isinstance(value, bool) and isinstance(value, (int, float))
+                      and math.isfinite(value))
+            if not (number and (low < value if open_low else low <= value) and value <= high):
+                want = f"{'(' if open_low else '['}{low:g}, {high:g}]"
+                raise InputError(f"expected a number in {want}, got {value!r}",
+                                 path=_FLAGS[name], field=name)
         if (isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer))
                 or not 0 <= self.seed <= limits.MAX_SEED):
             raise InputError(f"expected an integer in [0, {limits.MAX_SEED}], got "
