@@ -212,9 +212,14 @@ def main() -> None:
               f"{x['raw_s'] * 1e3:.1f} ms = {x['raw_mbps']:.0f} MB/s "
               f"({100 * x['fraction']:.0f}% of raw) [{_device(x['devices'][0])}]", flush=True)
         specs = _specs(cuda, gpus, speeds, args.slot_seconds)
-        result, ex = _service(specs, gpus, args.slot_seconds, BATCH[cuda], work)
+        try:
+            result, ex = _service(specs, gpus, args.slot_seconds, BATCH[cuda], work)
+        except RuntimeError as err:  # the service stopped: say so in one line
+            print(f"gpu_check: {err}", file=sys.stderr)
+            sys.exit(1)
+        finally:
+            ray.shutdown()
         _report(result, ex)
-        ray.shutdown()
     done = sum(r.completion is not None for r in result.records.values())
     print(f"\n{done} of {len(result.records)} jobs completed; {time.time() - t0:.0f} s in all")
     sys.exit(0 if done == len(result.records) else 1)
