@@ -191,3 +191,21 @@ def test_a_sweep_in_exact_reality_keeps_its_digest_and_another_reality_changes_i
         json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
     slow = SweepSpec(trace=("t.csv",), reality={"rate": 0.9})  # type: ignore[arg-type]
     assert slow.reality == Reality(rate=0.9) and slow.digest() != plain.digest()
+
+
+def test_behind_run_in_exact_reality_is_the_simulation_and_behind_it_does_less():
+    from psched.core.behind import behind_run, churn
+    from psched.core.simulator import simulate
+    from psched.policies import make_policy
+    from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
+
+    specs, _ = oasis_paper_jobs(10, seed=3, slots=20)
+    cluster = oasis_paper_cluster(seed=3)
+    sim = simulate(specs, cluster, make_policy("fifo"), 20)
+    same = behind_run(specs, cluster, make_policy("fifo"), 20, reality=Reality())
+    slow = behind_run(specs, cluster, make_policy("fifo"), 20,
+                      reality=Reality(rate=0.7, startup=0.5))
+    assert same.allocations == sim.allocations
+    assert [r.done for r in same.records.values()] == [r.done for r in sim.records.values()]
+    assert sum(r.done for r in slow.records.values()) < sum(r.done for r in sim.records.values())
+    assert churn(slow.allocations).jobs > 0
