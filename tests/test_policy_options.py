@@ -80,6 +80,15 @@ def test_every_oasis_rp_option_reaches_the_policy_from_simulate(
     assert all(c == {"policy": "srtf"} for c in made if c["policy"] == "srtf")
 
 
+def test_an_option_reaches_the_policy_from_sweep(made: list[dict[str, Any]], tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["sweep", "--trace", str(TRACE), "--policies", "oasis-rp,srtf", "--serial",
+            "--out", str(tmp_path / "sw"), "--policy-option", "density_floor=0.25"]
+    assert main(argv) == 0, capsys.readouterr().err
+    want = [{"policy": "oasis-rp", "density_floor": 0.25}, {"policy": "srtf"}]
+    assert all(w in made for w in want) and all(m in want for m in made)
+
+
 def test_a_pair_for_one_policy_goes_to_that_policy_alone() -> None:
     got = options_from_pairs(["oasis", "oasis-rp"], ["oasis-rp:certificate=false",
                                                      "estimate_factor=3"])
