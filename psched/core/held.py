@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from psched.core.model import Cluster, Decision
+from psched.core.model import Cluster, Decision, Job
 from psched.core.policy import Capabilities, HoldsJobs, Policy, View
 from psched.core.records import (
     ActiveStatuses,
@@ -37,6 +37,7 @@ class HeldAdmission:
     _statuses: ActiveStatuses
     state_promise: Callable[[JobRecord, int, int], int]
     believe_prior: Callable[[JobRecord], None]
+    planned_jobs: dict[str, Job]
 
     def admit_held(self, t: int, *,
                    forced: Mapping[str, Decision] | None = None) -> list[Admission]:
@@ -68,7 +69,7 @@ class HeldAdmission:
         if forced is not None:
             decisions, ms = self._forced_held(t, forced, holder)
         else:
-            jobs = [st.records[j].job for j in st.held]
+            jobs = [self.planned_jobs.get(j, st.records[j].job) for j in st.held]
             t0 = time.perf_counter()
             decisions = dict(holder.admit_held(jobs, self._held_view(t)))
             ms = (time.perf_counter() - t0) * 1e3
@@ -91,6 +92,7 @@ class HeldAdmission:
                 continue
             if decision.admitted:
                 del st.held[job_id]
+                self.planned_jobs.pop(job_id, None)
                 rec.admitted, rec.payoff, rec.reason = True, decision.payoff, ""
                 rec.decided = t
                 self.believe_prior(rec)
@@ -142,7 +144,8 @@ class HeldAdmission:
                      ) -> tuple[dict[str, Decision], float]:
         """The decisions of :meth:`admit_held` replayed from a journal (see there)."""
         st = self.state
-        jobs = [st.records[j].job for j in forced if j in st.held or self._awaits_promise(j)]
+        jobs = [self.planned_jobs.get(j, st.records[j].job) for j in forced
+                if j in st.held or self._awaits_promise(j)]
         restore = self.caps.restores_held
         t0 = time.perf_counter()
         if restore is not None:
@@ -162,5 +165,6 @@ class HeldAdmission:
     def _settle_held(self, job_id: str, t: int, reason: str = "") -> None:
         """A held job is rejected for good in slot ``t`` (its held reason unless given)."""
         held_reason = self.state.held.pop(job_id)
+        self.planned_jobs.pop(job_id, None)
         rec = self.state.records[job_id]
         rec.reason, rec.decided = reason or held_reason, t

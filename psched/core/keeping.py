@@ -8,6 +8,9 @@ policy, in simulation and in the live service alike.
   before (a start, resume or resize loses start-up time, which is not its speed: the
   re-plans see that loss as work left). Policies then see every job's work
   left at the speed measured (:attr:`psched.core.policy.JobStatus.remaining`).
+* **Decide with what is known.** A job arriving is offered to its policy with its work at its
+  workload's prior speed (:meth:`Keeping.as_planned`): a cluster measured slow admits as it
+  really is.
 * **Promises sized to what is known.** The promise a policy makes (``Decision.promised``) is
   stated to the user with :meth:`~psched.core.speed.SpeedBook.slack` slots more: what
   covers the speed estimate's uncertainty over the slots to go (0 while nothing is
@@ -19,7 +22,9 @@ policy, in simulation and in the live service alike.
   slack (``JobRecord.restated``; the ``on_restate`` hooks see it). Re-stated no later than
   the slot it replaces, the promise counts as kept if the job meets the new one.
 * **An admitted job is never lost.** A job of a policy that commits schedules on arrival
-  whose schedule ended before it finished is re-decided for its work left at its measured
+  measured slower than its schedule assumes gets the worker-slots it misses reserved on idle
+  capacity as soon as that is measured (:meth:`Keeping.top_up`); one whose schedule ended
+  before it finished is re-decided for its work left at its measured
   speed (the policy's ``on_arrival`` on the residual job); if the policy finds it no payoff,
   the job runs **in the background**: on the capacity of each slot that the plans leave idle,
   until it completes (``JobRecord.background`` counts its worker-slots apart, as it does for
@@ -31,22 +36,27 @@ re-stated: the loop decides exactly as without these rules.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping
 
 import numpy as np
 
 from psched.core.executor import SlotReport
-from psched.core.model import Alloc, Cluster, Job, SlotPlan, ceil_eps
+from psched.core.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps
 from psched.core.placement import Pools, most_workers, place
-from psched.core.policy import Policy
+from psched.core.policy import Capabilities, Policy
 from psched.core.records import Admission, JobRecord, LoopState
 from psched.core.speed import SpeedBook
 
-__all__ = ["CAUTION", "Keeping", "Restatement"]
+__all__ = ["CAUTION", "RESERVED", "Keeping", "Restatement"]
 
 #: standard deviations of per-slot speed below the estimate that the re-statement test assumes
 CAUTION = 2.0
+
+#: reason of a schedule the loop reserved on idle capacity for a job behind
+#: (:meth:`Keeping.reserve_idle`), not found by its policy
+RESERVED = "reserved_idle"
 
 #: (job id, slot it was made at, the promise before, the new one)
 Restatement = tuple[str, int, int, int]
@@ -62,8 +72,11 @@ class Keeping:
     speeds: SpeedBook
     on_decision: list[Callable[[Admission], None]]
     on_restate: list[Callable[[Restatement], None]]
-    #: slot after which each job's committed schedule ends (policies committing on arrival)
-    planned_end: dict[str, int]
+    #: each job's committed schedule (policies committing on arrival), as decided
+    schedules: dict[str, dict[int, Alloc]]
+    #: jobs of a committing policy measured slower than profiled in the last slot
+    short: set[str]
+    caps: Capabilities
     background: list[str]
     last_plan: dict[str, Alloc]  #: the plan of the last slot learnt from
 
@@ -100,14 +113,35 @@ class Keeping:
         return out
 
     def _earliest_finish(self, rec: JobRecord, t: int, now: Alloc | None) -> int:
-        """The slot ``rec``'s job finishes in at the earliest: this slot's workers, then its
-        most workers each slot, at a cautious speed."""
+        """The slot ``rec``'s job finishes in at the earliest, at a cautious speed: along its
+        committed schedule where the policy commits one, else with this slot's workers and
+        then its most workers each slot; past the schedule's end, its most workers."""
         left = max(0.0, rec.job.work - rec.done)
         speed = max(rec.speed - CAUTION * rec.speed_sd, 0.05 * rec.speed)
-        left -= speed * (now.n_workers if now is not None else 0)
-        if left <= 1e-9:
-            return t
-        return t + ceil_eps(left / (speed * rec.job.max_workers))
+        sched = self.schedules.get(rec.job.job_id)
+        end = t
+        if sched is not None:
+            for s in sorted(x for x in sched if x >= t):
+                left -= speed * sched[s].n_workers
+                end = s + 1
+                if left <= 1e-9:
+                    return s
+        else:
+            left -= speed * (now.n_workers if now is not None else 0)
+            end = t + 1
+            if left <= 1e-9:
+                return t
+        return end - 1 + ceil_eps(left / (speed * rec.job.max_workers))
+
+    def as_planned(self, job: Job, work: int | None = None) -> Job:
+        """``job`` as its policy decides it: its work in planned worker-slots, at its
+        workload's prior speed (``work`` if given: a journal's); ``job`` itself at 1.0."""
+        if work is None:
+            prior = self.speeds.prior(job.spec.workload)[0]
+            if prior == 1.0:
+                return job
+            work = max(1, ceil_eps(job.work / prior))
+        return job if work == job.work else dataclasses.replace(job, work=work)
 
     # -- learning ------------------------------------------------------------------------------
     def believe_prior(self, rec: JobRecord) -> None:
@@ -132,6 +166,7 @@ class Keeping:
         them). Every active job's record then has its estimate. O(plan entries)."""
         for t, plan, progress, failed in slots:
             done = {j for j in plan if completed.get(j) == t}
+            self.short = set()  # as the live loop: only the last slot's are pending
             self._learn(plan, progress, set(failed) | done)
         for job_id in self.state.active:
             rec = self.state.records[job_id]
@@ -157,6 +192,8 @@ class Keeping:
             rec = records[job_id]
             rec.speed = book.speed(job_id)
             rec.speed_sd = book.spread(job_id)
+            if rec.speed < 1.0 and job_id in self.schedules:
+                self.short.add(job_id)
         moved = {w for w in workloads if not book.exact(w)}
         if moved:  # every estimate of the workload leans on the others' (its prior)
             for job_id in self.state.active:
@@ -171,32 +208,118 @@ class Keeping:
 
     # -- never lose an admitted job ------------------------------------------------------------
     def note_schedule(self, adm: Admission) -> None:
-        """A committing policy's decision: the slot its job's schedule ends in."""
+        """A committing policy's decision: its job's schedule from ``adm.slot`` on replaces
+        what it had from then (a first admission, a re-plan)."""
         if adm.admitted and adm.schedule:
-            self.planned_end[adm.job_id] = max(adm.schedule)
+            old = self.schedules.get(adm.job_id, {})
+            self.schedules[adm.job_id] = {**{s: a for s, a in old.items() if s < adm.slot},
+                                          **adm.schedule}
+            if adm.job_id in self.background:
+                self.background.remove(adm.job_id)
 
     def behind(self, t: int) -> list[Admission]:
         """At the boundary of slot ``t``, for a policy that commits schedules on arrival:
         each active job whose schedule ended before ``t`` unfinished is re-decided for its
-        work left at its measured speed; one the policy does not take runs in the
-        background. Returns the re-decisions (``Admission.behind`` set). O(active jobs)."""
+        work left at its measured speed (the policy's own decision); if the policy finds it
+        no payoff, a policy that restores decisions is given, as a decision it restores,
+        the earliest schedule of that work on the capacity no schedule holds
+        (:meth:`reserve_idle`); else, or if none fits before the horizon, the job runs in the
+        background. One :class:`Admission` per job (``behind`` set), the final one, passed to
+        the ``on_decision`` hooks. O(active jobs) + O(schedule entries) per job behind."""
         if not self.policy.commits_on_arrival:
             return []
         out: list[Admission] = []
+        for job_id in sorted(self.short & set(self.schedules)):
+            top = self.top_up(job_id, t)
+            if top is not None:
+                out.append(top)
+        self.short = set()
         for job_id in list(self.state.active):
-            end = self.planned_end.get(job_id)
-            if end is None or end >= t or job_id in self.background:
+            sched = self.schedules.get(job_id)
+            if not sched or max(sched) >= t or job_id in self.background:
                 continue
             rec = self.state.records[job_id]
             work = max(1, ceil_eps(max(0.0, rec.job.work - rec.done) / rec.speed))
-            adm = self.replan(job_id, t, work=work, behind=True)
-            if adm.admitted and adm.schedule:
-                self.planned_end[job_id] = max(adm.schedule)
-            else:
-                self.planned_end.pop(job_id, None)
+            adm = self.replan(job_id, t, work=work, behind=True, emit=False)
+            if not (adm.admitted and adm.schedule) and self.caps.restores is not None:
+                reserved = self.reserve_idle(rec.job, work, t)
+                if reserved:
+                    adm = self.replan(job_id, t, work=work, behind=True, emit=False,
+                                      forced=Decision(admitted=True, payoff=0.0,
+                                                      schedule=reserved, reason=RESERVED,
+                                                      promised=max(reserved)))
+            if not (adm.admitted and adm.schedule):
+                self.schedules.pop(job_id, None)
                 self.to_background(job_id)
+            for hook in self.on_decision:
+                hook(adm)
             out.append(adm)
         return out
+
+    def top_up(self, job_id: str, t: int) -> Admission | None:
+        """A committing policy's job measured slower than its schedule assumes (its schedule
+        from ``t`` on does fewer worker-slots than it has left at its speed): the missing
+        worker-slots are reserved on idle capacity, in slots its schedule leaves free
+        (:meth:`reserve_idle`), while its window and the horizon still have room; its
+        schedule from ``t`` on plus them is committed in its place (a decision the policy
+        restores). None if it is not short, or nothing fits. O(schedule entries)."""
+        rec = self.state.records[job_id]
+        sched = self.schedules[job_id]
+        if self.caps.restores is None or job_id in self.background or rec.speed >= 1.0:
+            return None
+        ahead = {s: a for s, a in sched.items() if s >= t}
+        if not ahead:
+            return None  # its schedule ended: :meth:`behind` re-decides it
+        need = max(0.0, rec.job.work - rec.done) / rec.speed
+        missing = ceil_eps(need - sum(a.n_workers for a in ahead.values()))
+        if missing <= 0:
+            return None
+        extra = self.reserve_idle(rec.job, missing, t, skip=set(ahead))
+        if not extra:
+            return None
+        new = {**ahead, **extra}
+        return self.replan(job_id, t, work=sum(a.n_workers for a in new.values()),
+                           behind=True, release=True,
+                           forced=Decision(admitted=True, payoff=0.0, schedule=new,
+                                           reason=RESERVED, promised=max(new)))
+
+    def reserve_idle(self, job: Job, work: int, t: int,
+                     skip: Collection[int] = ()) -> dict[int, Alloc]:
+        """The earliest schedule of ``work`` worker-slots of ``job`` from slot ``t`` on the
+        capacity no committed schedule holds: each slot, as many workers (with their PS) as
+        fit, up to its ``N`` and the work left; empty if it does not fit before the
+        horizon. O(schedule entries + slots x S R)."""
+        by_slot: dict[int, list[tuple[Job, Alloc]]] = {}
+        records = self.state.records
+        for j, sched in self.schedules.items():
+            if j in records:
+                for s, a in sched.items():
+                    if s >= t:
+                        by_slot.setdefault(s, []).append((records[j].job, a))
+        cap = np.asarray(self.cluster.capacity, dtype=float)
+        pools = Pools.of(self.cluster)
+        w_dem, p_dem = job.spec.worker_demand.as_array(), job.spec.ps_demand.as_array()
+        out: dict[int, Alloc] = {}
+        left = work
+        for s in range(t, self.horizon):
+            if s in skip:
+                continue
+            free = cap.copy()
+            for other, a in by_slot.get(s, ()):
+                ow, op = other.spec.worker_demand.as_array(), other.spec.ps_demand.as_array()
+                for h, n in a.workers:
+                    free[h] -= n * ow
+                for h, n in a.ps:
+                    free[h] -= n * op
+            n = most_workers(free, pools, job, min(left, job.max_workers))
+            got = (place(free, pools, worker_demand=w_dem, ps_demand=p_dem, workers=n,
+                         ps=job.ps_needed(n)) if n else None)
+            if got is not None:
+                out[s] = got.alloc
+                left -= n
+                if left <= 0:
+                    return out
+        return {}
 
     def to_background(self, job_id: str) -> bool:
         """Run an active job on idle capacity from now on, until it completes. False if it is

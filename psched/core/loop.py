@@ -126,8 +126,11 @@ class SchedulerLoop(HeldAdmission, Keeping):
         self.on_restate: list[Callable[[Restatement], None]] = []
         #: each job's measured speed (:mod:`psched.core.speed`)
         self.speeds = SpeedBook()
-        #: the slot each job's committed schedule ends in (policies committing on arrival)
-        self.planned_end: dict[str, int] = {}
+        #: each job's committed schedule (policies committing on arrival)
+        self.schedules: dict[str, dict[int, Alloc]] = {}
+        self.short: set[str] = set()  # measured slower than their schedules assume
+        #: held jobs as their policy was offered them (work at their prior speed)
+        self.planned_jobs: dict[str, Job] = {}
         #: jobs running on idle capacity until they complete (:mod:`psched.core.keeping`)
         self.background: list[str] = []
         self.last_plan: dict[str, Alloc] = {}  # the last slot's, for the speed estimates
@@ -272,9 +275,13 @@ class SchedulerLoop(HeldAdmission, Keeping):
         bisect.insort_right(self.state.booked, spec, key=lambda s: s.arrival)
 
     def admit(self, t: int, specs: Sequence[JobSpec], *,
-              forced: Mapping[str, Decision] | None = None) -> list[Admission]:
+              forced: Mapping[str, Decision] | None = None,
+              work: Mapping[str, int] | None = None) -> list[Admission]:
         """Screen and decide each arrival in slot ``t`` now (a live service calls it as jobs
         are submitted); one :class:`Admission` per spec, in order.
+
+        ``work``: the worker-slots each job was decided for before (a journal), by job id;
+        by default its profiled work at its workload's prior speed (:meth:`as_planned`).
 
         ``forced``: decisions made before (a journal), by job id. A policy that restores
         decisions (:class:`~psched.core.policy.RestoresDecisions`) re-applies each as it was;
@@ -286,14 +293,16 @@ class SchedulerLoop(HeldAdmission, Keeping):
         ValueError
             A job with this id arrived before.
         """
-        out = [self._admit_one(t, spec, None if forced is None else forced.get(spec.job_id))
+        out = [self._admit_one(t, spec, None if forced is None else forced.get(spec.job_id),
+                               None if work is None else work.get(spec.job_id))
                for spec in specs]
         for hook in self.on_decision:
             for adm in out:
                 hook(adm)
         return out
 
-    def _admit_one(self, t: int, spec: JobSpec, forced: Decision | None) -> Admission:
+    def _admit_one(self, t: int, spec: JobSpec, forced: Decision | None,
+                   work: int | None) -> Admission:
         st = self.state
         if spec.job_id in st.records:
             raise ValueError(f"job id {spec.job_id!r} arrived twice")
@@ -308,7 +317,8 @@ class SchedulerLoop(HeldAdmission, Keeping):
         if rec.reason:
             return Admission(job_id=spec.job_id, slot=t, admitted=False, reason=rec.reason,
                              work=job.work)
-        decision, ms = self._decide(job, t, forced)
+        planned = self.as_planned(job, work)
+        decision, ms = self._decide(planned, t, forced)
         if self.policy.commits_on_arrival:
             st.decision_ms.append(ms)
         else:
@@ -326,8 +336,10 @@ class SchedulerLoop(HeldAdmission, Keeping):
             if decision.hold and t < job.last_slot and self.caps.holds is not None:
                 st.held[spec.job_id] = rec.reason
                 rec.reason, rec.decided = HELD, None
+                if planned is not job:
+                    self.planned_jobs[spec.job_id] = planned
         adm = Admission(job_id=spec.job_id, slot=t, admitted=decision.admitted,
-                        reason=rec.reason, payoff=decision.payoff, work=job.work,
+                        reason=rec.reason, payoff=decision.payoff, work=planned.work,
                         schedule=dict(decision.schedule or {}), latency_ms=ms,
                         promised=promised, stated=rec.promised)
         if self.policy.commits_on_arrival:
@@ -355,7 +367,7 @@ class SchedulerLoop(HeldAdmission, Keeping):
 
     def replan(self, job_id: str, t: int, *, work: int | None = None,
                forced: Decision | None = None, release: bool = False,
-               behind: bool = False) -> Admission:
+               behind: bool = False, emit: bool = True) -> Admission:
         """Re-decide an active job for its remaining work (``work``, default
         ``ceil(W - done)``) from slot ``t``, its utility still counted from its arrival: the
         policy's ``on_arrival`` on the residual job (``forced`` as in :meth:`admit`).
@@ -377,7 +389,7 @@ class SchedulerLoop(HeldAdmission, Keeping):
                         latency_ms=ms, behind=behind)
         if self.policy.commits_on_arrival:
             self.note_schedule(adm)
-        for hook in self.on_decision:
+        for hook in self.on_decision if emit else ():
             hook(adm)
         return adm
 
@@ -389,6 +401,8 @@ class SchedulerLoop(HeldAdmission, Keeping):
         if hook is None:
             return False
         hook.release(job_id, t)
+        if job_id in self.schedules:
+            self.schedules[job_id] = {s: a for s, a in self.schedules[job_id].items() if s < t}
         return True
 
     def drop(self, job_id: str, reason: str) -> bool:
@@ -399,6 +413,7 @@ class SchedulerLoop(HeldAdmission, Keeping):
             return False
         st.active.remove(job_id)
         st.records[job_id].reason = reason
+        self.schedules.pop(job_id, None)
         if job_id in self.background:
             self.background.remove(job_id)
         self.executor.release(job_id)
@@ -432,6 +447,7 @@ class SchedulerLoop(HeldAdmission, Keeping):
         st.arrived.clear()
         st.completed_last = []
         self.background = [j for j in self.background if j in st.active]
+        self.schedules = {j: sc for j, sc in self.schedules.items() if j in st.active}
         self.expire_held(st.t)
         self._statuses = ActiveStatuses()  # records changed wholesale: rebuild the View
 
@@ -464,6 +480,7 @@ class SchedulerLoop(HeldAdmission, Keeping):
                 finished.append(job_id)
         for job_id in finished:
             st.active.remove(job_id)
+            self.schedules.pop(job_id, None)
             if job_id in self.background:
                 self.background.remove(job_id)
             self.executor.release(job_id)

@@ -86,7 +86,8 @@ def restore_loop(loop: SchedulerLoop, journal: Journal,
             loop.release(row.job_id, row.slot)
         elif row.kind in ("arrival", HOLD):
             spec = dataclasses.replace(spec, arrival=max(spec.arrival, row.slot))
-            loop.admit(row.slot, [spec], forced={row.job_id: forced})
+            loop.admit(row.slot, [spec], forced={row.job_id: forced},
+                       work={row.job_id: row.work})
         else:
             loop.replan(row.job_id, row.slot, work=row.work, forced=forced,
                         release=row.kind == "advance", behind=row.kind == "replan")
