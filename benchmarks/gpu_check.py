@@ -16,8 +16,9 @@ training on the CPU. Then:
    through :func:`ray_cluster.service.run_trace` with OASiS on a model of two GPU-workers at a
    time (so the jobs share the GPUs over time as the plan says, and a job is resized when it
    gets its second worker): prints each job's workers per slot, the device of each of its
-   workers per slot (the runtime's log), and its planned (promised) against its real
-   completion slot.
+   workers per slot (the runtime's log), the completion slot promised at admission (and each
+   re-statement, with the slot it was made at) against the real one, and its measured speed
+   against its profile.
 
 Sizes: with CUDA the transformer has about 100 MB of parameters (``d_model=512, layers=8,
 context=128``) and the CNN 20 MB; without, both are small enough for a 2-core CPU. The run
@@ -44,7 +45,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_gpu_lm, bench_runtime
 
-import itertools
 
 import bench_gpu_lm
 import ray
@@ -172,14 +172,17 @@ def _report(result: Any, ex: RecordingExecutor) -> None:
     for slot, job_id, _, role, count in result.allocations:
         if role == "worker":
             counts[job_id][slot] += count
-    print("\n| job | workers per slot | resized | planned slot | real slot |")
-    print("|---|---|---|---|---|")
+    print("\n| job | workers per slot | resized | promised slot (re-stated at) | real slot "
+          "| speed |")
+    print("|---|---|---|---|---|---|")
     for job_id, rec in result.records.items():
         per = counts.get(job_id, {})
         sizes = [per[t] for t in sorted(per)]
-        resized = any(a != b for a, b in itertools.pairwise(sizes))
+        resized = len(set(sizes)) > 1
+        later = "".join(f" -> {new} ({at})" for at, _, new in rec.restated)
         print(f"| {job_id} | {' '.join(f'{t}:{per[t]}' for t in sorted(per)) or '-'} | "
-              f"{'yes' if resized else 'no'} | {rec.promised} | {rec.completion} |")
+              f"{'yes' if resized else 'no'} | {rec.first_promise}{later} | {rec.completion} "
+              f"| {rec.speed:.2f} |")
     print("\nEach job's workers' devices, per slot it ran (the runtime's log):")
     for job_id, events in ex.logs.items():
         for _, what in events:
