@@ -81,3 +81,13 @@ def test_the_gpu_example_job_asks_one_gpu_per_worker_and_none_per_ps() -> None:
 
     wl = get_workload(spec.workload, hp)
     assert spec.grad_mb == pytest.approx(wl.n_params * 4 / 1e6, rel=0.01)
+
+
+@pytest.mark.parametrize(("declared", "ps_gpus"), [({}, 0.0), ({"psched_ps_gpu": 2.0}, 2.0)])
+def test_a_ps_server_has_gpu_capacity_only_where_its_node_declares_it(declared, ps_gpus) -> None:
+    nodes = [{"NodeID": "ef" * 28, "Alive": True,
+              "Resources": {"psched_pool:ps": 1.0, "CPU": 8.0, "GPU": 2.0, **declared}},
+             *_doc_nodes()[1:]]
+    cluster, _ = cluster_from_nodes(nodes, 600.0)
+    ps = [s for s in cluster.servers if s.pool == Pool.PS]
+    assert len(ps) == 1 and ps[0].capacity.gpu == ps_gpus
