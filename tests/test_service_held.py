@@ -179,8 +179,8 @@ def test_a_deferred_admission_is_journaled_with_its_slot_and_promise(tmp_path):
                  and r.slot == svc.loop.state.records[r.job_id].decided
                  and r.slot > svc.loop.state.records[r.job_id].job.arrival)
     arrival = svc.loop.state.records[later.job_id].job.arrival
-    assert [line.split(" payoff=")[0] for line in svc.logs(later.job_id)[:2]] == [
-        f"slot {arrival}: hold: held payoff<=0", f"slot {later.slot}: deferred: admitted "]
+    assert [line.split(", payoff")[0] for line in svc.logs(later.job_id)[:2]] == [
+        f"slot {arrival}: hold: held (payoff<=0)", f"slot {later.slot}: deferred: admitted"]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

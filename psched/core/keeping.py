@@ -17,9 +17,11 @@ policy, in simulation and in the live service alike.
   uncertain).
 * **A promise that can no longer be kept is re-stated as soon as that is known**: at the
   boundary of slot ``t``, once the slot's plan is known, a job that even with every worker it
-  may have from the next slot on, at a cautious speed (:data:`CAUTION` standard deviations
-  below the estimate), would finish after its promise gets a new one: that finish plus its
-  slack (``JobRecord.restated``; the ``on_restate`` hooks see it). Re-stated no later than
+  may have from the next slot on (along its committed schedule, where its policy commits
+  one), at a cautious speed (:data:`CAUTION` standard deviations below the estimate) and
+  losing its workload's measured start-up cost in each slot it (re)starts or is resized,
+  would finish after its promise gets a new one: that finish plus its slack, at least one
+  slot (``JobRecord.restated``; the ``on_restate`` hooks see it). Re-stated no later than
   the slot it replaces, the promise counts as kept if the job meets the new one.
 * **An admitted job is never lost.** A job of a policy that commits schedules on arrival
   measured slower than its schedule assumes gets the worker-slots it misses reserved on idle
@@ -103,7 +105,8 @@ class Keeping:
             if finish <= rec.promised:
                 continue
             job = rec.job
-            new = finish + self.speeds.slack(job_id, job.spec.workload, float(finish - t + 1))
+            new = finish + max(1, self.speeds.slack(job_id, job.spec.workload,
+                                                    float(finish - t + 1)))
             out.append((job_id, t, rec.promised, new))
             rec.restated.append((t, rec.promised, new))
             rec.promised = new
@@ -116,22 +119,28 @@ class Keeping:
         """The slot ``rec``'s job finishes in at the earliest, at a cautious speed: along its
         committed schedule where the policy commits one, else with this slot's workers and
         then its most workers each slot; past the schedule's end, its most workers."""
+        job_id = rec.job.job_id
         left = max(0.0, rec.job.work - rec.done)
         speed = max(rec.speed - CAUTION * rec.speed_sd, 0.05 * rec.speed)
-        sched = self.schedules.get(rec.job.job_id)
+        keep = 1.0 - self.speeds.startup(rec.job.spec.workload)  # of a slot that (re)starts
+        sched = self.schedules.get(job_id)
+        before = self.last_plan.get(job_id)
         end = t
         if sched is not None:
             for s in sorted(x for x in sched if x >= t):
-                left -= speed * sched[s].n_workers
-                end = s + 1
+                alloc = sched[s]
+                left -= speed * alloc.n_workers * (keep if alloc != before else 1.0)
+                before, end = alloc, s + 1
                 if left <= 1e-9:
                     return s
         else:
-            left -= speed * (now.n_workers if now is not None else 0)
+            if now is not None:
+                left -= speed * now.n_workers * (keep if now != before else 1.0)
             end = t + 1
             if left <= 1e-9:
                 return t
-        return end - 1 + ceil_eps(left / (speed * rec.job.max_workers))
+        # past what is known: its most workers each slot, one (re)start first
+        return end - 1 + ceil_eps(left / (speed * rec.job.max_workers)) + (keep < 1.0)
 
     def as_planned(self, job: Job, work: int | None = None) -> Job:
         """``job`` as its policy decides it: its work in planned worker-slots, at its
@@ -153,8 +162,10 @@ class Keeping:
         """Slot ``t`` ran ``plan`` and made ``report``'s progress: each job that ran as it ran
         in the slot before (a *steady* slot: no start, resume or resize, whose start-up loss
         is not its speed) and did not finish in it, nor fail, is one slot of measurement;
-        every record's speed is brought up to date. Returns the jobs whose records changed.
-        O(jobs that ran + active jobs not yet measured when a prior moved)."""
+        every record's speed is brought up to date; a slot in which it started, resumed or
+        was resized measures its workload's start-up cost instead. Returns the jobs whose
+        records changed. O(jobs that ran + active jobs not yet measured when a prior
+        moved)."""
         done = {j for j in plan if self.state.records[j].completion is not None}
         return self._learn(plan, report.progress, set(report.failed) | done)
 
@@ -181,9 +192,14 @@ class Keeping:
         last, self.last_plan = self.last_plan, dict(plan)
         for job_id, alloc in plan.items():
             rec = records[job_id]
-            if not alloc.n_workers or job_id in skip or last.get(job_id) != alloc:
+            if not alloc.n_workers or job_id in skip:
                 continue
             workload = rec.job.spec.workload
+            if last.get(job_id) != alloc:
+                book.observe_start(job_id, workload, alloc.n_workers,
+                                   progress.get(job_id, 0.0))
+                workloads.add(workload)
+                continue
             book.observe(job_id, workload, alloc.n_workers, progress.get(job_id, 0.0))
             workloads.add(workload)
             ran.append(job_id)

@@ -36,7 +36,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PRIOR_SLOTS", "Z_PROMISE", "SpeedBook", "SpeedEstimate"]
+__all__ = ["MIN_SPEED", "PRIOR_SLOTS", "Z_PROMISE", "SpeedBook", "SpeedEstimate"]
+
+#: the slowest speed an estimate takes (a job that made no progress at all in its measured
+#: slots is planned as 100x slower than profiled, not as one that never finishes)
+MIN_SPEED = 0.01
 
 #: weight of a workload's prior, in slots of measurement
 PRIOR_SLOTS = 2.0
@@ -70,6 +74,8 @@ class SpeedBook:
         self._pool: dict[str, list[float]] = {}
         #: workloads with a slot measured at a speed other than exactly 1.0
         self._inexact: set[str] = set()
+        #: per workload: (start slots measured, sum of the fractions of them lost)
+        self._starts: dict[str, list[float]] = {}
 
     # -- learning ------------------------------------------------------------------------------
     def observe(self, job_id: str, workload: str, workers: int, progress: float) -> None:
@@ -88,6 +94,25 @@ class SpeedBook:
         if ratio != 1.0:
             self._inexact.add(workload)
         self._add_pool(job_id)
+
+    def observe_start(self, job_id: str, workload: str, workers: int,
+                      progress: float) -> None:
+        """A slot in which the job started, resumed or was resized: the fraction of it lost
+        to start-up, against its speed estimate, joins its workload's start-up cost."""
+        if workers <= 0:
+            return
+        lost = min(1.0, max(0.0, 1.0 - progress / (workers * self.speed(job_id, workload))))
+        got = self._starts.setdefault(workload, [0.0, 0.0])
+        got[0] += 1.0
+        got[1] += lost
+        if lost != 0.0:
+            self._inexact.add(workload)
+
+    def startup(self, workload: str) -> float:
+        """The mean fraction of a slot ``workload``'s jobs lose when they start, resume or
+        are resized (0 before any is measured)."""
+        got = self._starts.get(workload)
+        return 0.0 if not got or got[1] == 0.0 else got[1] / got[0]
 
     def exact(self, workload: str) -> bool:
         """True while every slot measured of ``workload`` ran at exactly its profiled speed
@@ -109,7 +134,7 @@ class SpeedBook:
         est = self._jobs[job_id]
         mu0, sd0 = self.prior(self._workload_of[job_id], exclude=job_id)
         n = PRIOR_SLOTS + est.slots
-        s = (PRIOR_SLOTS * mu0 + est.total) / n
+        s = max(MIN_SPEED, (PRIOR_SLOTS * mu0 + est.total) / n)
         # sum (r - s)^2 = squares - 2 s total + m s^2, plus the prior's weight
         dev = est.squares - 2.0 * s * est.total + est.slots * s * s
         var = max(0.0, (PRIOR_SLOTS * (sd0 * sd0 + (mu0 - s) ** 2) + dev) / n)
@@ -146,7 +171,7 @@ class SpeedBook:
         k = pool[0]
         if k < 0.5:
             return 1.0, 0.0
-        mean = pool[1] / k
+        mean = max(MIN_SPEED, pool[1] / k)
         between = max(0.0, pool[2] / k - mean * mean)
         within = max(0.0, pool[3] / k)
         if mean == 1.0 and between == 0.0 and within == 0.0:
@@ -180,14 +205,17 @@ class SpeedBook:
     # -- a live service's journal ----------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         """The book as plain data (a live service journals it)."""
-        return {j: [self._workload_of[j], e.slots, e.total, e.squares]
-                for j, e in self._jobs.items()}
+        return {"jobs": {j: [self._workload_of[j], e.slots, e.total, e.squares]
+                         for j, e in self._jobs.items()},
+                "starts": {w: list(v) for w, v in self._starts.items()}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SpeedBook:
         """The book :meth:`to_json` wrote."""
         book = cls()
-        for j, (workload, slots, total, squares) in data.items():
+        book._starts = {str(w): [float(a), float(b)] for w, (a, b) in data["starts"].items()}
+        book._inexact = {w for w, (_, b) in book._starts.items() if b != 0.0}
+        for j, (workload, slots, total, squares) in data["jobs"].items():
             book._jobs[j] = SpeedEstimate(slots=int(slots), total=float(total),
                                           squares=float(squares))
             book._workload_of[j] = str(workload)
