@@ -5,8 +5,8 @@ allocator) is a :class:`Problem` built with :class:`Rows` and solved by :func:`s
 each formulation states only its math. The sense is always *minimise* ``c @ x``.
 
 Solvers. :func:`highs_solver` (default) calls HiGHS >= 1.16 through ``highspy`` and takes a
-warm start (an incumbent) and a time limit; :func:`scipy_solver` is the previous path,
-:func:`scipy.optimize.milp` (the HiGHS 1.12 bundled in scipy 1.17.1), kept only so that
+warm start (an incumbent), a node limit and a time limit; :func:`scipy_solver` is the previous
+path, :func:`scipy.optimize.milp` (the HiGHS 1.12 bundled in scipy 1.17.1), kept only so that
 benchmarks can measure old against new in one run. Both have the :data:`Solver` signature, so
 tests can inject a deliberately wrong one.
 
@@ -17,6 +17,15 @@ solver's word is therefore checked against the best feasible value known for the
 model). A claimed optimum, or a dual bound, above ``known`` (minimising) is impossible; the
 model is solved again with presolve off, and if the contradiction persists the result is
 returned with status ``"suspect"`` and logged at WARNING -- never silently.
+
+Reproducible limits. HiGHS is deterministic for a given model, options, random seed and
+thread count, so :func:`highs_solver` fixes the seed (0) and the threads
+(:data:`HIGHS_THREADS`, the same for every model of the process: HiGHS refuses to change it
+once its scheduler started). A branch-and-bound node limit (``node_limit``, HiGHS
+``mip_max_nodes``) stops every machine at the same point; a wall-clock limit
+(``time_limit_s``) stops where the machine's speed and load put it, so an answer cut by it
+may differ from run to run: the online policies (Dorm, the elastic MIP) use node limits, the
+offline optimum a time limit.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import numpy as np
 from scipy.sparse import coo_array, csc_array
 
 __all__ = [
+    "HIGHS_THREADS",
     "Options",
     "Problem",
     "Rows",
@@ -49,6 +59,8 @@ log = logging.getLogger(__name__)
 
 #: Relative tolerance of the guard: a claim above ``known`` by more than this is refused.
 GUARD_RTOL = 1e-6
+#: HiGHS threads, fixed (not the machine's core count) so that answers do not depend on it.
+HIGHS_THREADS = 1
 
 
 class Rows:
@@ -144,6 +156,9 @@ class Options:
     """How to solve."""
 
     time_limit_s: float = math.inf  #: wall-clock limit of the solver call, seconds
+    #: most branch-and-bound nodes (HiGHS ``mip_max_nodes``; None: no limit): the same on
+    #: every machine, unlike ``time_limit_s``
+    node_limit: int | None = None
     mip_rel_gap: float = 1e-7  #: relative gap at which branch and bound stops
     presolve: bool = True  #: HiGHS presolve on or off
     start: np.ndarray | None = None  #: a warm start (incumbent), ignored when infeasible
@@ -153,7 +168,8 @@ class Options:
 class Solution:
     """What a solver returned, read back into plain numbers."""
 
-    #: "optimal" (within the gap), "time_limit" (best found + bound), "infeasible",
+    #: "optimal" (within the gap), "time_limit" (stopped at the time or node limit, or
+    #: another HiGHS limit: best found + bound), "infeasible",
     #: "no_solution" (stopped without a point), "error" or "suspect" (the guard refused it)
     status: str
     x: np.ndarray | None  #: the point (None when none was found)
@@ -240,8 +256,12 @@ def highs_solver(problem: Problem, options: Options) -> Solution:
     h.setOptionValue("output_flag", False)
     h.setOptionValue("presolve", "on" if options.presolve else "off")
     h.setOptionValue("mip_rel_gap", float(options.mip_rel_gap))
+    h.setOptionValue("threads", HIGHS_THREADS)
+    h.setOptionValue("random_seed", 0)
     if math.isfinite(options.time_limit_s):
         h.setOptionValue("time_limit", float(options.time_limit_s))
+    if options.node_limit is not None:
+        h.setOptionValue("mip_max_nodes", int(options.node_limit))
     h.passModel(_highs_lp(problem))
     mip = bool(problem.integer.any())
     if mip and options.start is not None and problem.feasible(options.start):
@@ -281,6 +301,8 @@ def scipy_solver(problem: Problem, options: Options) -> Solution:
                                "mip_rel_gap": float(options.mip_rel_gap)}
     if math.isfinite(options.time_limit_s):
         opts["time_limit"] = float(options.time_limit_s)
+    if options.node_limit is not None:
+        opts["node_limit"] = int(options.node_limit)
     t0, c0 = time.perf_counter(), time.process_time()
     cons = (LinearConstraint(problem.a.tocsr(), problem.row_lo, problem.row_hi)
             if problem.n_rows else ())
@@ -326,13 +348,13 @@ def contradicts(sol: Solution, known: float, rel_gap: float = 0.0) -> bool:
 
 def solve(problem: Problem, *, time_limit_s: float = math.inf, mip_rel_gap: float = 1e-7,
           presolve: bool = True, start: np.ndarray | None = None, known: float = math.inf,
-          solver: Solver | None = None) -> Solution:
+          solver: Solver | None = None, node_limit: int | None = None) -> Solution:
     """Solve ``problem`` and check the answer against every feasible value known.
 
     Parameters
     ----------
     problem : the model (minimised).
-    time_limit_s, mip_rel_gap, presolve : solver options.
+    time_limit_s, mip_rel_gap, presolve, node_limit : solver options (:class:`Options`).
     start : a warm start; when feasible its value also counts as known.
     known : the best objective of a feasible point known otherwise (e.g. a policy's schedule).
     solver : :func:`highs_solver` by default; any :data:`Solver` (tests inject a wrong one).
@@ -349,7 +371,7 @@ def solve(problem: Problem, *, time_limit_s: float = math.inf, mip_rel_gap: floa
     if start is not None and problem.feasible(start):
         known = min(known, float(problem.c @ start))
     opts = Options(time_limit_s=time_limit_s, mip_rel_gap=mip_rel_gap, presolve=presolve,
-                   start=start)
+                   start=start, node_limit=node_limit)
     sol = run(problem, opts)
     if not contradicts(sol, known, mip_rel_gap):
         return replace(sol, known=known)

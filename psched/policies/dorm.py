@@ -2,7 +2,7 @@
 limits, over worker counts, placement greedy afterwards (``baselines.md``).
 
 Admit every job. At each event solve, with HiGHS (:mod:`psched.offline.milp`, warm-started from the
-current counts) and a per-solve time limit, over the unfinished jobs ``j`` (arrival order)::
+current counts) and a per-solve node limit, over the unfinished jobs ``j`` (arrival order)::
 
     max  sum_j y_j u_j  +  eps sum_j (J - rank_j) z_j  -  eps2 sum_j q_j
     s.t. L_j z_j <= y_j <= U_j z_j              y = workers, z = running (binary)
@@ -29,6 +29,10 @@ Choices the specification leaves open, made to keep the rival strong:
 * If the MILP is infeasible (completions can raise the fairness floor above what unchanged
   jobs hold) or HiGHS finds nothing within the limit, it is solved again without fairness, then
   without the adjustment limit; the fallbacks are counted in :meth:`DormPolicy.report`.
+* The limit is on branch-and-bound nodes (``node_limit``, default :data:`DORM_NODE_LIMIT`),
+  not on seconds, so the same run gives the same allocations on every machine
+  (:mod:`psched.offline.milp`); ``time_limit_s`` adds a wall-clock limit, whose answers then
+  depend on the machine's speed and load.
 * Placement: running jobs keep their containers, then grow; new jobs are placed round-robin in
   arrival order (:func:`~psched.policies.counts.realise`); a job the servers cannot hold at its
   count (fragmentation) gets what fits.
@@ -41,12 +45,12 @@ and the fairness floor above are then the window's.
 
 **Re-solve only on change** (``reuse``, default on): when a decision's MILP inputs (the
 window's jobs, their caps and current counts, the pool totals left) equal the previous
-decision's and every solve of that decision settled (optimal or infeasible, not cut by the
-time limit), its counts are reused without solving: HiGHS is deterministic, so this is the
-answer it would give again (``dorm_reused`` counts them; tested against ``reuse=False``).
+decision's and every solve of that decision settled (not cut by a wall-clock limit), its
+counts are reused without solving: HiGHS is deterministic, so this is the answer it would give
+again (``dorm_reused`` counts them; tested against ``reuse=False``).
 
-Complexity: 3J integer variables, 2R + 5J rows (J <= ``max_jobs``); HiGHS time is capped by
-``time_limit_s``; the rest O(J R) numpy plus the fill.
+Complexity: 3J integer variables, 2R + 5J rows (J <= ``max_jobs``); HiGHS work is capped by
+``node_limit`` nodes; the rest O(J R) numpy plus the fill.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ from psched.policies.dorm_reach import fifo_fill, split, usage
 from psched.policies.reach import ReachReport
 from psched.policies.replan import ReplanPolicy
 
-__all__ = ["DEFAULT_MAX_JOBS", "DormPolicy", "dorm_solution", "solve_dorm"]
+__all__ = ["DEFAULT_MAX_JOBS", "DORM_NODE_LIMIT", "DormPolicy", "dorm_solution", "solve_dorm"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +80,9 @@ log = logging.getLogger(__name__)
 #: windows of 512-2048 earn more still; 512 also fits at 80k (197 s CPU), measured after the
 #: policy table's Dorm cells were run at 256 (BENCHMARKS.md section 7: the next step).
 DEFAULT_MAX_JOBS = 256
+#: HiGHS branch-and-bound nodes per Dorm solve by default (a limit every machine stops at alike;
+#: BENCHMARKS.md section 7b measures how often it binds).
+DORM_NODE_LIMIT = 10
 
 
 def _shares(jobs: list[Job], capacity_w: np.ndarray, capacity_p: np.ndarray
@@ -155,8 +162,8 @@ def _start(counts: np.ndarray, ratio: np.ndarray) -> np.ndarray:
 def solve_dorm(jobs: list[Job], upper: np.ndarray, current: np.ndarray, capacity_w: np.ndarray,
                capacity_p: np.ndarray, *, theta: float = 0.5, beta: float = 0.3,
                fairness: bool = True, limit_changes: bool = True,
-               time_limit_s: float = 0.25, warm_start: bool = True,
-               solver: Solver | None = None) -> np.ndarray | None:
+               node_limit: int | None = None, time_limit_s: float | None = None,
+               warm_start: bool = True, solver: Solver | None = None) -> np.ndarray | None:
     """Worker counts (J,) of Dorm's MILP, or None if HiGHS returns no solution.
 
     Variables per job: y (workers), z (running), q (PS), c (changed). ``warm_start`` hands
@@ -165,16 +172,18 @@ def solve_dorm(jobs: list[Job], upper: np.ndarray, current: np.ndarray, capacity
     """
     return dorm_solution(jobs, upper, current, capacity_w, capacity_p, theta=theta, beta=beta,
                          fairness=fairness, limit_changes=limit_changes,
-                         time_limit_s=time_limit_s, warm_start=warm_start, solver=solver)[0]
+                         node_limit=node_limit, time_limit_s=time_limit_s,
+                         warm_start=warm_start, solver=solver)[0]
 
 
 def dorm_solution(jobs: list[Job], upper: np.ndarray, current: np.ndarray,
                   capacity_w: np.ndarray, capacity_p: np.ndarray, *, theta: float = 0.5,
                   beta: float = 0.3, fairness: bool = True, limit_changes: bool = True,
-                  time_limit_s: float = 0.25, warm_start: bool = True,
-                  solver: Solver | None = None) -> tuple[np.ndarray | None, Solution]:
+                  node_limit: int | None = None, time_limit_s: float | None = None,
+                  warm_start: bool = True, solver: Solver | None = None
+                  ) -> tuple[np.ndarray | None, Solution]:
     """:func:`solve_dorm` with the solver's :class:`~psched.offline.milp.Solution` beside the
-    counts."""
+    counts. ``node_limit`` / ``time_limit_s``: HiGHS's node and wall-clock limits (None: none)."""
     J = len(jobs)
     w, s, ratio, util, dom = _shares(jobs, capacity_w, capacity_p)
     lower = _fair_floor(dom, upper, theta) if fairness and J else np.ones(J)
@@ -190,8 +199,8 @@ def dorm_solution(jobs: list[Job], upper: np.ndarray, current: np.ndarray,
     ub = np.concatenate([upper, np.ones(J), upper, np.ones(J)])
     problem = Problem.of(cost, rows, ub)
     start = _start(np.minimum(current, upper), ratio) if warm_start else None
-    sol = solve(problem, time_limit_s=time_limit_s, mip_rel_gap=1e-4, start=start,
-                solver=solver)
+    sol = solve(problem, time_limit_s=math.inf if time_limit_s is None else time_limit_s,
+                node_limit=node_limit, mip_rel_gap=1e-4, start=start, solver=solver)
     if sol.x is None or sol.status == "suspect":
         return None, sol
     counts: np.ndarray = np.rint(sol.x[:J]).astype(np.int64)
@@ -206,16 +215,19 @@ class DormPolicy(ReplanPolicy):
     name = "dorm"
 
     def __init__(self, theta: float = 0.5, beta: float = 0.3,
-                 time_limit_s: float = 0.25, warm_start: bool = True,
-                 solver: Solver | None = None, max_jobs: int = DEFAULT_MAX_JOBS,
-                 reuse: bool = True) -> None:
+                 node_limit: int = DORM_NODE_LIMIT, time_limit_s: float | None = None,
+                 warm_start: bool = True, solver: Solver | None = None,
+                 max_jobs: int = DEFAULT_MAX_JOBS, reuse: bool = True) -> None:
         super().__init__()
         self.solver = solver  #: the MILP solver (None: HiGHS through highspy)
-        if not (0 <= theta <= 1 and 0 <= beta <= 1 and time_limit_s > 0):
-            raise ValueError("theta, beta in [0, 1]; time_limit_s > 0")
+        if not (0 <= theta <= 1 and 0 <= beta <= 1 and node_limit >= 1
+                and (time_limit_s is None or time_limit_s > 0)):
+            raise ValueError("theta, beta in [0, 1]; node_limit >= 1; time_limit_s > 0")
         if max_jobs < 1:
             raise ValueError(f"max_jobs must be >= 1, got {max_jobs!r}")
-        self.theta, self.beta, self.time_limit_s = theta, beta, time_limit_s
+        self.theta, self.beta = theta, beta
+        self.node_limit = node_limit  #: HiGHS branch-and-bound nodes per solve
+        self.time_limit_s = time_limit_s  #: wall-clock limit per solve, s (None: none)
         self.warm_start = warm_start  #: start HiGHS from the current counts
         self.max_jobs = max_jobs  #: most jobs one MILP sees (the window rule beyond)
         self.reuse = reuse  #: skip a solve whose inputs equal the previous settled one's
@@ -318,7 +330,8 @@ class DormPolicy(ReplanPolicy):
                      cw: np.ndarray, cp: np.ndarray) -> tuple[np.ndarray, bool]:
         """Counts of the MILP on ``jobs``, relaxing fairness, then the adjustment limit, when
         it has no solution; the current counts if none of the three has one. Also whether
-        every solve settled (optimal or infeasible: not cut by the time limit)."""
+        every solve settled (its answer is HiGHS's on these inputs: not cut by a wall-clock
+        limit)."""
         settled = True
         for fairness, changes, stat in ((True, True, None), (False, True, "relaxed_fairness"),
                                         (False, False, "relaxed_changes")):
@@ -327,11 +340,13 @@ class DormPolicy(ReplanPolicy):
                 self._stats[stat] += 1
             counts, sol = dorm_solution(jobs, upper, current, cw, cp, theta=self.theta,
                                         beta=self.beta, fairness=fairness, limit_changes=changes,
+                                        node_limit=self.node_limit,
                                         time_limit_s=self.time_limit_s,
                                         warm_start=self.warm_start, solver=self.solver)
             self._stats["not_optimal"] += int(sol.status != "optimal")
             self._stats["suspect"] += int(sol.status == "suspect")
-            settled = settled and sol.status in ("optimal", "infeasible")
+            settled = settled and (self.time_limit_s is None
+                                   or sol.status in ("optimal", "infeasible"))
             if sol.found and math.isfinite(sol.gap):
                 self._gaps.append(sol.gap)
             if counts is not None:

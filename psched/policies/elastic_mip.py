@@ -17,20 +17,21 @@ Re-solved at every arrival and completion over running and queued jobs together
 a running job's remaining work is below one interval at its smallest count: the running jobs at
 their current counts are always a feasible point (they fit the cluster now).
 
-The policy solves within a per-decision budget (``time_limit_s``, default 0.35 s, for building
-the epoch and the model and solving: the paper's 0.4 s per decision, less placement) and
-relative gap ``mip_rel_gap`` (default 0.02: the LP relaxation rounded is within it in most
-events, which settles a 200-job event in well under 0.1 s; with HiGHS 1.12 and gap 1e-4 the
-solves stopped at the time limit with a mean gap of 3.4%, ``BENCHMARKS.md``), keeping the best
-solution found; :meth:`ElasticMipPolicy.report` gives how many solves stopped at the limit and
+The policy solves within a limit on branch-and-bound nodes (``node_limit``, default
+:data:`MIP_NODE_LIMIT`: a limit every machine stops at alike, so a run reproduces anywhere;
+``time_limit_s`` adds a per-decision wall-clock budget, for building the epoch and the model
+and solving, whose answers then depend on the machine's speed and load) and relative gap
+``mip_rel_gap`` (default 0.02: the LP relaxation rounded is within it in most events, which
+settles a 200-job event in well under 0.1 s; with HiGHS 1.12 and gap 1e-4 the solves stopped
+at a 0.35 s time limit with a mean gap of 3.4%, ``BENCHMARKS.md``), keeping the best solution
+found; :meth:`ElasticMipPolicy.report` gives how many solves stopped at the limit and
 the mean and worst proven relative gap of the plan used (to the LP or HiGHS's dual bound).
 If HiGHS returns no solution it falls back to the better of two greedy plans (always
 feasible): the marginal-gain baseline and
 :func:`~psched.policies.greedy.density_fill`, a primal heuristic shaped like the optimum; if a
 solve stopped at the limit with a plan worse than the better greedy's (same objective), that
 plan is used (counted as ``greedy_better``): the allocator is never below its baseline.
-A solve that stops at the time limit depends on the machine's speed: runs are then not
-bit-for-bit reproducible (``mip_not_optimal`` says when this happened).
+``mip_not_optimal`` counts the solves that stopped at a limit.
 
 **Beyond reach**: one MIP sees at most ``max_jobs`` jobs (default 256): every running job, then
 the earliest queued ones; the rest are planned by the FIFO fill on what the MIP's plan leaves
@@ -39,7 +40,7 @@ the earliest queued ones; the rest are planned by the FIFO fill on what the MIP'
 
 Complexity: J sum |N_j| T' binaries; with T' = 1 it is a multiple-choice knapsack with up to
 2R capacity rows. Its LP bound is within a few per cent, but proving optimality for a couple of
-hundred jobs can take HiGHS seconds (``benchmarks/bench_rivals.py``): hence the time limit.
+hundred jobs can take HiGHS seconds (``benchmarks/bench_rivals.py``): hence the node limit.
 """
 
 from __future__ import annotations
@@ -60,12 +61,15 @@ from psched.policies.epoch import Epoch, EpochPolicy, feasible, objective
 from psched.policies.greedy import density_fill, marginal_gain
 from psched.policies.reach import ReachReport, within_reach
 
-__all__ = ["DEFAULT_MAX_JOBS", "ElasticMipPolicy", "MipResult", "plan_vector", "solve_mip"]
+__all__ = ["DEFAULT_MAX_JOBS", "MIP_NODE_LIMIT", "ElasticMipPolicy", "MipResult", "plan_vector",
+           "solve_mip"]
 
 log = logging.getLogger(__name__)
 
 #: Most jobs one MIP sees by default (the window rule of :mod:`.reach` beyond).
 DEFAULT_MAX_JOBS = 256
+#: HiGHS branch-and-bound nodes per solve by default (BENCHMARKS.md section 7b).
+MIP_NODE_LIMIT = 1000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -314,10 +318,14 @@ def _folds(epoch: Epoch, fold: bool = True) -> bool:
     return fold and epoch.intervals == 1
 
 
-def solve_mip(epoch: Epoch, *, time_limit_s: float = 0.35, mip_rel_gap: float = 1e-4,
-              presolve: bool = False, start: np.ndarray | None = None, fold: bool = True,
-              lp_first: bool = True, solver: Solver | None = None) -> MipResult:
+def solve_mip(epoch: Epoch, *, node_limit: int | None = None, time_limit_s: float | None = None,
+              mip_rel_gap: float = 1e-4, presolve: bool = False, start: np.ndarray | None = None,
+              fold: bool = True, lp_first: bool = True, solver: Solver | None = None
+              ) -> MipResult:
     """Solve one epoch's MIP (module docstring). O(HiGHS) on J sum|N_j| T' binaries.
+
+    ``node_limit`` / ``time_limit_s``: HiGHS's branch-and-bound node limit and a wall-clock
+    limit on this call, model building included (None: none).
 
     ``start`` is a plan (J x T' counts) handed to HiGHS as the incumbent (the policy passes the
     previous event's solution: the current counts held). HiGHS's presolve is off by default:
@@ -352,8 +360,10 @@ def solve_mip(epoch: Epoch, *, time_limit_s: float = 0.35, mip_rel_gap: float = 
             if x0 is None or val < float(problem.c @ x0):
                 x0 = xr
         lp_bound = -bound
-    sol = solve(problem, time_limit_s=max(0.01, time_limit_s - (time.perf_counter() - t0)),
-                mip_rel_gap=mip_rel_gap, presolve=presolve, start=x0, solver=solver)
+    left = (math.inf if time_limit_s is None
+            else max(0.01, time_limit_s - (time.perf_counter() - t0)))
+    sol = solve(problem, time_limit_s=left, node_limit=node_limit, mip_rel_gap=mip_rel_gap,
+                presolve=presolve, start=x0, solver=solver)
     if sol.x is None or sol.status == "suspect":
         return MipResult(plan=plan, objective=-np.inf, optimal=False, found=False,
                          bound=min(lp_bound, -sol.dual_bound), solve_s=sol.solve_s)
@@ -368,21 +378,28 @@ def solve_mip(epoch: Epoch, *, time_limit_s: float = 0.35, mip_rel_gap: float = 
 @register_policy("elastic-mip")
 class ElasticMipPolicy(EpochPolicy):
     """The MIP allocator, re-solved at every event; options as :class:`EpochPolicy` plus the
-    solver's ``time_limit_s`` and ``mip_rel_gap``, ``warm_start``, ``fold`` and ``solver``."""
+    solver's ``node_limit``, ``time_limit_s`` and ``mip_rel_gap``, ``warm_start``, ``fold`` and
+    ``solver``."""
 
     name = "elastic-mip"
 
-    def __init__(self, *, time_limit_s: float = 0.35, mip_rel_gap: float = 0.02,
-                 warm_start: bool = True, fold: bool = True, solver: Solver | None = None,
-                 max_jobs: int = DEFAULT_MAX_JOBS, **options: Any) -> None:
+    def __init__(self, *, node_limit: int = MIP_NODE_LIMIT, time_limit_s: float | None = None,
+                 mip_rel_gap: float = 0.02, warm_start: bool = True, fold: bool = True,
+                 solver: Solver | None = None, max_jobs: int = DEFAULT_MAX_JOBS,
+                 **options: Any) -> None:
         super().__init__(**options)
         if max_jobs < 1:
             raise ValueError(f"max_jobs must be >= 1, got {max_jobs!r}")
+        if node_limit < 1 or (time_limit_s is not None and time_limit_s <= 0):
+            raise ValueError(f"node_limit >= 1 and time_limit_s > 0, got {node_limit!r}, "
+                             f"{time_limit_s!r}")
+        self.node_limit = node_limit  #: HiGHS branch-and-bound nodes per solve
         self.max_jobs = max_jobs  #: most jobs one MIP sees (the window rule beyond)
         self.reach = ReachReport()  #: what the window rule did over the run
         self.fold = fold  #: fold progress and rescale into the costs when T' = 1
         self.solver = solver  #: the MILP solver (None: HiGHS through highspy)
-        self.time_limit_s = time_limit_s  #: per-decision budget (epoch, model, solve), s
+        #: per-decision wall-clock budget (epoch, model, solve), s; None: none
+        self.time_limit_s = time_limit_s
         self.warm_start = warm_start  #: start HiGHS from the current counts (previous solution)
         self._t0 = 0.0
         self.mip_rel_gap = mip_rel_gap  #: HiGHS relative gap
@@ -410,10 +427,11 @@ class ElasticMipPolicy(EpochPolicy):
 
     def _choose_exact(self, epoch: Epoch) -> np.ndarray:
         """The MIP's plan on every job of ``epoch``."""
-        spent = time.perf_counter() - self._t0
+        budget = (None if self.time_limit_s is None
+                  else max(0.05, self.time_limit_s - (time.perf_counter() - self._t0)))
         start = (np.repeat(epoch.current[:, None], epoch.intervals, axis=1)
                  if self.warm_start else None)
-        res = solve_mip(epoch, time_limit_s=max(0.05, self.time_limit_s - spent),
+        res = solve_mip(epoch, node_limit=self.node_limit, time_limit_s=budget,
                         mip_rel_gap=self.mip_rel_gap, start=start, fold=self.fold,
                         solver=self.solver)
         self._stats["solves"] += 1
@@ -434,7 +452,7 @@ class ElasticMipPolicy(EpochPolicy):
             self._stats["fallbacks"] += 1
             return best
         if objective(epoch, best) > objective(epoch, res.plan) + 1e-12:
-            self._stats["greedy_better"] += 1  # a time-limited solve that stopped early
+            self._stats["greedy_better"] += 1  # a limited solve that stopped early
             return best
         return res.plan
 
