@@ -18,7 +18,7 @@ policy, in simulation and in the live service alike.
 * **A promise that can no longer be kept is re-stated as soon as that is known**: at the
   boundary of slot ``t``, once the slot's plan is known, a job that even with every worker it
   may have from the next slot on (along its committed schedule, where its policy commits
-  one), at a cautious speed (:data:`CAUTION` standard deviations below the estimate) and
+  one), at a cautious speed (:meth:`~psched.core.speed.SpeedBook.cautious`) and
   losing its workload's measured start-up cost in each slot it (re)starts or is resized,
   would finish after its promise gets a new one: that finish plus its slack, at least one
   slot (``JobRecord.restated``; the ``on_restate`` hooks see it). Re-stated no later than
@@ -51,10 +51,7 @@ from psched.core.policy import Capabilities, Policy
 from psched.core.records import Admission, JobRecord, LoopState
 from psched.core.speed import SpeedBook
 
-__all__ = ["CAUTION", "RESERVED", "Keeping", "Restatement"]
-
-#: standard deviations of per-slot speed below the estimate that the re-statement test assumes
-CAUTION = 2.0
+__all__ = ["RESERVED", "Keeping", "Restatement"]
 
 #: reason of a schedule the loop reserved on idle capacity for a job behind
 #: (:meth:`Keeping.reserve_idle`), not found by its policy
@@ -121,7 +118,8 @@ class Keeping:
         then its most workers each slot; past the schedule's end, its most workers."""
         job_id = rec.job.job_id
         left = max(0.0, rec.job.work - rec.done)
-        speed = max(rec.speed - CAUTION * rec.speed_sd, 0.05 * rec.speed)
+        togo = max(1.0, left / (rec.speed * rec.job.max_workers))
+        speed = self.speeds.cautious(job_id, rec.job.spec.workload, togo)
         keep = 1.0 - self.speeds.startup(rec.job.spec.workload)  # of a slot that (re)starts
         sched = self.schedules.get(job_id)
         before = self.last_plan.get(job_id)

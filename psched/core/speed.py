@@ -7,8 +7,9 @@ many workers it had and how much work it did. The ratio ``r = progress / workers
 slot's speed (1.0: as profiled). The book keeps per job:
 
 * the **speed** ``s``: the mean of its slots' ratios, shrunk toward its workload's prior
-  with the weight of :data:`PRIOR_SLOTS` slots (``(k mu0 + sum r) / (k + m)`` after ``m``
-  slots), so one slot's start-up loss does not swing it;
+  with the weight of ``k`` slots (``(k mu0 + sum r) / (k + m)`` after ``m`` slots):
+  :data:`PRIOR_SLOTS` where other jobs of the workload were measured, :data:`PRIOR_WEAK`
+  where the prior is only the profile's word;
 * its **spread** ``sd``: the standard deviation of the slots' ratios about ``s``, with the
   prior's variance at the same weight; and the **standard error** of ``s``,
   ``sd / sqrt(k + m)``.
@@ -36,14 +37,17 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MIN_SPEED", "PRIOR_SLOTS", "Z_PROMISE", "SpeedBook", "SpeedEstimate"]
+__all__ = ["MIN_SPEED", "PRIOR_SLOTS", "PRIOR_WEAK", "Z_PROMISE", "SpeedBook",
+           "SpeedEstimate"]
 
 #: the slowest speed an estimate takes (a job that made no progress at all in its measured
 #: slots is planned as 100x slower than profiled, not as one that never finishes)
 MIN_SPEED = 0.01
 
-#: weight of a workload's prior, in slots of measurement
+#: weight of a workload's prior, in slots of measurement, once other jobs of it were measured
 PRIOR_SLOTS = 2.0
+#: its weight while nothing of the workload was measured (the prior is the profile's word)
+PRIOR_WEAK = 0.5
 #: one-sided normal quantile of a promise's slack (97.7%)
 Z_PROMISE = 2.0
 
@@ -130,15 +134,31 @@ class SpeedBook:
         if job_id in self._jobs and self._jobs[job_id].slots == 0:
             del self._jobs[job_id]
 
-    def _stats(self, job_id: str) -> tuple[float, float]:
+    def _weight(self, workload: str, exclude: str | None = None) -> float:
+        """The prior's weight for a job of ``workload`` (``exclude``: that job)."""
+        others = self._pool.get(workload, (0.0,))[0]
+        if exclude is not None and self.measured(exclude):
+            others -= 1.0
+        return PRIOR_SLOTS if others >= 0.5 else PRIOR_WEAK
+
+    def _stats(self, job_id: str) -> tuple[float, float, float]:
+        """Speed, per-slot spread and the estimate's weight in slots (prior included)."""
         est = self._jobs[job_id]
-        mu0, sd0 = self.prior(self._workload_of[job_id], exclude=job_id)
-        n = PRIOR_SLOTS + est.slots
-        s = max(MIN_SPEED, (PRIOR_SLOTS * mu0 + est.total) / n)
+        workload = self._workload_of[job_id]
+        mu0, sd0 = self.prior(workload, exclude=job_id)
+        k = self._weight(workload, exclude=job_id)
+        n = k + est.slots
+        s = max(MIN_SPEED, (k * mu0 + est.total) / n)
         # sum (r - s)^2 = squares - 2 s total + m s^2, plus the prior's weight
         dev = est.squares - 2.0 * s * est.total + est.slots * s * s
-        var = max(0.0, (PRIOR_SLOTS * (sd0 * sd0 + (mu0 - s) ** 2) + dev) / n)
-        return s, math.sqrt(var)
+        var = max(0.0, (k * (sd0 * sd0 + (mu0 - s) ** 2) + dev) / n)
+        return s, math.sqrt(var), n
+
+    def _known(self, job_id: str, workload: str) -> tuple[float, float, float]:
+        if job_id in self._jobs:
+            return self._stats(job_id)
+        s, sd = self.prior(workload)
+        return s, sd, self._weight(workload)
 
     def _add_pool(self, job_id: str, sign: float = 1.0) -> None:
         est = self._jobs[job_id]
@@ -180,27 +200,35 @@ class SpeedBook:
 
     def speed(self, job_id: str, workload: str = "") -> float:
         """The job's speed estimate (its workload's prior before it ran)."""
-        if job_id not in self._jobs:
-            return self.prior(workload)[0]
-        return self._stats(job_id)[0]
+        return self._known(job_id, workload)[0]
 
     def spread(self, job_id: str, workload: str = "") -> float:
         """The standard deviation of the job's per-slot speed (the prior's before it ran)."""
-        if job_id not in self._jobs:
-            return self.prior(workload)[1]
-        return self._stats(job_id)[1]
+        return self._known(job_id, workload)[1]
 
     def slack(self, job_id: str, workload: str, slots: float) -> int:
         """Slots a promise needs on top of a plan that takes ``slots`` slots to go, so that a
         job as uncertain as this one still completes by it at :data:`Z_PROMISE` standard
         deviations: the estimate's own error (it persists over the slots) and the per-slot
         spread (it averages out over them). 0 when nothing is uncertain. O(1)."""
-        s, sd = self.prior(workload) if job_id not in self._jobs else self._stats(job_id)
+        rel = self._relative(job_id, workload, slots)
+        return 0 if rel == 0.0 else math.ceil(Z_PROMISE * rel * slots - 1e-9)
+
+    def cautious(self, job_id: str, workload: str, slots: float) -> float:
+        """A speed the job keeps over ``slots`` slots at :data:`Z_PROMISE` standard
+        deviations: its estimate shrunk by the estimate's error and the spread averaged
+        over those slots, ``s exp(-Z rel)`` (never below :data:`MIN_SPEED`)."""
+        s = self._known(job_id, workload)[0]
+        rel = self._relative(job_id, workload, slots)
+        return max(MIN_SPEED, s * math.exp(-Z_PROMISE * rel))
+
+    def _relative(self, job_id: str, workload: str, slots: float) -> float:
+        """The relative uncertainty of the mean speed over ``slots`` slots: the estimate's
+        standard error and the per-slot spread averaged over them."""
+        s, sd, n = self._known(job_id, workload)
         if sd <= 0.0 or slots <= 0.0:
-            return 0
-        m = PRIOR_SLOTS + (self._jobs[job_id].slots if job_id in self._jobs else 0)
-        rel = math.sqrt(sd * sd / m + sd * sd / max(1.0, slots)) / s
-        return math.ceil(Z_PROMISE * rel * slots - 1e-9)
+            return 0.0
+        return math.sqrt(sd * sd / n + sd * sd / max(1.0, slots)) / s
 
     # -- a live service's journal ----------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
