@@ -224,11 +224,13 @@ class SpeedBook:
 
     def _relative(self, job_id: str, workload: str, slots: float) -> float:
         """The relative uncertainty of the mean speed over ``slots`` slots: the estimate's
-        standard error and the per-slot spread averaged over them."""
+        standard error (the whole spread between the workload's jobs for a job not measured
+        yet) and the per-slot spread averaged over them."""
         s, sd, n = self._known(job_id, workload)
         if sd <= 0.0 or slots <= 0.0:
             return 0.0
-        return math.sqrt(sd * sd / n + sd * sd / max(1.0, slots)) / s
+        se2 = sd * sd if not self.measured(job_id) else sd * sd / n  # its own speed unseen
+        return math.sqrt(se2 + sd * sd / max(1.0, slots)) / s
 
     # -- a live service's journal ----------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:

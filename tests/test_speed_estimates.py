@@ -1,0 +1,94 @@
+"""Each job's speed, learnt from measured progress (``psched.core.speed``): exact where
+reality is the model, converging where it is not, and the same after a journal round trip."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from psched.core.speed import MIN_SPEED, PRIOR_SLOTS, PRIOR_WEAK, SpeedBook
+
+
+@given(slots=st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(1, 64)),
+                      max_size=60))
+def test_progress_exactly_as_profiled_gives_speed_one_no_spread_and_no_slack(slots):
+    book = SpeedBook()
+    for job, workers in slots:
+        book.observe(job, "", workers, float(workers))
+    for job in ("a", "b", "c", "never-ran"):
+        assert book.speed(job) == 1.0 and book.spread(job) == 0.0
+        assert book.slack(job, "", 50.0) == 0
+        assert book.cautious(job, "", 50.0) == 1.0
+    assert book.exact("") and book.prior("") == (1.0, 0.0)
+
+
+@pytest.mark.parametrize("rate", [0.1, 0.5, 0.9, 1.3])
+def test_a_constant_speed_is_found_and_the_prior_of_the_next_job_is_it(rate):
+    book = SpeedBook()
+    for _ in range(30):
+        book.observe("j", "w", 4, 4 * rate)
+    # the only job of its workload: its prior is the profile's word, with a weak weight
+    assert book.speed("j", "w") == pytest.approx((PRIOR_WEAK * 1.0 + 30 * rate)
+                                                 / (PRIOR_WEAK + 30))
+    assert book.prior("w")[0] == pytest.approx(rate)  # the next job of the workload
+    assert book.speed("next", "w") == pytest.approx(rate)
+    assert book.prior("other") == (1.0, 0.0)  # another workload learns nothing from it
+
+
+def test_the_prior_weighs_more_once_other_jobs_of_the_workload_were_measured():
+    book = SpeedBook()
+    book.observe("a", "w", 1, 0.5)
+    assert book.speed("a", "w") == pytest.approx((PRIOR_WEAK * 1.0 + 0.5) / (PRIOR_WEAK + 1))
+    book.observe("b", "w", 1, 0.5)
+    # b's prior is a's measured speed, with the full weight
+    assert book.speed("b", "w") == pytest.approx((PRIOR_SLOTS * 0.5 + 0.5) / (PRIOR_SLOTS + 1))
+
+
+def test_a_job_that_made_no_progress_is_planned_slow_not_never():
+    book = SpeedBook()
+    for _ in range(50):
+        book.observe("stuck", "w", 2, 0.0)
+    assert book.speed("stuck", "w") == pytest.approx(MIN_SPEED, abs=0.02)
+    assert book.speed("stuck", "w") >= MIN_SPEED
+
+
+@settings(max_examples=60, deadline=None)
+@given(ratios=st.lists(st.floats(0.05, 2.0), min_size=2, max_size=40),
+       noise_slots=st.floats(1.0, 100.0))
+def test_more_uncertainty_never_gives_less_slack_and_caution_stays_below_the_estimate(
+        ratios, noise_slots):
+    book = SpeedBook()
+    for r in ratios:
+        book.observe("j", "w", 1, r)
+    s = book.speed("j", "w")
+    assert MIN_SPEED <= book.cautious("j", "w", noise_slots) <= s
+    assert book.slack("j", "w", noise_slots) >= 0
+    assert book.slack("j", "w", 2 * noise_slots) >= book.slack("j", "w", noise_slots)
+
+
+def test_start_up_loss_is_measured_against_the_speed():
+    book = SpeedBook()
+    for _ in range(10):
+        book.observe("j", "w", 2, 1.6)  # steady: 0.8
+    book.observe_start("j", "w", 2, 0.8)  # half of that
+    assert book.startup("w") == pytest.approx(0.5, rel=0.05)
+    assert book.startup("x") == 0.0
+
+
+@given(slots=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(["u", "v"]),
+                                st.integers(1, 8), st.floats(0.0, 10.0)), max_size=30))
+def test_the_book_survives_a_journal_round_trip(slots):
+    book = SpeedBook()
+    for job, workload, workers, progress in slots:
+        book.observe(job + workload, workload, workers, progress)
+        book.observe_start(job + workload, workload, workers, progress)
+    again = SpeedBook.from_json(book.to_json())
+    for job in ("au", "av", "bu", "bv", "new"):
+        for w in ("u", "v"):
+            assert math.isclose(again.speed(job, w), book.speed(job, w), rel_tol=1e-12)
+            assert math.isclose(again.spread(job, w), book.spread(job, w), rel_tol=1e-9,
+                                abs_tol=1e-12)
+        assert again.startup("u") == book.startup("u")
