@@ -42,6 +42,7 @@ class JobNote:
 
     checkpoint: str = ""  #: path of the job's latest checkpoint ("" if none)
     loss: str = ""  #: the job's last loss figures, one line ("" if none)
+    devices: str = ""  #: where each of its workers trains, one line ("" if unknown)
 
 
 @runtime_checkable

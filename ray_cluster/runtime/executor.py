@@ -146,7 +146,8 @@ def training_job(spec_job: Job, allow_import: bool = False) -> TrainingJob:
 
 
 def profile_seconds_per_batch(job: TrainingJob, config: RuntimeConfig | None = None,
-                              steps: int = 40, *, workers: int = 1, shards: int = 1) -> float:
+                              steps: int = 40, *, workers: int = 1, shards: int = 1,
+                              gpus: float = 0.0) -> float:
     """Measure the seconds one worker spends per mini-batch (pull, gradient, push) on Ray.
 
     ``workers`` workers served by ``shards`` PS shards train the job's own workload and batch
@@ -155,7 +156,9 @@ def profile_seconds_per_batch(job: TrainingJob, config: RuntimeConfig | None = N
     mini-batches: with several workers it includes their contention for the machine, which is
     what a plan of that many workers meets on a machine they share (the embedded Ray); on a
     cluster whose workers own their GPUs or cores, one worker is the honest figure. Runs on the
-    connected Ray.
+    connected Ray. ``gpus``: each worker's GPUs, as its jobs' workers get them from Ray (it
+    then trains on the device it will have; asked only where the cluster has that many GPUs,
+    else it is measured on the CPU).
     """
     if workers < 1 or shards < 1:
         raise ValueError("workers and shards must be at least 1")
@@ -163,7 +166,10 @@ def profile_seconds_per_batch(job: TrainingJob, config: RuntimeConfig | None = N
                               checkpoint_every_s=None)
     probe = TrainingJob(job_id=f"profile-{job.job_id}", workload=job.workload,
                         n_partitions=workers, minibatches=steps + 1, epochs=1)
-    rt = JobRuntime(probe, cfg)
+    has = float(ray.cluster_resources().get("GPU", 0.0)) if gpus > 0 else 0.0  # type: ignore[no-untyped-call]
+    placer = RayPlacer(None, {probe.job_id: (Resources(gpu=gpus if has >= gpus * workers
+                                                       else 0.0), Resources())})
+    rt = JobRuntime(probe, cfg, placer)
     try:
         rt.resize([None] * workers, [None] * shards)
         rt.run_until(time.time() + 600, until_batches=workers)  # warm-up
@@ -184,7 +190,8 @@ def profiled_spec(spec: JobSpec, config: RuntimeConfig | None = None, *, workers
     workers = max(1, min(workers, spec.max_workers))
     job = training_job(Job(spec=spec, work=1, window=1), allow_import=allow_import)
     sec = profile_seconds_per_batch(job, config, steps, workers=workers,
-                                    shards=max(1, ceil_eps(spec.ps_ratio * workers)))
+                                    shards=max(1, ceil_eps(spec.ps_ratio * workers)),
+                                    gpus=spec.worker_demand.gpu)
     return with_measured_tau(spec, sec)
 
 
@@ -424,7 +431,7 @@ class RayExecutor:
                     else f"loss={last.train_loss:.4f}")
             if last is not None and last.eval_loss is not None:
                 loss += f" eval={last.eval_loss:.4f}"
-            out[job_id] = JobNote(checkpoint=ckpt, loss=loss.strip())
+            out[job_id] = JobNote(checkpoint=ckpt, loss=loss.strip(), devices=rt.device_line())
         return out
 
     def servers_lost(self, servers: set[int]) -> None:

@@ -456,7 +456,12 @@ class SchedulerService(ServiceViews):
         report = self.executor.apply(t, plan, jobs)
         tick = time.perf_counter()
         with self._boundary(), self._lock:
-            self._slot_info.update(self.executor.notes(plan))
+            notes = self.executor.notes(plan)
+            for job_id, note in notes.items():  # each worker's device, when it changes
+                before = self._slot_info.get(job_id)
+                if note.devices and (before is None or before.devices != note.devices):
+                    self.journal.event(job_id, t, "devices", note.devices)
+            self._slot_info.update(notes)
             loop.end_slot(t, plan, jobs, report)
             self.changes += 1
             self.boundary_ms.append((begun + time.perf_counter() - tick) * 1e3)
