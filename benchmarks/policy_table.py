@@ -84,6 +84,7 @@ from psched.core.policy import takes_price_bounds as priced_factory  # noqa: E40
 from psched.core.simulator import simulate  # noqa: E402
 from psched.offline.optimum import solve_offline  # noqa: E402
 from psched.policies import available_policies, make_policy, policy_factory  # noqa: E402
+from psched.results.metrics import promise_figures  # noqa: E402
 from psched.runs.ratio import instance_seed, read_csv  # noqa: E402
 from psched.traces.synth import fig5_instance  # noqa: E402
 
@@ -93,7 +94,7 @@ TRACES = ("oasis-100", "oasis-200", "oasis-300", "oasis-400", "ef-cluster10", "e
 SCENARIOS = (*TRACES, "fig5")
 FIG5_SERVERS = (3, 6, 9, 12)
 FIELDS = ("scenario", "instance", "policy", "utility", "completed", "jobs", "wall_s",
-          "status", "measured_at", "commit")
+          "status", "measured_at", "commit", "unfinished", "wasted_ws", "background_ws")
 OPT = "OPT"  #: the policy name under which a fig5 instance's offline optimum is cached
 MAIN_SEEDS = 5  #: the main table's oasis-paper seeds, 0..4
 #: the evaluation table's rows: scenario -> seeds, cheapest first (the order they are measured)
@@ -117,6 +118,9 @@ class Cell:
     jobs: int  #: jobs in the instance
     wall_s: float  #: wall seconds of the run
     status: str  #: ok, cap (hit --cap-s), error, or the MILP status for OPT
+    unfinished: int = -1  #: admitted jobs never completed by the horizon (-1 not measured)
+    wasted_ws: float = math.nan  #: worker-slots run by jobs never completed (nan not measured)
+    background_ws: float = math.nan  #: worker-slots run on room no plan used (nan not measured)
 
     def row(self, commit: str) -> dict[str, Any]:
         """A CSV row."""
@@ -124,7 +128,10 @@ class Cell:
                 "utility": self.utility, "completed": self.completed, "jobs": self.jobs,
                 "wall_s": f"{self.wall_s:.2f}", "status": self.status,
                 "measured_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ"),
-                "commit": commit}
+                "commit": commit,
+                "unfinished": "" if self.unfinished < 0 else self.unfinished,
+                "wasted_ws": "" if math.isnan(self.wasted_ws) else self.wasted_ws,
+                "background_ws": "" if math.isnan(self.background_ws) else self.background_ws}
 
 
 def read_cells(path: Path) -> dict[tuple[str, str, str], Cell]:
@@ -136,7 +143,10 @@ def read_cells(path: Path) -> dict[tuple[str, str, str], Cell]:
         for d in csv.DictReader(fh):
             cell = Cell(scenario=d["scenario"], instance=d["instance"], policy=d["policy"],
                         utility=float(d["utility"]), completed=int(d["completed"]),
-                        jobs=int(d["jobs"]), wall_s=float(d["wall_s"]), status=d["status"])
+                        jobs=int(d["jobs"]), wall_s=float(d["wall_s"]), status=d["status"],
+                        unfinished=int(d.get("unfinished") or -1),
+                        wasted_ws=float(d.get("wasted_ws") or math.nan),
+                        background_ws=float(d.get("background_ws") or math.nan))
             out[cell.scenario, cell.instance, cell.policy] = cell
     return out
 
@@ -150,11 +160,29 @@ class CellWriter:
 
     def write(self, cells: Sequence[Cell]) -> None:
         new = not self.path.exists() or self.path.stat().st_size == 0
+        if not new:
+            _upgrade_header(self.path)
         with open(self.path, "a", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=FIELDS)
             if new:
                 w.writeheader()
             w.writerows(c.row(self.commit) for c in cells)
+
+
+def _upgrade_header(path: Path) -> None:
+    """Rewrite a cache whose header lacks some of :data:`FIELDS` (a cache written before
+    the waste columns) with the full header, its rows kept (the new fields empty)."""
+    with open(path, newline="") as fh:
+        if next(csv.reader(fh), None) == list(FIELDS):
+            return
+        fh.seek(0)
+        rows = list(csv.DictReader(fh))
+    tmp = path.with_suffix(".csv.tmp")
+    with open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS, restval="", extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    tmp.replace(path)
 
 
 def _commit() -> str:
@@ -203,9 +231,18 @@ def _run_policy(specs: Any, cluster: Any, horizon: int, history: list[JobSpec], 
     priced = bool(history) and takes_price_bounds(name)
     policy = make_policy(name, price_source="history") if priced else make_policy(name)
     res = simulate(specs, cluster, policy, horizon, seed=seed, history=history if priced else ())
-    util = float(sum(r.utility for r in res.records.values()))
-    done = sum(r.completion is not None for r in res.records.values())
-    queue.put((util, done, time.perf_counter() - t0))
+    queue.put((*outcome(res), time.perf_counter() - t0))
+
+
+def outcome(res: Any) -> tuple[float, int, int, float, float]:
+    """A run's total utility, completed jobs, admitted jobs never completed, worker-slots run
+    by jobs never completed (:func:`psched.results.metrics.promise_figures`' ``wasted_ws``) and
+    worker-slots run in the background. O(jobs)."""
+    recs = list(res.records.values())
+    figs = promise_figures(res)
+    return (float(sum(r.utility for r in recs)), sum(r.completion is not None for r in recs),
+            sum(r.admitted and r.completion is None for r in recs), figs["wasted_ws"],
+            figs["background_ws"])
 
 
 def run_capped(target: Any, args: tuple[Any, ...], cap_s: float) -> tuple[Any, float]:
@@ -239,14 +276,16 @@ def trace_cells(scenario: str, seed: int, policies: Sequence[str],
         got, wall = run_capped(_run_policy, (specs, cluster, horizon, history, name, seed),
                                cap_s)
         if got is not None:
-            status, (util, done, wall) = "ok", got
+            status, (util, done, unfin, wasted, bg, wall) = "ok", got
         else:
             status = "cap" if wall >= cap_s else "error"
-            util, done = math.nan, -1
+            util, done, unfin, wasted, bg = math.nan, -1, -1, math.nan, math.nan
         print(f"{scenario} seed {seed} {name}: {status} utility {util:.1f}, "
-              f"completed {done}/{len(specs)}, {wall:.1f} s", flush=True)
+              f"completed {done}/{len(specs)}, unfinished {unfin}, wasted {wasted:.1f} ws, "
+              f"{wall:.1f} s", flush=True)
         yield Cell(scenario=scenario, instance=str(seed), policy=name, utility=util,
-                   completed=done, jobs=len(specs), wall_s=wall, status=status)
+                   completed=done, jobs=len(specs), wall_s=wall, status=status,
+                   unfinished=unfin, wasted_ws=wasted, background_ws=bg)
 
 
 # ---------------------------------------------------------------- fig5 ratio instances
@@ -268,6 +307,7 @@ def fig5_cells(n: int, prio: tuple[float, float], seed: int, names: Sequence[str
     key, horizon = fig5_key(n, prio, seed), 10
     for name in names:
         t0 = time.perf_counter()
+        unfin, wasted, bg = -1, math.nan, math.nan
         if name == OPT:
             jobs = [j for j in (resolve_job(s, cluster.slot_seconds, horizon) for s in specs)
                     if j.window > 0]
@@ -275,11 +315,11 @@ def fig5_cells(n: int, prio: tuple[float, float], seed: int, names: Sequence[str
             util, done, status = sol.objective, len(sol.completion), sol.status
         else:
             res = simulate(specs, cluster, make_policy(name), horizon)  # as offline.ratio does
-            util = float(sum(r.utility for r in res.records.values()))
-            done = sum(r.completion is not None for r in res.records.values())
+            util, done, unfin, wasted, bg = outcome(res)
             status = "ok"
         yield Cell(scenario="fig5", instance=key, policy=name, utility=util, completed=done,
-                   jobs=len(specs), wall_s=time.perf_counter() - t0, status=status)
+                   jobs=len(specs), wall_s=time.perf_counter() - t0, status=status,
+                   unfinished=unfin, wasted_ws=wasted, background_ws=bg)
 
 
 def import_ratio(path: Path, known: Sequence[str]) -> list[Cell]:
@@ -395,6 +435,42 @@ def render(cells: dict[tuple[str, str, str], Cell], policies: Sequence[str],
             text, val = grid[p][sc]
             row.append(f"**{text}**" if text and val == best[sc] else text)
         lines.append(f"| {p} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def waste_summary(cells: dict[tuple[str, str, str], Cell], scenario: str, policy: str,
+                  instances: Sequence[str]) -> str:
+    """``unfinished / wasted`` of one column: admitted jobs never completed and the
+    worker-slots run by jobs never completed (means over the instances of an oasis-paper
+    column, sums over fig5's); blank unless every instance's run measured them."""
+    got = [cells.get((scenario, i, policy)) for i in instances]
+    ok = [c for c in got if c is not None and c.status == "ok"]
+    if not ok or len(ok) < len(got) or any(c.unfinished < 0 or math.isnan(c.wasted_ws)
+                                           for c in ok):
+        return ""
+    unfin = np.array([c.unfinished for c in ok], dtype=float)
+    wasted = np.array([c.wasted_ws for c in ok])
+    if scenario == "fig5":
+        return f"{unfin.sum():.0f} / {_fmt(float(wasted.sum()))}"
+    n = f"{unfin.mean():.1f}" if len(ok) > 1 else f"{unfin[0]:.0f}"
+    return f"{n} / {_fmt(float(wasted.mean()))}"
+
+
+def render_waste(cells: dict[tuple[str, str, str], Cell], policies: Sequence[str],
+                 scenarios: Sequence[str], seeds: int, fig5_per_cell: int) -> str:
+    """The main table's companion: per policy and column, the admitted jobs that never
+    completed and the worker-slots spent on jobs that never completed (``unfinished /
+    wasted``; blank where the cells predate the measurement)."""
+    keys = [fig5_key(n, p, s) for n, p, s in fig5_keys(fig5_per_cell)]
+    inst = {sc: keys if sc == "fig5" else ["0"] if sc.startswith("ef-")
+            else [str(s) for s in range(seeds)] for sc in scenarios}
+    head = [f"{sc}: sum over {len(keys)}" if sc == "fig5" else
+            f"{sc}: mean of {seeds}" if sc.startswith("oasis-") else sc for sc in scenarios]
+    lines = ["| policy: admitted never completed / worker-slots wasted | " + " | ".join(head)
+             + " |", "|---|" + "---:|" * len(scenarios)]
+    for p in policies:
+        lines.append(f"| {p} | " + " | ".join(waste_summary(cells, sc, p, inst[sc])
+                                                for sc in scenarios) + " |")
     return "\n".join(lines)
 
 
@@ -515,9 +591,10 @@ def eval_verdict(cells: dict[tuple[str, str, str], Cell], scenario: str, seed: i
         False if math.isnan(mine_v) else mine_v >= riv_v
     mark = {True: "✓ ", False: "✗ ", None: ""}[at_least]
     note = f" [{unknown} of {len(rivals)} capped or missing]" if unknown else ""
+    waste = waste_summary(cells, scenario, focus, [str(seed)])
     return (f"| {scenario} | {seed} | {jobs or ''} | {mine} | {_named(fam, fam_v)} | "
             f"{_named(riv, riv_v)}{note} | {_ratio(fam_v, riv_v)} | "
-            f"{mark}{_ratio(mine_v, riv_v)} |"), at_least
+            f"{mark}{_ratio(mine_v, riv_v)} | {waste} |"), at_least
 
 
 def _named(name: str, value: float) -> str:
@@ -551,8 +628,9 @@ def render_eval(cells: dict[tuple[str, str, str], Cell], policies: Sequence[str]
             f"measured rows** ({len(keys)} rows in all)"
             + (f"; below on: {', '.join(below)}" if below else ""))
     table = [f"| scenario | seed | jobs | {focus}: utility (completed) | best OASiS family | "
-             f"best rival | family / rival | {focus} / rival (✓ at or above) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|", *(v for v, _ in verdicts)]
+             f"best rival | family / rival | {focus} / rival (✓ at or above) | "
+             f"{focus}: admitted never completed / worker-slots wasted |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|", *(v for v, _ in verdicts)]
     return "\n\n".join([head, "\n".join(table), eval_matrix(cells, policies, keys)])
 
 
@@ -621,6 +699,7 @@ def main_table(args: argparse.Namespace, cells: dict[tuple[str, str, str], Cell]
     """The main table (and the mapping-draw tables, and ``--compare``'s, printed)."""
     seeds = args.seeds if isinstance(args.seeds, int) else MAIN_SEEDS
     table = render(cells, shown, list(SCENARIOS), seeds, args.fig5_instances)
+    table += "\n\n" + render_waste(cells, shown, list(SCENARIOS), seeds, args.fig5_instances)
     if args.map_seeds != [0]:
         efs = [sc for sc in SCENARIOS if sc.startswith("ef-")
                and any(k[0] == sc and k[1] != "0" for k in cells)]

@@ -116,7 +116,21 @@ def test_benchmarks_section_10_prints_the_table_of_the_committed_cache() -> None
     shown = [p for p in known if any(k[2] == p for k in cells)]
     table = pt.render(cells, shown, list(pt.SCENARIOS), seeds=5, fig5_per_cell=7)
     assert printed == table.splitlines()
-    assert (pt.RESULTS / "policy_table.md").read_text().strip() == table
+    waste = pt.render_waste(cells, shown, list(pt.SCENARIOS), seeds=5, fig5_per_cell=7)
+    assert waste in section
+    assert (pt.RESULTS / "policy_table.md").read_text().strip() == table + "\n\n" + waste
+
+
+def test_waste_is_shown_only_where_every_run_of_the_column_measured_it() -> None:
+    def cell(seed: int, unfinished: int, wasted: float) -> pt.Cell:
+        return pt.Cell(scenario="oasis-100", instance=str(seed), policy="fifo", utility=1.0,
+                       completed=1, jobs=10, wall_s=1.0, status="ok", unfinished=unfinished,
+                       wasted_ws=wasted)
+    both = _cells(cell(0, 5, 1755.0), cell(1, 0, 0.0))
+    assert pt.waste_summary(both, "oasis-100", "fifo", ["0", "1"]) == "2.5 / 878"
+    assert pt.waste_summary(both, "oasis-100", "fifo", ["0", "1", "2"]) == ""  # seed 2 missing
+    older = _cells(cell(0, 5, 1755.0), _cell("oasis-100", "1", "fifo", 1.0))  # not measured
+    assert pt.waste_summary(older, "oasis-100", "fifo", ["0", "1"]) == ""
 
 
 @pytest.mark.parametrize(("text", "want"), [
