@@ -8,9 +8,9 @@ policy, in simulation and in the live service alike.
   before (a start, resume or resize loses start-up time, which is not its speed: the
   re-plans see that loss as work left). Policies then see every job's work
   left at the speed measured (:attr:`psched.core.policy.JobStatus.remaining`).
-* **Decide with what is known.** A job arriving is offered to its policy with its work at its
-  workload's prior speed (:meth:`Keeping.as_planned`): a cluster measured slow admits as it
-  really is.
+* **Decide with what is known.** A job arriving is offered to its policy resolved (work and
+  window) at its workload's prior speed (:meth:`Keeping.as_planned`): a cluster measured slow
+  admits as it really is.
 * **Promises sized to what is known.** The promise a policy makes (``Decision.promised``) is
   stated to the user with :meth:`~psched.core.speed.SpeedBook.slack` slots more: what
   covers the speed estimate's uncertainty over the slots to go (0 while nothing is
@@ -45,7 +45,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 import numpy as np
 
 from psched.core.executor import SlotReport
-from psched.core.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps
+from psched.core.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps, resolve_job
 from psched.core.placement import Pools, most_workers, place
 from psched.core.policy import Capabilities, Policy
 from psched.core.records import Admission, JobRecord, LoopState
@@ -68,6 +68,7 @@ class Keeping:
     policy: Policy
     cluster: Cluster
     horizon: int
+    max_window: int | None
     speeds: SpeedBook
     on_decision: list[Callable[[Admission], None]]
     on_restate: list[Callable[[Restatement], None]]
@@ -140,15 +141,18 @@ class Keeping:
         # past what is known: its most workers each slot, one (re)start first
         return end - 1 + ceil_eps(left / (speed * rec.job.max_workers)) + (keep < 1.0)
 
-    def as_planned(self, job: Job, work: int | None = None) -> Job:
-        """``job`` as its policy decides it: its work in planned worker-slots, at its
-        workload's prior speed (``work`` if given: a journal's); ``job`` itself at 1.0."""
-        if work is None:
-            prior = self.speeds.prior(job.spec.workload)[0]
-            if prior == 1.0:
-                return job
-            work = max(1, ceil_eps(job.work / prior))
-        return job if work == job.work else dataclasses.replace(job, work=work)
+    def as_planned(self, job: Job, speed: float | None = None) -> Job:
+        """``job`` as its policy decides it: resolved (work and window) at ``speed`` against
+        its profile, by default its workload's prior speed (a journal gives the one used);
+        ``job`` itself at 1.0."""
+        if speed is None:
+            speed = self.speeds.prior(job.spec.workload)[0]
+        if speed == 1.0:
+            return job
+        spec = dataclasses.replace(job.spec, tau_s=job.spec.minibatch_seconds() / speed,
+                                   tau_includes_comm=True)
+        got = resolve_job(spec, self.cluster.slot_seconds, self.horizon, self.max_window)
+        return dataclasses.replace(got, spec=job.spec)
 
     # -- learning ------------------------------------------------------------------------------
     def believe_prior(self, rec: JobRecord) -> None:
@@ -157,11 +161,11 @@ class Keeping:
             rec.speed, rec.speed_sd = self.speeds.prior(rec.job.spec.workload)
 
     def learn(self, t: int, plan: SlotPlan, report: SlotReport) -> set[str]:
-        """Slot ``t`` ran ``plan`` and made ``report``'s progress: each job that ran as it ran
-        in the slot before (a *steady* slot: no start, resume or resize, whose start-up loss
-        is not its speed) and did not finish in it, nor fail, is one slot of measurement;
-        every record's speed is brought up to date; a slot in which it started, resumed or
-        was resized measures its workload's start-up cost instead. Returns the jobs whose
+        """Slot ``t`` ran ``plan`` and made ``report``'s progress: each job that ran in it and
+        did not finish in it, nor fail, is one slot of measurement, *steady* if it ran as it
+        ran in the slot before, else a start (its start-up loss measured apart:
+        :meth:`~psched.core.speed.SpeedBook.observe_start`); every record's speed is brought
+        up to date. Returns the jobs whose
         records changed. O(jobs that ran + active jobs not yet measured when a prior
         moved)."""
         done = {j for j in plan if self.state.records[j].completion is not None}
@@ -196,9 +200,8 @@ class Keeping:
             if last.get(job_id) != alloc:
                 book.observe_start(job_id, workload, alloc.n_workers,
                                    progress.get(job_id, 0.0))
-                workloads.add(workload)
-                continue
-            book.observe(job_id, workload, alloc.n_workers, progress.get(job_id, 0.0))
+            else:
+                book.observe(job_id, workload, alloc.n_workers, progress.get(job_id, 0.0))
             workloads.add(workload)
             ran.append(job_id)
         touched = set(ran)
@@ -285,17 +288,35 @@ class Keeping:
         if not ahead:
             return None  # its schedule ended: :meth:`behind` re-decides it
         need = max(0.0, rec.job.work - rec.done) / rec.speed
-        missing = ceil_eps(need - sum(a.n_workers for a in ahead.values()))
-        if missing <= 0:
+        keep = 1.0 - self.speeds.startup(rec.job.spec.workload)
+        new = dict(ahead)
+        for _ in range(3):  # the slots reserved (re)start it too: top up what they lose
+            missing = ceil_eps(need - self._effective(job_id, new, keep, t))
+            if missing <= 0:
+                break
+            extra = self.reserve_idle(rec.job, missing, t, skip=set(new))
+            if not extra:
+                break
+            new.update(extra)
+        if new == ahead:
             return None
-        extra = self.reserve_idle(rec.job, missing, t, skip=set(ahead))
-        if not extra:
-            return None
-        new = {**ahead, **extra}
+        new = dict(sorted(new.items()))
         return self.replan(job_id, t, work=sum(a.n_workers for a in new.values()),
                            behind=True, release=True,
                            forced=Decision(admitted=True, payoff=0.0, schedule=new,
                                            reason=RESERVED, promised=max(new)))
+
+    def _effective(self, job_id: str, sched: Mapping[int, Alloc], keep: float,
+                   t: int) -> float:
+        """The worker-slots ``sched`` does at the job's speed, less what it loses to
+        start-up (``1 - keep`` of a slot) in each slot it starts, resumes or is resized."""
+        before = self.last_plan.get(job_id)
+        total = 0.0
+        for s in sorted(sched):
+            alloc = sched[s]
+            prev = before if s == t else sched.get(s - 1)
+            total += alloc.n_workers * (1.0 if alloc == prev else keep)
+        return total
 
     def reserve_idle(self, job: Job, work: int, t: int,
                      skip: Collection[int] = ()) -> dict[int, Alloc]:

@@ -276,12 +276,12 @@ class SchedulerLoop(HeldAdmission, Keeping):
 
     def admit(self, t: int, specs: Sequence[JobSpec], *,
               forced: Mapping[str, Decision] | None = None,
-              work: Mapping[str, int] | None = None) -> list[Admission]:
+              speed: Mapping[str, float] | None = None) -> list[Admission]:
         """Screen and decide each arrival in slot ``t`` now (a live service calls it as jobs
         are submitted); one :class:`Admission` per spec, in order.
 
-        ``work``: the worker-slots each job was decided for before (a journal), by job id;
-        by default its profiled work at its workload's prior speed (:meth:`as_planned`).
+        ``speed``: the speed each job was decided at before (a journal), by job id; by
+        default its workload's prior speed (:meth:`as_planned`).
 
         ``forced``: decisions made before (a journal), by job id. A policy that restores
         decisions (:class:`~psched.core.policy.RestoresDecisions`) re-applies each as it was;
@@ -294,7 +294,7 @@ class SchedulerLoop(HeldAdmission, Keeping):
             A job with this id arrived before.
         """
         out = [self._admit_one(t, spec, None if forced is None else forced.get(spec.job_id),
-                               None if work is None else work.get(spec.job_id))
+                               None if speed is None else speed.get(spec.job_id))
                for spec in specs]
         for hook in self.on_decision:
             for adm in out:
@@ -302,7 +302,7 @@ class SchedulerLoop(HeldAdmission, Keeping):
         return out
 
     def _admit_one(self, t: int, spec: JobSpec, forced: Decision | None,
-                   work: int | None) -> Admission:
+                   speed: float | None) -> Admission:
         st = self.state
         if spec.job_id in st.records:
             raise ValueError(f"job id {spec.job_id!r} arrived twice")
@@ -317,7 +317,8 @@ class SchedulerLoop(HeldAdmission, Keeping):
         if rec.reason:
             return Admission(job_id=spec.job_id, slot=t, admitted=False, reason=rec.reason,
                              work=job.work)
-        planned = self.as_planned(job, work)
+        used = self.speeds.prior(job.spec.workload)[0] if speed is None else speed
+        planned = self.as_planned(job, used)
         decision, ms = self._decide(planned, t, forced)
         if self.policy.commits_on_arrival:
             st.decision_ms.append(ms)
@@ -341,7 +342,8 @@ class SchedulerLoop(HeldAdmission, Keeping):
         adm = Admission(job_id=spec.job_id, slot=t, admitted=decision.admitted,
                         reason=rec.reason, payoff=decision.payoff, work=planned.work,
                         schedule=dict(decision.schedule or {}), latency_ms=ms,
-                        promised=promised, stated=rec.promised)
+                        promised=promised, stated=rec.promised,
+                        planned_speed=used)
         if self.policy.commits_on_arrival:
             self.note_schedule(adm)
         return adm

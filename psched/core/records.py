@@ -208,6 +208,8 @@ class Admission:
     #: the promise stated to the user: ``promised`` plus the slack its speed's uncertainty
     #: needs (:meth:`psched.core.keeping.Keeping.state_promise`); None without a promise
     stated: int | None = None
+    #: the speed against its profile the job was decided at (its workload's prior)
+    planned_speed: float = 1.0
     #: a re-decision of a job whose committed schedule ended before it finished
     #: (:meth:`psched.core.keeping.Keeping.behind`); not admitted: it runs in the background
     behind: bool = False

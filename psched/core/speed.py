@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MIN_SPEED", "PRIOR_SLOTS", "PRIOR_WEAK", "Z_PROMISE", "SpeedBook",
+__all__ = ["MIN_SPEED", "PRIOR_SLOTS", "PRIOR_WEAK", "STARTS_KNOWN", "Z_PROMISE", "SpeedBook",
            "SpeedEstimate"]
 
 #: the slowest speed an estimate takes (a job that made no progress at all in its measured
@@ -48,6 +48,9 @@ MIN_SPEED = 0.01
 PRIOR_SLOTS = 2.0
 #: its weight while nothing of the workload was measured (the prior is the profile's word)
 PRIOR_WEAK = 0.5
+#: start slots of a workload measured against steady speeds before its start-up cost is
+#: believed (and a job's start slots, less that cost, tell its speed)
+STARTS_KNOWN = 3
 #: one-sided normal quantile of a promise's slack (97.7%)
 Z_PROMISE = 2.0
 
@@ -56,61 +59,79 @@ Z_PROMISE = 2.0
 class SpeedEstimate:
     """One job's measured slots: the running sums the estimate is made of."""
 
-    slots: int = 0  #: slots measured (slots in which it had workers)
-    total: float = 0.0  #: sum of the slots' ratios progress / workers
+    slots: int = 0  #: steady slots measured (it ran as it ran in the slot before)
+    total: float = 0.0  #: sum of their ratios progress / workers
     squares: float = 0.0  #: sum of their squares
+    starts: int = 0  #: slots measured in which it started, resumed or was resized
+    start_total: float = 0.0  #: sum of their ratios
+    start_squares: float = 0.0  #: sum of their squares
+    first_start: float = 0.0  #: the ratio of its first slot (a start from nothing)
 
-    def observe(self, ratio: float) -> None:
-        """One more slot with speed ``ratio``."""
-        self.slots += 1
-        self.total += ratio
-        self.squares += ratio * ratio
+    def observe(self, ratio: float, steady: bool) -> None:
+        """One more slot with speed ``ratio`` (``steady``: no start-up in it)."""
+        if steady:
+            self.slots += 1
+            self.total += ratio
+            self.squares += ratio * ratio
+        else:
+            if self.starts == 0:
+                self.first_start = ratio
+            self.starts += 1
+            self.start_total += ratio
+            self.start_squares += ratio * ratio
 
 
 class SpeedBook:
-    """Every job's speed estimate and every workload's prior (module docstring). O(1) per
-    observation and per query; the priors are kept as running sums too."""
+    """Every job's speed estimate and every workload's prior and start-up cost (module
+    docstring). O(1) per observation and per query, but for the first query of a workload's
+    prior after an observation (O(jobs of the workload))."""
 
     def __init__(self) -> None:
         self._jobs: dict[str, SpeedEstimate] = {}
         self._workload_of: dict[str, str] = {}
-        #: per workload: (jobs, sum of speeds, sum of squared speeds, sum of variances)
-        self._pool: dict[str, list[float]] = {}
         #: workloads with a slot measured at a speed other than exactly 1.0
         self._inexact: set[str] = set()
-        #: per workload: (start slots measured, sum of the fractions of them lost)
+        #: per workload: (start slots measured on jobs with a steady speed, sum of the
+        #: fractions of them lost to start-up)
         self._starts: dict[str, list[float]] = {}
+        #: per workload: its jobs, and the prior's sums when they are up to date
+        self._members: dict[str, list[str]] = {}
+        self._pool: dict[str, tuple[float, float, float, float]] = {}
 
     # -- learning ------------------------------------------------------------------------------
     def observe(self, job_id: str, workload: str, workers: int, progress: float) -> None:
-        """Job ``job_id`` (of ``workload``) had ``workers`` workers in a slot and did
-        ``progress`` worker-slots of work."""
+        """A steady slot: job ``job_id`` (of ``workload``) had ``workers`` workers, as in the
+        slot before, and did ``progress`` worker-slots of work."""
+        self._observe(job_id, workload, workers, progress, steady=True)
+
+    def observe_start(self, job_id: str, workload: str, workers: int,
+                      progress: float) -> None:
+        """A slot in which the job started, resumed or was resized. Against its steady speed
+        (once it has one) it measures its workload's start-up cost; without one, its speed
+        is its start slots' mean less that cost."""
+        if workers > 0 and job_id in self._jobs and self._jobs[job_id].slots > 0:
+            steady = self._jobs[job_id]
+            lost = min(1.0, max(0.0, 1.0 - (progress / workers) * steady.slots
+                                / max(steady.total, 1e-12)))
+            got = self._starts.setdefault(workload, [0.0, 0.0])
+            got[0] += 1.0
+            got[1] += lost
+        self._observe(job_id, workload, workers, progress, steady=False)
+
+    def _observe(self, job_id: str, workload: str, workers: int, progress: float, *,
+                 steady: bool) -> None:
         if workers <= 0:
             return
         est = self._jobs.get(job_id)
         if est is None:
             est = self._jobs[job_id] = SpeedEstimate()
             self._workload_of[job_id] = workload
-        else:
-            self._unpool(job_id)
+            self._members.setdefault(workload, []).append(job_id)
         ratio = progress / workers
-        est.observe(ratio)
+        est.observe(ratio, steady)
         if ratio != 1.0:
             self._inexact.add(workload)
-        self._add_pool(job_id)
-
-    def observe_start(self, job_id: str, workload: str, workers: int,
-                      progress: float) -> None:
-        """A slot in which the job started, resumed or was resized: the fraction of it lost
-        to start-up, against its speed estimate, joins its workload's start-up cost."""
-        if workers <= 0:
-            return
-        lost = min(1.0, max(0.0, 1.0 - progress / (workers * self.speed(job_id, workload))))
-        got = self._starts.setdefault(workload, [0.0, 0.0])
-        got[0] += 1.0
-        got[1] += lost
-        if lost != 0.0:
-            self._inexact.add(workload)
+        self._pool.pop(workload, None)
 
     def startup(self, workload: str) -> float:
         """The mean fraction of a slot ``workload``'s jobs lose when they start, resume or
@@ -124,70 +145,60 @@ class SpeedBook:
         return workload not in self._inexact
 
     def measured(self, job_id: str) -> bool:
-        """True once the job ran a slot that was measured."""
+        """True once the job's own slots tell its speed."""
+        return self._own(job_id) is not None
+
+    def _own(self, job_id: str) -> tuple[int, float, float] | None:
+        """The job's own slots as speed samples: (count, sum, sum of squares) of its steady
+        ones, or else of its start slots with the workload's start-up cost taken out, once
+        that cost is known (:data:`STARTS_KNOWN`); before that, its start slots after its
+        first one as they ran (a resize's start-up is then taken for speed); None if they tell
+        nothing yet."""
         est = self._jobs.get(job_id)
-        return est is not None and est.slots > 0
+        if est is None:
+            return None
+        if est.slots > 0:
+            return est.slots, est.total, est.squares
+        known = self._starts.get(self._workload_of[job_id], (0.0, 0.0))[0] >= STARTS_KNOWN
+        if est.starts > 0 and known:
+            keep = max(0.05, 1.0 - self.startup(self._workload_of[job_id]))
+            return est.starts, est.start_total / keep, est.start_squares / (keep * keep)
+        if est.starts > 1:  # start-up unknown: its resizes after its first start, as they ran
+            first = est.first_start
+            return (est.starts - 1, est.start_total - first,
+                    est.start_squares - first * first)
+        return None
 
-    def forget(self, job_id: str) -> None:
-        """A job that never ran is gone (its estimate never counted); a measured one stays in
-        its workload's prior."""
-        if job_id in self._jobs and self._jobs[job_id].slots == 0:
-            del self._jobs[job_id]
-
-    def _weight(self, workload: str, exclude: str | None = None) -> float:
-        """The prior's weight for a job of ``workload`` (``exclude``: that job)."""
-        others = self._pool.get(workload, (0.0,))[0]
-        if exclude is not None and self.measured(exclude):
-            others -= 1.0
-        return PRIOR_SLOTS if others >= 0.5 else PRIOR_WEAK
-
-    def _stats(self, job_id: str) -> tuple[float, float, float]:
-        """Speed, per-slot spread and the estimate's weight in slots (prior included)."""
-        est = self._jobs[job_id]
-        workload = self._workload_of[job_id]
-        mu0, sd0 = self.prior(workload, exclude=job_id)
-        k = self._weight(workload, exclude=job_id)
-        n = k + est.slots
-        s = max(MIN_SPEED, (k * mu0 + est.total) / n)
-        # sum (r - s)^2 = squares - 2 s total + m s^2, plus the prior's weight
-        dev = est.squares - 2.0 * s * est.total + est.slots * s * s
-        var = max(0.0, (k * (sd0 * sd0 + (mu0 - s) ** 2) + dev) / n)
-        return s, math.sqrt(var), n
-
-    def _known(self, job_id: str, workload: str) -> tuple[float, float, float]:
-        if job_id in self._jobs:
-            return self._stats(job_id)
-        s, sd = self.prior(workload)
-        return s, sd, self._weight(workload)
-
-    def _add_pool(self, job_id: str, sign: float = 1.0) -> None:
-        est = self._jobs[job_id]
-        m = est.slots
-        s = est.total / m
-        var = max(0.0, est.squares / m - s * s)
-        pool = self._pool.setdefault(self._workload_of[job_id], [0.0, 0.0, 0.0, 0.0])
-        pool[0] += sign
-        pool[1] += sign * s
-        pool[2] += sign * s * s
-        pool[3] += sign * var
-
-    def _unpool(self, job_id: str) -> None:
-        self._add_pool(job_id, -1.0)
+    def _sums(self, workload: str) -> tuple[float, float, float, float]:
+        """(jobs, sum of speeds, sum of squared speeds, sum of variances) over the
+        workload's measured jobs."""
+        got = self._pool.get(workload)
+        if got is None:
+            k = tot = sq = var = 0.0
+            for j in self._members.get(workload, ()):
+                own = self._own(j)
+                if own is not None:
+                    m, total, squares = own
+                    mean = total / m
+                    k, tot, sq = k + 1.0, tot + mean, sq + mean * mean
+                    var += max(0.0, squares / m - mean * mean)
+            got = self._pool[workload] = (k, tot, sq, var)
+        return got
 
     # -- what the loop reads ---------------------------------------------------------------------
     def prior(self, workload: str, exclude: str | None = None) -> tuple[float, float]:
         """The speed and spread a job of ``workload`` is believed to have before it runs:
         the mean and spread of that workload's measured jobs (``exclude``: one of them
         left out, a job's own prior); ``(1.0, 0.0)`` before any."""
-        pool = list(self._pool.get(workload, (0.0, 0.0, 0.0, 0.0)))
-        if exclude is not None and self._jobs.get(exclude) is not None \
-                and self._jobs[exclude].slots > 0:
-            est = self._jobs[exclude]
-            s = est.total / est.slots
+        pool = list(self._sums(workload))
+        own = None if exclude is None else self._own(exclude)
+        if own is not None:
+            m, total, squares = own
+            mean = total / m
             pool[0] -= 1.0
-            pool[1] -= s
-            pool[2] -= s * s
-            pool[3] -= max(0.0, est.squares / est.slots - s * s)
+            pool[1] -= mean
+            pool[2] -= mean * mean
+            pool[3] -= max(0.0, squares / m - mean * mean)
         k = pool[0]
         if k < 0.5:
             return 1.0, 0.0
@@ -197,6 +208,32 @@ class SpeedBook:
         if mean == 1.0 and between == 0.0 and within == 0.0:
             return 1.0, 0.0
         return mean, math.sqrt(between + within)
+
+    def _weight(self, workload: str, exclude: str | None = None) -> float:
+        """The prior's weight for a job of ``workload`` (``exclude``: that job)."""
+        others = self._sums(workload)[0]
+        if exclude is not None and self._own(exclude) is not None:
+            others -= 1.0
+        return PRIOR_SLOTS if others >= 0.5 else PRIOR_WEAK
+
+    def _stats(self, job_id: str) -> tuple[float, float, float]:
+        """Speed, per-slot spread and the estimate's weight in slots (prior included)."""
+        workload = self._workload_of[job_id]
+        mu0, sd0 = self.prior(workload, exclude=job_id)
+        k = self._weight(workload, exclude=job_id)
+        m, total, squares = self._own(job_id) or (0, 0.0, 0.0)
+        n = k + m
+        s = max(MIN_SPEED, (k * mu0 + total) / n)
+        # sum (r - s)^2 = squares - 2 s total + m s^2, plus the prior's weight
+        dev = squares - 2.0 * s * total + m * s * s
+        var = max(0.0, (k * (sd0 * sd0 + (mu0 - s) ** 2) + dev) / n)
+        return s, math.sqrt(var), n
+
+    def _known(self, job_id: str, workload: str) -> tuple[float, float, float]:
+        if job_id in self._jobs:
+            return self._stats(job_id)
+        s, sd = self.prior(workload)
+        return s, sd, self._weight(workload)
 
     def speed(self, job_id: str, workload: str = "") -> float:
         """The job's speed estimate (its workload's prior before it ran)."""
@@ -234,23 +271,26 @@ class SpeedBook:
 
     # -- a live service's journal ----------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        """The book as plain data (a live service journals it)."""
-        return {"jobs": {j: [self._workload_of[j], e.slots, e.total, e.squares]
+        """The book as plain data."""
+        return {"jobs": {j: [self._workload_of[j], e.slots, e.total, e.squares, e.starts,
+                             e.start_total, e.start_squares, e.first_start]
                          for j, e in self._jobs.items()},
-                "starts": {w: list(v) for w, v in self._starts.items()}}
+                "starts": {w: list(v) for w, v in self._starts.items()},
+                "inexact": sorted(self._inexact)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SpeedBook:
         """The book :meth:`to_json` wrote."""
         book = cls()
         book._starts = {str(w): [float(a), float(b)] for w, (a, b) in data["starts"].items()}
-        book._inexact = {w for w, (_, b) in book._starts.items() if b != 0.0}
-        for j, (workload, slots, total, squares) in data["jobs"].items():
+        book._inexact = {str(w) for w in data["inexact"]}
+        for j, (workload, slots, total, squares, starts, s_total, s_sq, first) in \
+                data["jobs"].items():
             book._jobs[j] = SpeedEstimate(slots=int(slots), total=float(total),
-                                          squares=float(squares))
+                                          squares=float(squares), starts=int(starts),
+                                          start_total=float(s_total),
+                                          start_squares=float(s_sq),
+                                          first_start=float(first))
             book._workload_of[j] = str(workload)
-            if int(slots) > 0:
-                book._add_pool(j)
-                if float(total) != int(slots) or float(squares) != int(slots):
-                    book._inexact.add(str(workload))
+            book._members.setdefault(str(workload), []).append(j)
         return book

@@ -87,6 +87,7 @@ from ray_cluster.service.replay import (
     BACKGROUND,
     DEFERRED,
     HOLD,
+    PRIOR,
     RESTATED,
     STATED,
     restore_loop,
@@ -266,6 +267,8 @@ class SchedulerService(ServiceViews):
         a booked job, made when its slot began, and the decision of a held job or a deferred
         promise, made at a slot boundary (kind ``deferred``)."""
         self.commitments.record(adm)
+        if not self._replaying and adm.planned_speed != 1.0:
+            self.journal.event(adm.job_id, adm.slot, PRIOR, repr(adm.planned_speed))
         if not self._replaying and adm.stated is not None and adm.stated != adm.promised:
             self.journal.event(adm.job_id, adm.slot, STATED,
                                json.dumps({"promised": adm.promised, "stated": adm.stated}))

@@ -42,8 +42,8 @@ from ray_cluster.service.config import CANCELLED, DROPPED_BEHIND, FAILED
 from ray_cluster.service.journal import DecisionRow, Journal
 from ray_cluster.service.revisions import REVISE
 
-__all__ = ["BACKGROUND", "DEFERRED", "HOLD", "RESTATED", "STATED", "forced_decision",
-           "restore_loop"]
+__all__ = ["BACKGROUND", "DEFERRED", "HOLD", "PRIOR", "RESTATED", "STATED",
+           "forced_decision", "restore_loop"]
 
 #: The journal's decision kinds of deferred admission: an arrival held (``Decision.hold``;
 #: its reason is the policy's rejection reason if it is never admitted), and the decision of
@@ -54,6 +54,9 @@ HOLD, DEFERRED = "hold", "deferred"
 #: with slack on top of the policy's (info: JSON ``promised``, ``stated``), a promise
 #: re-stated (info: JSON ``old``, ``new``), a job running in the background from then on.
 STATED, RESTATED, BACKGROUND = "stated", "restated", "background"
+#: The journal's event of the speed a job was decided at, where it was not its profile's
+#: (its workload's prior; info: the float's repr).
+PRIOR = "prior"
 
 log = logging.getLogger("ray_cluster.service")
 
@@ -71,6 +74,7 @@ def restore_loop(loop: SchedulerLoop, journal: Journal,
     docstring); the loop's ``on_decision`` hooks see every re-applied decision and
     ``on_revision`` every re-applied plan revision."""
     subs = journal.submissions()
+    priors = {j: float(info) for j, _t, kind, info in journal.events() if kind == PRIOR}
     revises = loop.caps.revises
     for row in journal.decisions():
         spec = subs[row.job_id]
@@ -87,7 +91,7 @@ def restore_loop(loop: SchedulerLoop, journal: Journal,
         elif row.kind in ("arrival", HOLD):
             spec = dataclasses.replace(spec, arrival=max(spec.arrival, row.slot))
             loop.admit(row.slot, [spec], forced={row.job_id: forced},
-                       work={row.job_id: row.work})
+                       speed={row.job_id: priors.get(row.job_id, 1.0)})
         else:
             loop.replan(row.job_id, row.slot, work=row.work, forced=forced,
                         release=row.kind == "advance", behind=row.kind == "replan")
