@@ -109,11 +109,14 @@ def test_a_plan_revised_mid_run_is_a_resize_and_the_job_completes_by_its_promise
         promised = dict(con.execute(
             "SELECT job_id, promised FROM decisions WHERE kind = 'deferred'").fetchall())
     rec = svc.loop.state.records["patient"]
-    assert promised["patient"] == rec.promised  # the last deferred row: a promise, or none
+    # the last deferred row: the policy's promise, or none; stated with the slack the speed
+    # estimate's uncertainty needs, and re-stated in time where reality ran further behind
+    assert (promised["patient"] is None) == (rec.promised is None)
+    assert rec.promised is None or promised["patient"] <= rec.first_promise
     assert status["patient"]["promised"] == rec.promised
     assert status["patient"]["state"] == "done" and rec.done >= rec.job.work - 1e-6
     assert rec.completion is not None
-    assert rec.promised is None or rec.completion <= rec.promised
+    assert rec.promised is None or rec.promise_kept
     assert workers[0] == 2 and workers[1] == 0 and max(workers[2:]) == 2  # paused, resumed
     assert svc.loop.state.records["urgent"].completion is not None
     switches = sum(a != b for a, b in itertools.pairwise(ran) if a and b)

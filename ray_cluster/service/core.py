@@ -357,7 +357,8 @@ class SchedulerService(ServiceViews):
         out = {"job_id": spec.job_id, "arrival": now, "decided": row.kind != HOLD,
                "admitted": row.admitted, "reason": row.reason, "payoff": row.payoff,
                "planned_completion": max(row.schedule) if row.schedule else None,
-               "promised": row.promised, "latency_ms": row.latency_ms}
+               "promised": adm.stated if adm.stated is not None else row.promised,
+               "latency_ms": row.latency_ms}
         if row.kind == HOLD:  # decided at a slot boundary, from this slot's on
             out.update(held=True, next_boundary=now, window_end=last_slot)
         return out
