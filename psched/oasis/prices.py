@@ -86,6 +86,12 @@ class PriceParams:
                    for u, lo in zip(self.log_u, self.log_l, strict=True))
         return replace(self, log_u=(lu[0], lu[1]))
 
+    def bounds(self) -> dict[str, object]:
+        """U and L of both pools (``U_worker`` per resource, ``L_worker``, ``U_ps``,
+        ``L_ps``), as :meth:`to_dict` gives them."""
+        d = self.to_dict()
+        return {k: d[k] for k in ("U_worker", "L_worker", "U_ps", "L_ps")}
+
     def to_dict(self) -> dict[str, object]:
         """U and L in plain units (``inf`` where they exceed the float range)."""
         out: dict[str, object] = {"price_source": self.source}

@@ -369,10 +369,7 @@ class OasisRpPolicy:
     def price_bounds(self) -> dict[str, Any] | None:
         """U and L in force (:class:`~psched.core.policy.PricedPolicy`), None before
         :meth:`start`."""
-        if self.params is None:
-            return None
-        d = self.params.to_dict()
-        return {k: d[k] for k in ("U_worker", "L_worker", "U_ps", "L_ps")}
+        return None if self.params is None else self.params.bounds()
 
     def report(self) -> dict[str, Any]:
         if self._report is not None:
