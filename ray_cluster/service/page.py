@@ -346,8 +346,11 @@ def _job_row(j: dict[str, Any], demand: Any) -> dict[str, Any]:
         decision = "admitted"
     else:
         decision = f"rejected ({j['reason']})" if j["reason"] else "rejected"
+    if j.get("waits"):
+        decision += f": {j['waits']}"
     keys = ("job_id", "state", "arrival", "promised", "planned_completion", "completion",
-            "done", "work", "workers", "ps", "utility", "loss", "payoff", "window_end")
+            "done", "work", "workers", "ps", "utility", "loss", "payoff", "window_end",
+            "speed", "restated", "first_promise", "eta_start", "eta_finish")
     return {**{k: j.get(k) for k in keys}, "decision": decision,
             "demand": [list(d) for d in demand] if demand else None}
 

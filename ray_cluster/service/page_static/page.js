@@ -111,7 +111,8 @@
       el("span", { class: `st st-${j.state}` }, st, j.state);
       el("td", { class: "l decision" }, tr, j.decision);
       el("td", { class: "arrival" }, tr, show(j.arrival));
-      el("td", { class: "promise" }, tr, show(j.promised));
+      const prom = el("td", { class: "promise" }, tr, show(j.promised));
+      if (j.restated) prom.title = `re-stated ${j.restated}x, first promised slot ${j.first_promise}`;
       el("td", { class: "plan" }, tr, show(j.planned_completion));
       el("td", { class: "end" }, tr, show(j.completion));
       const prog = el("td", { class: "l progress" }, tr);
@@ -121,6 +122,7 @@
       el("td", { class: "wps" }, tr, `${j.workers}/${j.ps}`);
       el("td", { class: "utility" }, tr, fmt(j.utility, 3));
       el("td", { class: "l loss" }, tr, j.loss || "");
+      el("td", { class: "speed" }, tr, j.speed == null ? "" : fmt(j.speed, 2));
     });
     const listed = Object.values(counts).reduce((a, b) => a + b, 0);
     $("counts").textContent = Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(", ") +
