@@ -97,11 +97,13 @@ def _status(client: ServiceClient) -> dict[str, Any]:
 def format_status(st: dict[str, Any]) -> str:
     """The status table, one row per job, a progress bar each: ``#`` the work measured at
     slot ends, ``>`` the running slot's planned work times the share of the slot that has
-    run (an estimate until the slot ends)."""
+    run (an estimate until the slot ends); its measured speed (``*``: its promise was
+    re-stated) and, for a job not running, why it waits."""
     lines = [f"slot {st['slot']} ({st['phase']}), policy {st['policy']}, "
              f"{st['slot_seconds']:g} s slots" + (f"  ERROR {st['error']}" if st['error'] else "")]
     lines.append(f"{'job':<16} {'state':<15} {'arr':>4} {'w/ps':>6} {'progress':<{BAR_WIDTH + 2}} "
-                 f"{'done/W':>11} {'plan':>5} {'prom':>5} {'end':>5} {'utility':>8}  loss")
+                 f"{'done/W':>11} {'plan':>5} {'prom':>5} {'end':>5} {'utility':>8} "
+                 f"{'speed':>5}  loss")
     ran = min(1.0, float(st.get("slot_elapsed_s", 0.0)) / st["slot_seconds"])
     for j in st["jobs"]:
         lines.append(
@@ -111,8 +113,17 @@ def format_status(st: dict[str, Any]) -> str:
             f"{'' if j['planned_completion'] is None else j['planned_completion']:>5} "
             f"{'' if j.get('promised') is None else j['promised']:>5} "
             f"{'' if j['completion'] is None else j['completion']:>5} "
-            f"{j['utility']:>8.3g}  {j['loss']}")
+            f"{j['utility']:>8.3g} {_speed(j):>5}  {j['loss']}"
+            + (f"  ({j['waits']})" if j.get("waits") and j["state"] != "running" else ""))
     return "\n".join(lines)
+
+
+def _speed(job: dict[str, Any]) -> str:
+    """The job's measured speed against its profile, with a ``*`` when its promise was
+    re-stated."""
+    speed = job.get("speed")
+    mark = "*" if job.get("restated") else ""
+    return "" if speed is None else f"{speed:.2f}"[:4] + mark
 
 
 def progress_bar(job: dict[str, Any], ran: float) -> str:
