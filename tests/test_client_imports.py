@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from service_jobs import job_toml
 
 from psched.cli.main import COMMAND_MODULES, OWN_COMMANDS, build_parser
 from ray_cluster.workloads.builtin import available_workloads
@@ -19,34 +20,7 @@ from ray_cluster.workloads.hparams import builtin_workloads
 HEAVY = ("numpy", "scipy", "pandas", "ray", "matplotlib", "aiohttp", "psched.policies",
          "psched.offline.milp", "ray_cluster.workloads.builtin", "ray_cluster.service")
 
-JOB = """\
-id = "light-1"
-workload = "softmax"
-epochs = 1
-partitions = 1
-minibatches = 50
-grad_mb = 0.003
-tau_s = 0.004
-
-[hparams]
-dataset = "digits"
-
-[worker]
-cpu = 1
-memory_gb = 1
-bandwidth_gbps = 1
-
-[ps]
-cpu = 1
-memory_gb = 1
-bandwidth_gbps = 1
-
-[utility]
-kind = "sigmoid"
-value = 10
-decay = 0.3
-target = 12
-"""
+JOB = job_toml(job_id="light-1", minibatches=50)
 
 #: What ``psched submit JOB.toml`` runs before its one HTTP request (``cmd_submit``).
 _SUBMIT_PATH = """

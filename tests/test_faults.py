@@ -29,6 +29,8 @@ pytestmark = [pytest.mark.ray, pytest.mark.faults]
 
 ray = pytest.importorskip("ray")
 
+from service_jobs import job_toml  # noqa: E402
+
 from ray_cluster.runtime import infrastructure_failure  # noqa: E402
 from ray_cluster.service import (  # noqa: E402
     SERVICE_NAME,
@@ -43,34 +45,6 @@ from ray_cluster.workloads.jobspec import spec_to_json  # noqa: E402
 SLOT_S = 1.5
 TAU_S = 0.004  # declared seconds per mini-batch of the tiny jobs (their plans' work)
 
-JOB_TOML = """\
-id = "{id}"
-workload = "softmax"
-epochs = 1
-partitions = 1
-minibatches = {m}
-grad_mb = 0.003
-tau_s = {tau}
-
-[hparams]
-dataset = "digits"
-
-[worker]
-cpu = 1
-memory_gb = 1
-bandwidth_gbps = 1
-
-[ps]
-cpu = 1
-memory_gb = 1
-bandwidth_gbps = 1
-
-[utility]
-kind = "sigmoid"
-value = 10
-decay = 0.3
-target = 8
-"""
 
 
 def _wait_over(work: Path, ids: list[str], timeout_s: float) -> None:
@@ -204,7 +178,7 @@ def _job_files(folder: Path, ids: list[str], m: int) -> list[str]:
     out = []
     for job_id in ids:
         f = folder / f"{job_id}.toml"
-        f.write_text(JOB_TOML.format(id=job_id, m=m, tau=TAU_S))
+        f.write_text(job_toml(job_id=job_id, minibatches=m, tau_s=TAU_S, target=8))
         out.append(str(f))
     return out
 

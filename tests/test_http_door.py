@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from service_jobs import job_toml
 
 from psched.core.errors import InputError
 from psched.core.executor import SimulatedExecutor
@@ -23,33 +24,7 @@ from ray_cluster.service import http as http_module
 from ray_cluster.service.http import ServiceHTTP
 from ray_cluster.workloads.jobspec import parse_jobspec, spec_to_json, submission_from_json
 
-JOB = """\
-workload = "softmax"
-epochs = 1
-partitions = 1
-minibatches = 40
-grad_mb = 0.003
-tau_s = 0.004
-
-[hparams]
-dataset = "digits"
-
-[worker]
-cpu = 1
-memory_gb = 1
-bandwidth_gbps = 1
-
-[ps]
-cpu = 1
-memory_gb = 1
-bandwidth_gbps = 1
-
-[utility]
-kind = "sigmoid"
-value = 10
-decay = 0.3
-target = 12
-"""
+JOB = job_toml(minibatches=40)
 DEEP = 200_000  #: nesting depth of the hostile bodies (far past the parser's recursion limit)
 
 

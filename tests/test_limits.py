@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from service_jobs import job_toml
 
 from psched.cli.main import main
 from psched.core import limits
@@ -40,35 +41,10 @@ from ray_cluster.workloads.jobspec import (
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "traces" / "demo_sim.csv"
-#: A job spec whose lines the cases below edit (kept here: the examples may change).
-SPEC = """# A small softmax-regression job on the digits data set.
-id = "digits-a"
-workload = "softmax"
-epochs = 1
-partitions = 2          # N: at most 2 workers
-minibatches = 120       # M per partition
-grad_mb = 0.003
-tau_s = 0.01            # seconds per mini-batch, communication included (omit to profile)
-
-[hparams]
-dataset = "digits"
-
-[worker]
-cpu = 1
-memory_gb = 1
-bandwidth_gbps = 1
-
-[ps]
-cpu = 1
-memory_gb = 1
-bandwidth_gbps = 1
-
-[utility]
-kind = "sigmoid"
-value = 10
-decay = 0.5
-target = 4
-"""
+#: A job spec whose lines the cases below edit (kept here: the examples may change); its first
+#: line a comment, so that ``workload`` is on line 3.
+SPEC = "# A small softmax-regression job on the digits data set.\n" + job_toml(
+    job_id="digits-a", partitions=2, minibatches=120, tau_s=0.01, decay=0.5, target=4)
 HYPO = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 

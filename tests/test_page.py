@@ -19,40 +19,13 @@ from typing import Any
 import matplotlib.image
 import pytest
 from browser import chromium, open_page
+from service_jobs import job_toml
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 from ray_cluster.service import faults  # noqa: E402
 
 SLOT_S = 2.0
-JOB_TOML = """\
-id = "{id}"
-workload = "softmax"
-epochs = 1
-partitions = 1
-minibatches = {m}
-grad_mb = 0.003
-tau_s = 0.004
-
-[hparams]
-dataset = "digits"
-
-[worker]
-cpu = 1
-memory_gb = 1
-bandwidth_gbps = 1
-
-[ps]
-cpu = 1
-memory_gb = 1
-bandwidth_gbps = 1
-
-[utility]
-kind = "sigmoid"
-value = 10
-decay = 0.3
-target = 12
-"""
 needs_chromium = pytest.mark.skipif(chromium() is None,
                                     reason="no chromium (.ci/run installs it)")
 
@@ -95,7 +68,7 @@ def _jobs(folder: Path, minibatches: dict[str, int]) -> list[str]:
     out = []
     for job_id, m in minibatches.items():
         f = folder / f"{job_id}.toml"
-        f.write_text(JOB_TOML.format(id=job_id, m=m))
+        f.write_text(job_toml(job_id=job_id, minibatches=m))
         out.append(str(f))
     return out
 

@@ -8,6 +8,8 @@ import io
 import re
 from pathlib import Path
 
+from service_jobs import job_toml
+
 from psched.cli.jobs import RunProgress
 from psched.core.executor import SimulatedExecutor
 from psched.traces.synth import SCENARIOS
@@ -15,37 +17,10 @@ from ray_cluster.service import ServiceConfig, run_trace
 from ray_cluster.workloads.jobspec import parse_jobspec
 
 SLOT_S = 0.2
-JOB = """\
-workload = "softmax"
-epochs = 1
-partitions = 1
-minibatches = {m}
-grad_mb = 0.003
-tau_s = 0.004
-
-[hparams]
-dataset = "digits"
-
-[worker]
-cpu = 1
-memory_gb = 1
-bandwidth_gbps = 1
-
-[ps]
-cpu = 1
-memory_gb = 1
-bandwidth_gbps = 1
-
-[utility]
-kind = "sigmoid"
-value = 10
-decay = 0.3
-target = 12
-"""
 
 
 def test_run_shows_each_ended_slot_once_with_the_jobs_work_growing(tmp_path: Path) -> None:
-    specs = [parse_jobspec(JOB.format(m=m), path=f"{i}.toml", default_id=f"job{i}")
+    specs = [parse_jobspec(job_toml(minibatches=m), path=f"{i}.toml", default_id=f"job{i}")
              for i, m in enumerate((150, 200))]
     cluster = SCENARIOS["oasis-paper"][1](seed=1, slot_seconds=SLOT_S)
     out = io.StringIO()

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.ray
 
 ray = pytest.importorskip("ray")
 
-from service_jobs import SLOT_S, job_spec  # noqa: E402
+from service_jobs import SLOT_S, job_spec, job_toml  # noqa: E402
 
 from psched.cli.main import main  # noqa: E402
 from psched.core.model import Cluster, Pool, Resources, Server  # noqa: E402
@@ -36,37 +36,6 @@ from ray_cluster.service import (  # noqa: E402
 )
 
 ROOT = Path(__file__).parent.parent
-
-JOB_TOML = """\
-id = "{id}"
-workload = "softmax"
-epochs = 1
-partitions = {n}
-minibatches = {m}
-grad_mb = 0.003
-{tau}
-
-[hparams]
-dataset = "digits"
-
-[worker]
-cpu = 1
-memory_gb = 1
-bandwidth_gbps = 1
-
-[ps]
-cpu = 1
-memory_gb = 1
-bandwidth_gbps = 1
-
-[utility]
-kind = "sigmoid"
-value = {value}
-decay = 0.3
-target = 6
-"""
-
-
 
 
 def _stop(actor) -> None:
@@ -115,13 +84,13 @@ def test_cli_jobs_are_decided_run_as_planned_and_complete(ray_session, tmp_path,
     for i, (n, m, value, given) in enumerate([(4, 350, 10, True), (2, 500, 6, True),
                                               (1, 150, 4, False)]):
         f = tmp_path / f"job{i}.toml"
-        tau_line = f"tau_s = {slack * tau!r}" if given else ""
-        f.write_text(JOB_TOML.format(id=f"job{i}", n=n, m=m // slack if given else m,
-                                     value=value, tau=tau_line))
+        f.write_text(job_toml(job_id=f"job{i}", partitions=n,
+                              minibatches=m // slack if given else m,
+                              tau_s=slack * tau if given else None, value=value, target=6))
         files.append(str(f))
     hist = tmp_path / "hist.toml"
-    hist.write_text(JOB_TOML.format(id="h", n=2, m=600 // slack, value=10,
-                                    tau=f"tau_s = {slack * tau!r}"))
+    hist.write_text(job_toml(job_id="h", partitions=2, minibatches=600 // slack,
+                             tau_s=slack * tau, value=10, target=6))
     addr = ray_session.cluster.address
     assert main(["serve", "--address", addr, "--dir", str(work), "--slot-seconds", str(SLOT_S),
                  "--history", str(hist), "--worker-cpus", "2"]) == 0
