@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 from psched.core.errors import InputError
 from ray_cluster.workloads.data import ArrayWorkload, Batch
-from ray_cluster.workloads.torch_flat import FlatParams, flat_params, torch_device
+from ray_cluster.workloads.torch_flat import FlatModel, FlatParams, flat_params, torch_device
 
 __all__ = ["TorchCNN"]
 
@@ -45,7 +45,7 @@ _SIDE = 8  # digits are 8 x 8
 
 
 @dataclass(frozen=True, kw_only=True)
-class TorchCNN(ArrayWorkload):
+class TorchCNN(FlatModel, ArrayWorkload):
     """Three 3x3 convolutions and two linear layers on the digits (module docstring)."""
 
     name: ClassVar[str] = "torch-cnn"
@@ -97,28 +97,9 @@ class TorchCNN(ArrayWorkload):
     def _inputs(self, x: np.ndarray, fp: FlatParams) -> torch.Tensor:
         return torch.as_tensor(x, dtype=fp.dtype).reshape(-1, 1, _SIDE, _SIDE).to(fp.device)
 
-    def _step(self, params: np.ndarray, batch: Batch, fp: FlatParams) -> tuple[float, np.ndarray]:
-        ws = fp.load(params)
-        fp.zero_grad()
+    def _xent(self, ws: list[torch.Tensor], batch: Batch, fp: FlatParams) -> torch.Tensor:
         y = torch.as_tensor(batch.y, dtype=torch.int64).to(fp.device)
-        loss = F.cross_entropy(self.logits(ws, self._inputs(batch.x, fp)), y)
-        loss.backward()  # type: ignore[no-untyped-call]
-        return float(loss.item()), fp.grad_numpy()
-
-    def gradient(self, params: np.ndarray, batch: Batch) -> tuple[float, np.ndarray]:
-        return self._step(params, batch, self._flat(torch_device(self.device)))
-
-    def gradient_float64(self, params: np.ndarray, batch: Batch) -> tuple[float, np.ndarray]:
-        """:meth:`gradient` in float64 on the CPU (for finite-difference checks)."""
-        return self._step(params, batch, self._flat(torch.device("cpu"), torch.float64))
-
-    def loss(self, params: np.ndarray, batch: Batch) -> float:
-        """Mean cross-entropy on ``batch``, float64 on the CPU."""
-        fp = self._flat(torch.device("cpu"), torch.float64)
-        with torch.no_grad():
-            ws = fp.load(params)
-            y = torch.as_tensor(batch.y, dtype=torch.int64)
-            return float(F.cross_entropy(self.logits(ws, self._inputs(batch.x, fp)), y))
+        return F.cross_entropy(self.logits(ws, self._inputs(batch.x, fp)), y)
 
     def _loss_acc(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
         fp = self._flat(torch_device(self.device))

@@ -15,7 +15,9 @@ worker's push then serialises into the object store. On CPU the parameters are c
 into the flat tensor and the gradient is a fresh tensor returned as a numpy view, no copy.
 
 The model of a given layout and device is built once per process (:func:`flat_params`), so
-a workload pickles as its hyper-parameters only.
+a workload pickles as its hyper-parameters only. :class:`FlatModel` is what such a workload
+derives from its layout and its loss: its gradient (on its device, or in float64 on the CPU
+for finite-difference checks) and its float64 loss.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["FlatParams", "flat_params", "torch_device"]
+from ray_cluster.workloads.data import Batch
+
+__all__ = ["FlatModel", "FlatParams", "flat_params", "torch_device"]
 
 _CACHE: dict[tuple[Any, ...], FlatParams] = {}
 
@@ -129,3 +133,40 @@ def flat_params(key: tuple[Any, ...], shapes: Sequence[tuple[int, ...]], device:
     if fp is None:
         fp = _CACHE[full] = FlatParams(shapes, device, dtype)
     return fp
+
+
+class FlatModel:
+    """Gradient and loss of a PyTorch workload on one flat vector, from the two methods it
+    defines: :meth:`_flat` (its :class:`FlatParams` on a device) and :meth:`_xent` (its mean
+    cross-entropy on a batch). The workload's ``device`` field names its training device."""
+
+    device: str  #: the workload's ``device`` hyper-parameter (:func:`torch_device`)
+
+    def _flat(self, device: torch.device, dtype: torch.dtype = torch.float32) -> FlatParams:
+        """The process's :class:`FlatParams` of this workload's layout on ``device``."""
+        raise NotImplementedError
+
+    def _xent(self, ws: list[torch.Tensor], batch: Batch, fp: FlatParams) -> torch.Tensor:
+        """Mean cross-entropy on ``batch`` of the parameters ``ws`` (views of ``fp``)."""
+        raise NotImplementedError
+
+    def _step(self, params: np.ndarray, batch: Batch, fp: FlatParams) -> tuple[float, np.ndarray]:
+        ws = fp.load(params)
+        fp.zero_grad()
+        loss = self._xent(ws, batch, fp)
+        loss.backward()  # type: ignore[no-untyped-call]
+        return float(loss.item()), fp.grad_numpy()
+
+    def gradient(self, params: np.ndarray, batch: Batch) -> tuple[float, np.ndarray]:
+        """Loss on ``batch`` and its gradient, a float32 vector, computed on the device."""
+        return self._step(params, batch, self._flat(torch_device(self.device)))
+
+    def gradient_float64(self, params: np.ndarray, batch: Batch) -> tuple[float, np.ndarray]:
+        """:meth:`gradient` in float64 on the CPU (for finite-difference checks)."""
+        return self._step(params, batch, self._flat(torch.device("cpu"), torch.float64))
+
+    def loss(self, params: np.ndarray, batch: Batch) -> float:
+        """Mean cross-entropy on ``batch``, float64 on the CPU."""
+        fp = self._flat(torch.device("cpu"), torch.float64)
+        with torch.no_grad():
+            return float(self._xent(fp.load(params), batch, fp))

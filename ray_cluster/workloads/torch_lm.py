@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from psched.core.errors import InputError
 from ray_cluster.workloads.corpus import Corpus, load_corpus
 from ray_cluster.workloads.data import Batch, Partition
-from ray_cluster.workloads.torch_flat import FlatParams, flat_params, torch_device
+from ray_cluster.workloads.torch_flat import FlatModel, FlatParams, flat_params, torch_device
 
 __all__ = ["EVAL_WINDOWS", "VOCAB", "TorchLM"]
 
@@ -59,7 +59,7 @@ _EVAL_CHUNK = 16  # windows per forward pass of an evaluation
 
 
 @dataclass(frozen=True, kw_only=True)
-class TorchLM:
+class TorchLM(FlatModel):
     """A byte-level transformer language model on the standard library (module docstring)."""
 
     name: ClassVar[str] = "torch-lm"
@@ -178,26 +178,6 @@ class TorchLM:
         x = torch.as_tensor(batch.x).to(fp.device)
         y = torch.as_tensor(batch.y).to(fp.device)
         return F.cross_entropy(self.logits(ws, x).reshape(-1, VOCAB), y.reshape(-1))
-
-    def _step(self, params: np.ndarray, batch: Batch, fp: FlatParams) -> tuple[float, np.ndarray]:
-        ws = fp.load(params)
-        fp.zero_grad()
-        loss = self._xent(ws, batch, fp)
-        loss.backward()  # type: ignore[no-untyped-call]
-        return float(loss.item()), fp.grad_numpy()
-
-    def gradient(self, params: np.ndarray, batch: Batch) -> tuple[float, np.ndarray]:
-        return self._step(params, batch, self._flat(torch_device(self.device)))
-
-    def gradient_float64(self, params: np.ndarray, batch: Batch) -> tuple[float, np.ndarray]:
-        """:meth:`gradient` in float64 on the CPU (for finite-difference checks)."""
-        return self._step(params, batch, self._flat(torch.device("cpu"), torch.float64))
-
-    def loss(self, params: np.ndarray, batch: Batch) -> float:
-        """Mean cross-entropy per byte on ``batch``, float64 on the CPU."""
-        fp = self._flat(torch.device("cpu"), torch.float64)
-        with torch.no_grad():
-            return float(self._xent(fp.load(params), batch, fp))
 
     def evaluate(self, params: np.ndarray) -> dict[str, float]:
         """Held-out ``{"loss", "accuracy"}`` on up to :data:`EVAL_WINDOWS` windows."""
