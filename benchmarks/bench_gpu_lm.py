@@ -31,7 +31,6 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, ClassVar
@@ -41,12 +40,13 @@ import numpy as np
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import ray
+from free_gradient import FreeGradient
 
 from psched.core.model import Resources
 from ray_cluster.ps.optim import MomentumSGD
 from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob
 from ray_cluster.runtime.executor import RayPlacer
-from ray_cluster.workloads.builtin import Batch, Partition, get_workload
+from ray_cluster.workloads.builtin import Batch, get_workload
 
 __all__ = ["DeviceExchange", "exchange", "gpu_share", "local_samples_per_s",
            "runtime_samples_per_s", "start_ray"]
@@ -73,25 +73,12 @@ def start_ray(fake_gpus: int, token_dir: str) -> tuple[int, bool]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DeviceExchange:
+class DeviceExchange(FreeGradient):
     """``n_params`` parameters whose gradient costs no compute but crosses the device's bus as
     a real one does (the flat vector up, a gradient of the same size down)."""
 
     name: ClassVar[str] = "device-exchange"
-    n_params: int  #: parameters (float32)
     device: str = "auto"  #: set by the worker to the device Ray assigned it
-
-    def init_params(self, seed: int) -> np.ndarray:
-        return np.zeros(self.n_params, dtype=np.float32)
-
-    def partition(self, n_partitions: int, index: int) -> Partition:
-        return Partition(index=index, n_partitions=n_partitions, rows=np.zeros(1, np.int64))
-
-    def batches(self, part: Partition, batch_size: int,
-                rng: np.random.Generator) -> Iterator[Batch]:
-        batch = Batch(x=np.zeros((1, 1)), y=np.zeros(1, np.int64))
-        while True:
-            yield batch
 
     def gradient(self, params: np.ndarray, batch: Batch) -> tuple[float, np.ndarray]:
         from ray_cluster.workloads.torch_flat import flat_params, torch_device
@@ -102,9 +89,6 @@ class DeviceExchange:
         fp.zero_grad()
         fp.grad.fill_(1e-3)
         return 0.0, fp.grad_numpy()
-
-    def evaluate(self, params: np.ndarray) -> dict[str, float]:
-        return {}
 
 
 def gpu_share(gpus: int, workers: int) -> float:

@@ -39,9 +39,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -49,50 +48,16 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import ray
+from free_gradient import FreeGradient
 
 from ray_cluster.ps.actors import UPDATE_THREADS
 from ray_cluster.ps.optim import MomentumSGD, MomentumState
 from ray_cluster.runtime import JobRuntime, RuntimeConfig, TrainingJob
 from ray_cluster.runtime.warmpool import WarmProcesses
-from ray_cluster.workloads.builtin import Batch, Partition, get_workload
+from ray_cluster.workloads.builtin import get_workload
 
 FAR = 600.0
 SECTIONS = ["exchange", "boundary", "iterations"]  #: what ``--only`` may pick
-
-
-@dataclass(frozen=True, kw_only=True)
-class FreeGradient:
-    """A workload of ``n_params`` parameters whose gradient costs nothing (a fixed vector)."""
-
-    name: ClassVar[str] = "free-gradient"
-    n_params: int  #: parameters (float32)
-
-    def init_params(self, seed: int) -> np.ndarray:
-        return np.zeros(self.n_params, dtype=np.float32)
-
-    def partition(self, n_partitions: int, index: int) -> Partition:
-        return Partition(index=index, n_partitions=n_partitions, rows=np.zeros(1, np.int64))
-
-    def batches(self, part: Partition, batch_size: int,
-                rng: np.random.Generator) -> Iterator[Batch]:
-        batch = Batch(x=np.zeros((1, 1)), y=np.zeros(1, np.int64))
-        while True:
-            yield batch
-
-    def gradient(self, params: np.ndarray, batch: Batch) -> tuple[float, np.ndarray]:
-        return 0.0, _grad(self.n_params)
-
-    def evaluate(self, params: np.ndarray) -> dict[str, float]:
-        return {}
-
-
-_GRAD: dict[int, np.ndarray] = {}
-
-
-def _grad(n: int) -> np.ndarray:
-    if n not in _GRAD:
-        _GRAD[n] = np.full(n, 1e-3, dtype=np.float32)
-    return _GRAD[n]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,7 +169,6 @@ def bench_exchange(sizes_mb: list[float], ckpt: str, blocks: int,
                 rt.resize([None], [None])  # writes the job's first checkpoint
                 rt.run_until(time.time() + FAR, until_batches=warm)
             os.sync()  # those checkpoints' writeback would otherwise land in the timed blocks
-            # not _grad(n): a filled cache would travel by value with every later workload
             opt, p, g = MomentumSGD(lr=0.01), np.zeros(n, np.float32), np.full(n, 1e-3, np.float32)
             state = opt.init(n)
             for _ in range(blocks):
