@@ -206,10 +206,15 @@ def checked_policy(name: str, options: Mapping[str, Any],
     Raises
     ------
     InputError
-        The factory's ``TypeError`` or ``ValueError``, with the policy named.
+        No policy of that name, or the factory's ``TypeError`` or ``ValueError``, with the
+        policy named.
     """
     try:
-        return policy_factory(name)(**options)
+        factory = policy_factory(name)
+    except KeyError as err:
+        raise InputError(str(err.args[0]), path="--policy") from None
+    try:
+        return factory(**options)
     except (TypeError, ValueError) as err:
         raise InputError(f"{name}: {err}", path=field) from None
 
