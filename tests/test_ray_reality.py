@@ -89,7 +89,9 @@ def test_a_job_at_half_its_profiled_speed_keeps_or_restates_its_promise_and_is_l
     finally:
         svc.close()
     assert rec.admitted and rec.completion is not None and not rec.reason  # never dropped
-    assert rec.promised is not None and rec.promise_kept  # kept, or re-stated in time
+    # kept, or re-stated in time (oasis promises on admission; oasis-rp at the job's commit
+    # point, and not at all if it completes before)
+    assert rec.promise_kept or (policy == "oasis-rp" and rec.promised is None)
     assert all(at <= old < new for at, old, new in rec.restated)
     assert events.count("restated") == len(rec.restated)
     assert real < 0.75  # it really ran far below its profile

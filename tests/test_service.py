@@ -275,9 +275,9 @@ def test_run_writes_the_simulate_files_from_what_really_ran(ray_session, tmp_pat
 
     rows = list(csv.DictReader((out / "oasis" / "jobs.csv").open()))
     assert {r["job_id"] for r in rows} == {"r0", "r1"}
-    for r in rows:  # completed, or dropped when a re-plan found no room (a loaded machine)
+    for r in rows:  # completed, or still running when the run ended: never dropped
         if r["admitted"] == "1":
-            assert r["completion"] != "" or r["reason"] == "dropped_behind"
+            assert r["completion"] != "" or r["reason"] == ""
             assert (r["completion"] != "") == (float(r["utility"]) > 0)
     assert summary["params"]["horizon"] == 8
     allocs = list(csv.DictReader((out / "oasis" / "allocations.csv").open()))

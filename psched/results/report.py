@@ -26,6 +26,7 @@ _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;color:#222}
 h1{font-size:1.4em} h2{font-size:1.15em;border-bottom:1px solid #ccc;margin-top:2em}
 table{border-collapse:collapse;font-size:.8em;margin:.5em 0}
+.wide{overflow-x:auto;max-width:100%}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}
 th{background:#f3f3f3} td.l,th.l{text-align:left}
 img.chart{max-width:100%;display:block;margin:.5em 0}
@@ -84,7 +85,7 @@ def _head(run: RunFiles) -> list[str]:
     for name, pf in run.policies.items():
         cells = "".join(f"<td>{_fmt(pf.summary.get(k), f)}</td>" for k, _, f in _TABLE)
         rows.append(f"<tr><td class=l>{html.escape(name)}</td>{cells}</tr>")
-    out.append(f"<table id=summary>{''.join(rows)}</table>")
+    out.append(f"<div class=wide><table id=summary>{''.join(rows)}</table></div>")
     out.append("<p class=note>dual/util is the dual bound over the utility earned (the "
                "utility column, counted alike for every policy): an upper bound on OPT/ALG "
                "certified by the dual, not OPT/ALG itself.</p>")
