@@ -169,8 +169,9 @@ class OasisPolicy:
     def release(self, job_id: str, t: int) -> None:
         """Forget a job's commitments from slot ``t`` on: they leave the ledger's usage, so
         prices fall back (a live service: the job finished early, or it is re-decided into
-        capacity others freed). Not part of the paper's algorithm; the simulator never calls
-        it. O(schedule entries)."""
+        capacity others freed, or measured slower than its schedule and given more on idle
+        capacity: :mod:`psched.core.keeping`). Not part of the paper's algorithm; with
+        reality as planned the simulator never calls it. O(schedule entries)."""
         sched = self._schedules.get(job_id)
         job = self._jobs.get(job_id)
         if not sched or job is None:

@@ -94,7 +94,8 @@ def restore_loop(loop: SchedulerLoop, journal: Journal,
                        speed={row.job_id: priors.get(row.job_id, 1.0)})
         else:
             loop.replan(row.job_id, row.slot, work=row.work, forced=forced,
-                        release=row.kind == "advance", behind=row.kind == "replan")
+                        release=row.kind in ("advance", "replan"),  # a top-up released
+                        behind=row.kind == "replan")
             if row.kind == "replan" and not row.admitted:
                 loop.to_background(row.job_id)
     for job_id, spec in subs.items():
