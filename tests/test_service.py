@@ -93,7 +93,7 @@ def test_cli_jobs_are_decided_run_as_planned_and_complete(ray_session, tmp_path,
                              tau_s=slack * tau, value=10, target=6))
     addr = ray_session.cluster.address
     assert main(["serve", "--address", addr, "--dir", str(work), "--slot-seconds", str(SLOT_S),
-                 "--history", str(hist), "--worker-cpus", "2"]) == 0
+                 "--history", str(hist), "--worker-cpus", "2", "--policy", "oasis"]) == 0
     actor = ray.get_actor(SERVICE_NAME, namespace=SERVICE_NAMESPACE)
     try:
         assert main(["submit", "--address", addr, *files]) == 0
@@ -106,7 +106,10 @@ def test_cli_jobs_are_decided_run_as_planned_and_complete(ray_session, tmp_path,
         table = capsys.readouterr().out
         assert all(f"job{i}" in table for i in range(3))
         assert main(["logs", "--address", addr, "job0"]) == 0
-        assert re.search(r"(arrival|deferred): admitted", capsys.readouterr().out)
+        logged = capsys.readouterr().out  # its decisions: held at arrival, then decided
+        assert re.search(r"^slot \d+: (arrival|hold): ", logged, re.M), logged
+        if any(j["job_id"] == "job0" and j["admitted"] for j in st["jobs"]):
+            assert re.search(r"(arrival|deferred): admitted", logged), logged
         assert main(["cancel", "--address", addr, "job0"]) == 2  # over: nothing to cancel
     finally:
         _stop(actor)
@@ -121,7 +124,8 @@ def test_cli_jobs_are_decided_run_as_planned_and_complete(ray_session, tmp_path,
     for j in admitted:
         assert j["state"] == "done" and j["done"] >= j["work"] - 1e-6, (j, states)
         losses = _losses(db, j["job_id"])
-        assert len(losses) >= 2 and losses[-1] < losses[0], (j["job_id"], losses)
+        assert losses, j["job_id"]  # it trained; over several slots, its loss fell
+        assert len(losses) == 1 or losses[-1] < losses[0], (j["job_id"], losses)
     # every slot ran what the job's latest decision by then (its arrival, or a re-plan at a
     # boundary, journaled) planned for that slot, servers and counts, and nothing else, up to
     # the slot the job completed in: a job trains until each slot's end, so one that runs
