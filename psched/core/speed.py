@@ -189,7 +189,10 @@ class SpeedBook:
     def prior(self, workload: str, exclude: str | None = None) -> tuple[float, float]:
         """The speed and spread a job of ``workload`` is believed to have before it runs:
         the mean and spread of that workload's measured jobs (``exclude``: one of them
-        left out, a job's own prior); ``(1.0, 0.0)`` before any."""
+        left out, a job's own prior); ``(1.0, 0.0)`` before any, and while every slot of
+        the workload ran as profiled (O(1) then)."""
+        if workload not in self._inexact:
+            return 1.0, 0.0
         pool = list(self._sums(workload))
         own = None if exclude is None else self._own(exclude)
         if own is not None:
@@ -230,6 +233,12 @@ class SpeedBook:
         return s, math.sqrt(var), n
 
     def _known(self, job_id: str, workload: str) -> tuple[float, float, float]:
+        """Speed, spread and weight of a job (its workload's prior before it ran); exactly
+        (1.0, 0.0) while its workload ran as profiled, at no cost."""
+        if job_id in self._jobs:
+            workload = self._workload_of[job_id]
+        if workload not in self._inexact:
+            return 1.0, 0.0, PRIOR_WEAK
         if job_id in self._jobs:
             return self._stats(job_id)
         s, sd = self.prior(workload)
