@@ -78,6 +78,18 @@ def test_start_up_loss_is_measured_against_the_speed():
     assert book.startup("x") == 0.0
 
 
+@pytest.mark.parametrize("cost", [0.0, 0.25, 0.5])
+def test_a_job_that_starts_then_runs_on_tells_its_workloads_start_up_cost_after_two_slots(
+        cost):
+    book = SpeedBook()
+    book.observe_start("j", "w", 4, 4 * 1.2 * (1.0 - cost))  # its first slot, a start
+    assert book.startup("w") == 0.0  # one slot tells nothing apart
+    book.observe("j", "w", 4, 4 * 1.2)  # then steady at 1.2
+    assert book.startup("w") == pytest.approx(cost, abs=1e-12)
+    book.observe("j", "w", 4, 4 * 1.2)  # a second steady slot measures no start again
+    assert book.startup("w") == pytest.approx(cost, abs=1e-12)
+
+
 @given(slots=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(["u", "v"]),
                                 st.integers(1, 8), st.floats(0.0, 10.0)), max_size=30))
 def test_the_book_survives_a_journal_round_trip(slots):

@@ -83,10 +83,16 @@ class Keeping:
     replan: Callable[..., Admission]  #: the loop's re-decision of an active job
 
     # -- promises ------------------------------------------------------------------------------
-    def state_promise(self, rec: JobRecord, promised: int, t: int) -> int:
+    def state_promise(self, rec: JobRecord, promised: int, t: int,
+                      schedule: Mapping[int, Alloc] | None = None) -> int:
         """The promise stated for ``rec``'s job when its policy promises ``promised`` in slot
-        ``t``: that plus the slack its speed's uncertainty needs over the slots to go."""
+        ``t`` (with the committed ``schedule``, if it commits one): that, or once its
+        workload's start-up cost is measured the slot the schedule finishes the job in when
+        it loses that cost in each slot it starts or is resized (the later), plus the slack
+        its speed's uncertainty needs over the slots to go."""
         job = rec.job
+        if schedule and self.speeds.startup(job.spec.workload) > 0.0:
+            promised = max(promised, self._earliest_finish(rec, t, None, schedule))
         return promised + self.speeds.slack(job.job_id, job.spec.workload,
                                             float(promised - t + 1))
 
@@ -113,16 +119,19 @@ class Keeping:
                 hook(r)
         return out
 
-    def _earliest_finish(self, rec: JobRecord, t: int, now: Alloc | None) -> int:
+    def _earliest_finish(self, rec: JobRecord, t: int, now: Alloc | None,
+                         sched: Mapping[int, Alloc] | None = None) -> int:
         """The slot ``rec``'s job finishes in at the earliest, at a cautious speed: along its
-        committed schedule where the policy commits one, else with this slot's workers and
-        then its most workers each slot; past the schedule's end, its most workers."""
+        committed schedule (``sched``, by default the one noted) where the policy commits
+        one, else with this slot's workers and then its most workers each slot; past the
+        schedule's end, its most workers."""
         job_id = rec.job.job_id
         left = max(0.0, rec.job.work - rec.done)
         togo = max(1.0, left / (rec.speed * rec.job.max_workers))
         speed = self.speeds.cautious(job_id, rec.job.spec.workload, togo)
         keep = 1.0 - self.speeds.startup(rec.job.spec.workload)  # of a slot that (re)starts
-        sched = self.schedules.get(job_id)
+        if sched is None:
+            sched = self.schedules.get(job_id)
         before = self.last_plan.get(job_id)
         end = t
         if sched is not None:

@@ -326,10 +326,12 @@ class SchedulerLoop(HeldAdmission, Keeping):
             st.event_ms.append(ms)
         rec.admitted, rec.payoff = decision.admitted, decision.payoff
         promised = decision.promised if decision.admitted else None
-        rec.promised = None if promised is None else self.state_promise(rec, promised, t)
-        rec.promised_at = None if rec.promised is None else t
         if decision.admitted:
             self.believe_prior(rec)
+        rec.promised = None if promised is None else self.state_promise(
+            rec, promised, t, decision.schedule if self.policy.commits_on_arrival else None)
+        rec.promised_at = None if rec.promised is None else t
+        if decision.admitted:
             st.active.append(spec.job_id)
             st.arrived.append(spec.job_id)
         else:

@@ -101,7 +101,18 @@ class SpeedBook:
     # -- learning ------------------------------------------------------------------------------
     def observe(self, job_id: str, workload: str, workers: int, progress: float) -> None:
         """A steady slot: job ``job_id`` (of ``workload``) had ``workers`` workers, as in the
-        slot before, and did ``progress`` worker-slots of work."""
+        slot before, and did ``progress`` worker-slots of work. The job's first steady slot
+        also measures, against it, the start-up cost of the start slots it ran before (its
+        first start among them): a job that starts and then runs on tells its workload's
+        cost after its second slot."""
+        est = self._jobs.get(job_id)
+        if workers > 0 and est is not None and est.slots == 0 and est.starts > 0:
+            ratio = progress / workers
+            if ratio > 0.0:
+                lost = min(1.0, max(0.0, 1.0 - est.start_total / (est.starts * ratio)))
+                got = self._starts.setdefault(workload, [0.0, 0.0])
+                got[0] += est.starts
+                got[1] += est.starts * lost
         self._observe(job_id, workload, workers, progress, steady=True)
 
     def observe_start(self, job_id: str, workload: str, workers: int,
