@@ -104,3 +104,18 @@ def test_the_book_survives_a_journal_round_trip(slots):
             assert math.isclose(again.spread(job, w), book.spread(job, w), rel_tol=1e-9,
                                 abs_tol=1e-12)
         assert again.startup("u") == book.startup("u")
+        assert again.efficiency("u") == book.efficiency("u")
+
+
+def test_efficiency_is_what_the_restarts_measured_cost_and_one_without_a_cost():
+    book = SpeedBook()
+    book.observe_start("j", "w", 4, 4 * 0.5)  # a start losing half a slot
+    book.observe("j", "w", 4, 4.0)
+    book.observe("j", "w", 4, 4.0)
+    book.observe("j", "w", 4, 4.0)  # 16 worker-slots run, 4 of them in a start
+    assert book.startup("w") == pytest.approx(0.5)
+    assert book.efficiency("w") == pytest.approx(1.0 - 0.5 * 4 / 16)
+    for _ in range(4):
+        book.observe_start("k", "v", 2, 2.0)  # restarts that cost nothing
+        book.observe("k", "v", 2, 2.0)
+    assert book.efficiency("v") == 1.0 and book.efficiency("unseen") == 1.0

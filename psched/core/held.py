@@ -35,7 +35,7 @@ class HeldAdmission:
     horizon: int
     on_decision: list[Callable[[Admission], None]]
     _statuses: ActiveStatuses
-    state_promise: Callable[[JobRecord, int, int], int]
+    state_promise: Callable[..., int]  #: (record, promised, slot[, schedule]) -> stated
     believe_prior: Callable[[JobRecord], None]
     planned_jobs: dict[str, Job]
 

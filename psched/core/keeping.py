@@ -9,8 +9,10 @@ policy, in simulation and in the live service alike.
   re-plans see that loss as work left). Policies then see every job's work
   left at the speed measured (:attr:`psched.core.policy.JobStatus.remaining`).
 * **Decide with what is known.** A job arriving is offered to its policy resolved (work and
-  window) at its workload's prior speed (:meth:`Keeping.as_planned`): a cluster measured slow
-  admits as it really is.
+  window) at its workload's prior speed, less the share of its work it is expected to lose to
+  start-up, as often as this loop's plans have started, resumed or resized its workload's
+  jobs (:meth:`Keeping.planned_speed`): a cluster measured slow, or one whose jobs pay for
+  every restart, admits as it really is.
 * **Promises sized to what is known.** The promise a policy makes (``Decision.promised``) is
   stated to the user with :meth:`~psched.core.speed.SpeedBook.slack` slots more: what
   covers the speed estimate's uncertainty over the slots to go (0 while nothing is
@@ -150,12 +152,19 @@ class Keeping:
         # past what is known: its most workers each slot, one (re)start first
         return end - 1 + ceil_eps(left / (speed * rec.job.max_workers)) + (keep < 1.0)
 
+    def planned_speed(self, workload: str) -> float:
+        """The speed a job of ``workload`` is decided at: its prior speed times the fraction
+        of its worker-slots it is expected to keep from start-up under this loop's plans
+        (:meth:`~psched.core.speed.SpeedBook.efficiency`); exactly 1.0 with reality as
+        profiled."""
+        return self.speeds.prior(workload)[0] * self.speeds.efficiency(workload)
+
     def as_planned(self, job: Job, speed: float | None = None) -> Job:
         """``job`` as its policy decides it: resolved (work and window) at ``speed`` against
-        its profile, by default its workload's prior speed (a journal gives the one used);
-        ``job`` itself at 1.0."""
+        its profile, by default its workload's planned speed (:meth:`planned_speed`; a
+        journal gives the one used); ``job`` itself at 1.0."""
         if speed is None:
-            speed = self.speeds.prior(job.spec.workload)[0]
+            speed = self.planned_speed(job.spec.workload)
         if speed == 1.0:
             return job
         spec = dataclasses.replace(job.spec, tau_s=job.spec.minibatch_seconds() / speed,
@@ -218,7 +227,8 @@ class Keeping:
             rec = records[job_id]
             rec.speed = book.speed(job_id)
             rec.speed_sd = book.spread(job_id)
-            if rec.speed < 1.0 and job_id in self.schedules:
+            if job_id in self.schedules and (rec.speed < 1.0 or book.startup(
+                    rec.job.spec.workload) > 0.0):
                 self.short.add(job_id)
         moved = {w for w in workloads if not book.exact(w)}
         if moved:  # every estimate of the workload leans on the others' (its prior)
@@ -242,6 +252,8 @@ class Keeping:
                                           **adm.schedule}
             if adm.job_id in self.background:
                 self.background.remove(adm.job_id)
+            if self.speeds.startup(self.state.records[adm.job_id].job.spec.workload) > 0.0:
+                self.short.add(adm.job_id)  # its starts' loss topped up at the next boundary
 
     def behind(self, t: int) -> list[Admission]:
         """At the boundary of slot ``t``, for a policy that commits schedules on arrival:
@@ -266,7 +278,8 @@ class Keeping:
                 continue
             rec = self.state.records[job_id]
             work = max(1, ceil_eps(max(0.0, rec.job.work - rec.done) / rec.speed))
-            adm = self.replan(job_id, t, work=work, behind=True, emit=False)
+            asked = max(1, ceil_eps(work / self.speeds.efficiency(rec.job.spec.workload)))
+            adm = self.replan(job_id, t, work=asked, behind=True, emit=False)
             if not (adm.admitted and adm.schedule) and self.caps.restores is not None:
                 reserved = self.reserve_idle(rec.job, work, t)
                 if reserved:
@@ -284,14 +297,15 @@ class Keeping:
 
     def top_up(self, job_id: str, t: int) -> Admission | None:
         """A committing policy's job measured slower than its schedule assumes (its schedule
-        from ``t`` on does fewer worker-slots than it has left at its speed): the missing
+        from ``t`` on does fewer worker-slots than it has left at its speed, less what the
+        schedule's starts and resizes lose to its workload's start-up cost): the missing
         worker-slots are reserved on idle capacity, in slots its schedule leaves free
         (:meth:`reserve_idle`), while its window and the horizon still have room; its
         schedule from ``t`` on plus them is committed in its place (a decision the policy
         restores). None if it is not short, or nothing fits. O(schedule entries)."""
         rec = self.state.records[job_id]
         sched = self.schedules[job_id]
-        if self.caps.restores is None or job_id in self.background or rec.speed >= 1.0:
+        if self.caps.restores is None or job_id in self.background:
             return None
         ahead = {s: a for s, a in sched.items() if s >= t}
         if not ahead:
@@ -303,7 +317,7 @@ class Keeping:
             missing = ceil_eps(need - self._effective(job_id, new, keep, t))
             if missing <= 0:
                 break
-            extra = self.reserve_idle(rec.job, missing, t, skip=set(new))
+            extra = self.reserve_idle(rec.job, missing, t, around=new)
             if not extra:
                 break
             new.update(extra)
@@ -328,11 +342,17 @@ class Keeping:
         return total
 
     def reserve_idle(self, job: Job, work: int, t: int,
-                     skip: Collection[int] = ()) -> dict[int, Alloc]:
+                     around: Mapping[int, Alloc] | None = None) -> dict[int, Alloc]:
         """The earliest schedule of ``work`` worker-slots of ``job`` from slot ``t`` on the
-        capacity no committed schedule holds: each slot, as many workers (with their PS) as
-        fit, up to its ``N`` and the work left; empty if it does not fit before the
-        horizon. O(schedule entries + slots x S R)."""
+        capacity no committed schedule holds, in the slots ``around`` (the job's schedule, if
+        it is topped up) leaves free: each slot, as many workers (with their PS) as fit, up
+        to its ``N`` and the work left; empty if it does not fit before the horizon. Once its
+        workload's start-up cost is measured, a slot counts only what it keeps of its workers'
+        work where it starts, resumes or resizes the job, and the job keeps the allocation it
+        has in the slot before where that still fits and more workers would not finish it
+        sooner (:meth:`_worth_resizing`): a few long runs, not many short ones that each pay
+        a start-up. O(schedule entries + slots x S R)."""
+        around = around or {}
         by_slot: dict[int, list[tuple[Job, Alloc]]] = {}
         records = self.state.records
         for j, sched in self.schedules.items():
@@ -343,10 +363,11 @@ class Keeping:
         cap = np.asarray(self.cluster.capacity, dtype=float)
         pools = Pools.of(self.cluster)
         w_dem, p_dem = job.spec.worker_demand.as_array(), job.spec.ps_demand.as_array()
+        cost = self.speeds.startup(job.spec.workload)
         out: dict[int, Alloc] = {}
-        left = work
+        left = float(work)
         for s in range(t, self.horizon):
-            if s in skip:
+            if s in around:
                 continue
             free = cap.copy()
             for other, a in by_slot.get(s, ()):
@@ -355,13 +376,23 @@ class Keeping:
                     free[h] -= n * ow
                 for h, n in a.ps:
                     free[h] -= n * op
-            n = most_workers(free, pools, job, min(left, job.max_workers))
-            got = (place(free, pools, worker_demand=w_dem, ps_demand=p_dem, workers=n,
-                         ps=job.ps_needed(n)) if n else None)
-            if got is not None:
-                out[s] = got.alloc
-                left -= n
-                if left <= 0:
+            want = min(ceil_eps(left), job.max_workers)
+            n = most_workers(free, pools, job, want)
+            prev = out.get(s - 1, around.get(s - 1, self.last_plan.get(job.job_id)
+                                               if s == t else None))
+            alloc: Alloc | None = None
+            if cost > 0.0 and prev is not None and prev.n_workers <= want \
+                    and _take(free, job, prev) is not None \
+                    and not self._worth_resizing(job, ceil_eps(left), prev.n_workers, n, cost):
+                alloc = prev
+            elif n:
+                got = place(free, pools, worker_demand=w_dem, ps_demand=p_dem, workers=n,
+                            ps=job.ps_needed(n))
+                alloc = None if got is None else got.alloc
+            if alloc is not None:
+                out[s] = alloc
+                left -= alloc.n_workers * (1.0 if alloc == prev else 1.0 - cost)
+                if left <= 1e-9:
                     return out
         return {}
 
@@ -375,20 +406,36 @@ class Keeping:
 
     def fill_background(self, plan: SlotPlan, jobs: Mapping[str, Job],
                         usage: np.ndarray) -> dict[str, Alloc]:
-        """``plan`` with the background jobs placed on the capacity it leaves idle (``usage``:
-        the plan's, servers x resources), least work left first, each with as many workers
-        (and the PS they need) as fit. O(background jobs x S R)."""
-        if not self.background:
+        """``plan`` with the background jobs it does not run placed on the capacity it
+        leaves idle (``usage``: the plan's, servers x resources), least work left first,
+        each with as many workers (and the PS they need) as fit. Once its workload's
+        start-up cost is measured, a job keeps the allocation it ran with in the slot before
+        where it still fits, unless more workers finish it sooner even after paying that
+        cost once more (:meth:`_worth_resizing`). O(candidates x S R)."""
+        order = [j for j in self.background if j in jobs and j not in plan]
+        if not order:
             return dict(plan)
         records = self.state.records
         free = np.asarray(self.cluster.capacity, dtype=float) - usage
         pools = Pools.of(self.cluster)
         out = dict(plan)
-        order = sorted((j for j in self.background if j in jobs and j not in plan),
-                       key=lambda j: (records[j].job.work - records[j].done, j))
-        for job_id in order:
+        order.sort(key=lambda j: (records[j].job.work - records[j].done, j))
+        placing = []
+        for job_id in order:  # those that stay as they ran, first
             job, rec = jobs[job_id], records[job_id]
             left = max(1, math.ceil(max(0.0, job.work - rec.done) / rec.speed - 1e-9))
+            before = self.last_plan.get(job_id)
+            cost = self.speeds.startup(job.spec.workload)
+            if before is not None and cost > 0.0 and before.n_workers <= left:
+                kept = _take(free, job, before)
+                if kept is not None and not self._worth_resizing(
+                        job, left, before.n_workers,
+                        most_workers(free, pools, job, left), cost):
+                    out[job_id], free = before, kept
+                    continue
+            placing.append((job_id, left))
+        for job_id, left in placing:
+            job = jobs[job_id]
             n = most_workers(free, pools, job, left)
             if n == 0:
                 continue
@@ -398,3 +445,23 @@ class Keeping:
             if got is not None:
                 out[job_id], free = got.alloc, got.free
         return out
+
+    @staticmethod
+    def _worth_resizing(job: Job, left: int, now: int, could: int, cost: float) -> bool:
+        """True if ``could`` workers (re-placed, losing ``cost`` of a slot) finish ``left``
+        planned worker-slots sooner than the ``now`` it runs with: ``left / now`` slots
+        against ``cost + left / could``."""
+        could = min(could, job.max_workers, left)
+        return could > now and cost + left / could < left / now
+
+
+def _take(free: np.ndarray, job: Job, alloc: Alloc) -> np.ndarray | None:
+    """``free`` (servers x resources) less ``alloc`` of ``job``'s workers and PS, or None if
+    it does not fit there."""
+    got = free.copy()
+    w, p = job.spec.worker_demand.as_array(), job.spec.ps_demand.as_array()
+    for h, n in alloc.workers:
+        got[h] -= n * w
+    for h, n in alloc.ps:
+        got[h] -= n * p
+    return got if bool((got >= -1e-9).all()) else None

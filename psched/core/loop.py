@@ -281,7 +281,7 @@ class SchedulerLoop(HeldAdmission, Keeping):
         are submitted); one :class:`Admission` per spec, in order.
 
         ``speed``: the speed each job was decided at before (a journal), by job id; by
-        default its workload's prior speed (:meth:`as_planned`).
+        default its workload's planned speed (:meth:`planned_speed`).
 
         ``forced``: decisions made before (a journal), by job id. A policy that restores
         decisions (:class:`~psched.core.policy.RestoresDecisions`) re-applies each as it was;
@@ -317,7 +317,7 @@ class SchedulerLoop(HeldAdmission, Keeping):
         if rec.reason:
             return Admission(job_id=spec.job_id, slot=t, admitted=False, reason=rec.reason,
                              work=job.work)
-        used = self.speeds.prior(job.spec.workload)[0] if speed is None else speed
+        used = self.planned_speed(job.spec.workload) if speed is None else speed
         planned = self.as_planned(job, used)
         decision, ms = self._decide(planned, t, forced)
         if self.policy.commits_on_arrival:

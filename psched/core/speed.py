@@ -19,6 +19,13 @@ simulated job shares ``""``): the mean of the speeds of that workload's jobs mea
 and their spread (between jobs, plus the mean spread within). Before any job of a workload
 has run the prior is 1.0 with no spread: the profile is believed.
 
+**Start-up.** A slot in which a job starts, resumes or is resized loses part of it to
+start-up. Against the job's steady speed (once measured; its first steady slot measures the
+start slots before it) each such slot tells its workload's start-up cost
+(:meth:`SpeedBook.startup`), and the share of the workload's worker-slots run in such slots
+tells how often this loop's plans pay it: :meth:`SpeedBook.efficiency`, the fraction a job
+is expected to keep, at which the next one is decided.
+
 What the loop does with it: a policy sees every active job's work left in *planned*
 worker-slots, ``(W - done) / s`` (:attr:`psched.core.policy.JobStatus.remaining`), so every
 re-plan uses the speed just measured; promises get :meth:`SpeedBook.slack` on top, the slots
@@ -97,6 +104,9 @@ class SpeedBook:
         #: per workload: its jobs, and the prior's sums when they are up to date
         self._members: dict[str, list[str]] = {}
         self._pool: dict[str, tuple[float, float, float, float]] = {}
+        #: per workload: (worker-slots run, those of them in slots that started, resumed or
+        #: resized a job)
+        self._runs: dict[str, list[float]] = {}
 
     # -- learning ------------------------------------------------------------------------------
     def observe(self, job_id: str, workload: str, workers: int, progress: float) -> None:
@@ -140,6 +150,10 @@ class SpeedBook:
             self._members.setdefault(workload, []).append(job_id)
         ratio = progress / workers
         est.observe(ratio, steady)
+        runs = self._runs.setdefault(workload, [0.0, 0.0])
+        runs[0] += workers
+        if not steady:
+            runs[1] += workers
         if ratio != 1.0:
             self._inexact.add(workload)
         self._pool.pop(workload, None)
@@ -149,6 +163,18 @@ class SpeedBook:
         are resized (0 before any is measured)."""
         got = self._starts.get(workload)
         return 0.0 if not got or got[1] == 0.0 else got[1] / got[0]
+
+    def efficiency(self, workload: str) -> float:
+        """The fraction of its worker-slots a job of ``workload`` is expected to keep from
+        start-up: ``1 - c f``, ``c`` its :meth:`startup` cost and ``f`` the fraction of the
+        worker-slots its jobs ran so far that were in slots that started, resumed or resized
+        them (how often this loop's plans restart its jobs); 1.0 before any cost is
+        measured."""
+        c = self.startup(workload)
+        runs = self._runs.get(workload)
+        if c == 0.0 or not runs or runs[0] <= 0.0:
+            return 1.0
+        return max(MIN_SPEED, 1.0 - c * runs[1] / runs[0])
 
     def exact(self, workload: str) -> bool:
         """True while every slot measured of ``workload`` ran at exactly its profiled speed
@@ -296,6 +322,7 @@ class SpeedBook:
                              e.start_total, e.start_squares, e.first_start]
                          for j, e in self._jobs.items()},
                 "starts": {w: list(v) for w, v in self._starts.items()},
+                "runs": {w: list(v) for w, v in self._runs.items()},
                 "inexact": sorted(self._inexact)}
 
     @classmethod
@@ -304,6 +331,7 @@ class SpeedBook:
         book = cls()
         book._starts = {str(w): [float(a), float(b)] for w, (a, b) in data["starts"].items()}
         book._inexact = {str(w) for w in data["inexact"]}
+        book._runs = {str(w): [float(a), float(b)] for w, (a, b) in data.get("runs", {}).items()}
         for j, (workload, slots, total, squares, starts, s_total, s_sq, first) in \
                 data["jobs"].items():
             book._jobs[j] = SpeedEstimate(slots=int(slots), total=float(total),
