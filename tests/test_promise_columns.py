@@ -66,8 +66,9 @@ def test_the_printed_table_shows_the_promise_and_waste_columns():
     assert [cols[k] for k in header[-6:]] == ["5", "2", "2", "3", "9.5", "2.0"]
 
 
-def test_jobs_csv_ends_with_the_restatements_speed_and_background():
-    assert JOBS_COLUMNS[-4:] == ("restated", "speed", "speed_sd", "background")
+def test_jobs_csv_ends_with_the_restatements_speed_background_and_eta():
+    assert JOBS_COLUMNS[-7:] == ("restated", "speed", "speed_sd", "background", "eta_start",
+                                 "eta_finish", "waits")
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(JOBS_COLUMNS)

@@ -46,6 +46,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 
 import numpy as np
 
+from psched.core.eta import Eta, unfinished_etas
 from psched.core.executor import SlotReport
 from psched.core.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps, resolve_job
 from psched.core.placement import Pools, most_workers, place
@@ -158,6 +159,19 @@ class Keeping:
         (:meth:`~psched.core.speed.SpeedBook.efficiency`); exactly 1.0 with reality as
         profiled."""
         return self.speeds.prior(workload)[0] * self.speeds.efficiency(workload)
+
+    def etas(self) -> dict[str, Eta]:
+        """When each held or active job is expected to start and finish under the plans as
+        they stand, and why it waits (:mod:`psched.core.eta`). O(plan entries)."""
+        st = self.state
+        unfinished = {j: True for j in st.held}
+        unfinished.update({j: False for j in st.active})
+        plans: Mapping[str, Mapping[int, Alloc]] = (
+            self.caps.revises.current_plans() if self.caps.revises is not None
+            else self.schedules)
+        return unfinished_etas(st.t, self.horizon, unfinished, plans,
+                               background=set(self.background),
+                               running=set(self.last_plan))
 
     def as_planned(self, job: Job, speed: float | None = None) -> Job:
         """``job`` as its policy decides it: resolved (work and window) at ``speed`` against

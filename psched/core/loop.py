@@ -523,6 +523,7 @@ class SchedulerLoop(HeldAdmission, Keeping):
             report=dict(self.policy.report()),
             wall_s=wall_s,
             capacity_slots=capacity_slots(self._clusters, self.horizon),
+            etas=self.etas(),
         )
 
 

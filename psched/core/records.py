@@ -18,6 +18,7 @@ from psched.core.arrivals import (  # noqa: F401
     TraceArrivals,
     WallClock,
 )
+from psched.core.eta import Eta
 from psched.core.executor import SlotReport
 from psched.core.model import (
     RESOURCES,
@@ -156,6 +157,9 @@ class RunResult:
     #: capacity per pool (worker, ps) and resource summed over slots 0..horizon-1, counting
     #: servers that joined during the run from their slot on; None: ``cluster`` all along
     capacity_slots: np.ndarray | None = None
+    #: the jobs unfinished when the run ended (held, or admitted and not completed): when
+    #: each is expected to start and finish under the plans then, and why it waits
+    etas: dict[str, Eta] = field(default_factory=dict)
 
 
 def capacity_slots(clusters: Sequence[tuple[int, Cluster]], horizon: int) -> np.ndarray:

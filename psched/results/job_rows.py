@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from psched.core.eta import Eta
 from psched.core.model import RESOURCES
 from psched.core.records import RunResult
 from psched.core.utility import format_steps
@@ -17,7 +18,8 @@ JOBS_COLUMNS: tuple[str, ...] = (
     *(f"worker_{r}" for r in RESOURCES), *(f"ps_{r}" for r in RESOURCES),
     "utility_kind", "value", "decay", "target", "utility_steps",
     "admitted", "reason", "completion", "duration", "utility", "promised", "promised_at",
-    "decided", "restated", "speed", "speed_sd", "background",
+    "decided", "restated", "speed", "speed_sd", "background", "eta_start", "eta_finish",
+    "waits",
 )
 
 
@@ -25,7 +27,9 @@ def job_rows(result: RunResult) -> list[list[Any]]:
     """The rows of ``jobs.csv`` (:data:`JOBS_COLUMNS`). ``restated``: each re-statement of
     the promise as ``slot:old>new``, ``;``-separated; ``speed``, ``speed_sd``: the measured
     speed against the model and its spread; ``background``: worker-slots run on capacity no
-    plan used."""
+    plan used; ``eta_start``, ``eta_finish``, ``waits``: for a job unfinished when the run
+    ended, when it was expected to start and finish under the plans then and why it waited
+    (:mod:`psched.core.eta`), empty otherwise."""
     rows = []
     for rec in result.records.values():
         spec = rec.job.spec
@@ -44,5 +48,12 @@ def job_rows(result: RunResult) -> list[list[Any]]:
             "" if rec.decided is None else rec.decided,
             ";".join(f"{at}:{old}>{new}" for at, old, new in rec.restated),
             repr(rec.speed), repr(rec.speed_sd), repr(rec.background),
+            *_eta_cells(result.etas.get(spec.job_id)),
         ])
     return rows
+
+
+def _eta_cells(e: Eta | None) -> list[Any]:
+    if e is None:
+        return ["", "", ""]
+    return ["" if e.start is None else e.start, "" if e.finish is None else e.finish, e.waits]

@@ -89,9 +89,12 @@ def load_run(folder: str | Path) -> RunFiles:
     policies = {}
     for name, entry in summary["policies"].items():
         jobs = pd.read_csv(folder / name / "jobs.csv",
-                           dtype={"job_id": str, "reason": str, "restated": str},
+                           dtype={"job_id": str, "reason": str, "restated": str,
+                                  "waits": str},
                            keep_default_na=False, na_values={"completion": [""],
-                                                             "duration": [""]})
+                                                             "duration": [""],
+                                                             "eta_start": [""],
+                                                             "eta_finish": [""]})
         alloc = pd.read_csv(folder / name / "allocations.csv",
                             dtype={"job_id": str, "server": str, "role": str})
         policies[name] = PolicyFiles(name=name, summary=entry, jobs=jobs, allocations=alloc)
@@ -104,7 +107,8 @@ def jobs_frame(result: RunResult) -> pd.DataFrame:
 
     frame = pd.DataFrame(job_rows(result), columns=list(JOBS_COLUMNS))
     for col in JOBS_COLUMNS:
-        if col not in ("job_id", "utility_kind", "utility_steps", "reason", "restated"):
+        if col not in ("job_id", "utility_kind", "utility_steps", "reason", "restated",
+                       "waits"):
             frame[col] = pd.to_numeric(frame[col].replace("", np.nan))
     return frame
 

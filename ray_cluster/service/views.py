@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from psched.core.eta import eta
 from psched.core.executor import JobNote
 from psched.core.loop import SchedulerLoop
 from psched.core.model import RESOURCES, Alloc, Cluster
@@ -152,21 +153,9 @@ class ServiceViews:
         rec = st.records[job_id]
         if state in ("done", "rejected") or (rec.admitted and job_id not in st.active):
             return {"eta_start": None, "eta_finish": None, "waits": ""}
-        if state == HELD:
-            return {"eta_start": None, "eta_finish": None,
-                    "waits": "held: no schedule pays its priced cost yet; searched again "
-                             "at each boundary while its window is open"}
-        if job_id in self.loop.background:
-            return {"eta_start": None, "eta_finish": None,
-                    "waits": "no plan pays: runs on idle capacity until done"}
-        plan = {s: a for s, a in self.commitments.schedules.get(job_id, {}).items()
-                if s >= now and a.n_workers}
-        if plan:
-            start = now if state == "running" else min(plan)
-            return {"eta_start": start, "eta_finish": max(plan),
-                    "waits": "" if state == "running" else f"planned from slot {min(plan)}"}
-        return {"eta_start": None, "eta_finish": None,
-                "waits": "admitted, not promised yet: runs when the plans leave room"}
+        return eta(now, self.commitments.schedules.get(job_id), held=state == HELD,
+                   background=job_id in self.loop.background,
+                   running=state == "running").as_dict()
 
     def logs(self, job_id: str) -> list[str]:
         """The journal's lines about one job, in slot order: at each slot its decisions,
