@@ -18,7 +18,8 @@ noise and the start-up cost stay), with ``ratio`` = utility / oracle utility.
 Every cell (jobs, seed, reality, policy, real or oracle) is one process of a pool
 (``--processes``, default 2). Writes ``benchmarks/results/robustness.md`` (the table) and
 ``robustness_cells.csv`` (one row per cell, rewritten as each cell finishes; ``--resume``
-runs only the cells not in it); ``--quick`` writes ``robustness_quick.*``.
+keeps every cell in it and runs only the cells asked for that it lacks, so a later run can
+add rows or sizes to the table); ``--quick`` writes ``robustness_quick.*``.
 
 Usage::
 
@@ -223,7 +224,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--quick", action="store_true",
                    help="200 jobs, seeds 0-1, rows " + "; ".join(QUICK))
     p.add_argument("--resume", action="store_true",
-                   help="keep the cells of the cells CSV and run only the others")
+                   help="keep every cell of the cells CSV (the table shows them all) and "
+                        "run only the cells asked for that it lacks")
     args = p.parse_args(argv)
     labels = [label for label, _ in REALITIES]
     chosen = args.realities.split(";") if args.realities else labels
@@ -238,8 +240,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{stem}_cells.csv"
     wanted = {_key(c) for c in cells}
-    rows = [r for r in _read_cells(path) if _key(r) in wanted] if args.resume else []
-    done = {_key(r) for r in rows}
+    rows = _read_cells(path) if args.resume else []  # every cell kept, asked for or not
+    done = {_key(r) for r in rows} & wanted
     cells = [c for c in cells if _key(c) not in done]
     print(f"{len(cells)} service runs on {args.processes} processes ({len(done)} kept)",
           file=sys.stderr)

@@ -38,6 +38,7 @@ class HeldAdmission:
     state_promise: Callable[..., int]  #: (record, promised, slot[, schedule]) -> stated
     believe_prior: Callable[[JobRecord], None]
     planned_jobs: dict[str, Job]
+    held_speeds: dict[str, float]  #: the speed each held job was decided at (its arrival's)
 
     def admit_held(self, t: int, *,
                    forced: Mapping[str, Decision] | None = None) -> list[Admission]:
@@ -109,7 +110,8 @@ class HeldAdmission:
                                  reason=rec.reason, payoff=decision.payoff,
                                  work=rec.job.work, schedule=dict(decision.schedule or {}),
                                  latency_ms=ms, promised=decision.promised if
-                                 decision.admitted else None, stated=rec.promised))
+                                 decision.admitted else None, stated=rec.promised,
+                                 planned_speed=self.held_speeds.pop(job_id, 1.0)))
         if not self.policy.commits_on_arrival:
             st.event_ms.append(ms)  # counted with the slot's event, if it is one
         elif out:
@@ -166,5 +168,6 @@ class HeldAdmission:
         """A held job is rejected for good in slot ``t`` (its held reason unless given)."""
         held_reason = self.state.held.pop(job_id)
         self.planned_jobs.pop(job_id, None)
+        self.held_speeds.pop(job_id, None)
         rec = self.state.records[job_id]
         rec.reason, rec.decided = reason or held_reason, t

@@ -131,6 +131,7 @@ class SchedulerLoop(HeldAdmission, Keeping):
         self.short: set[str] = set()  # measured slower than their schedules assume
         #: held jobs as their policy was offered them (work at their prior speed)
         self.planned_jobs: dict[str, Job] = {}
+        self.held_speeds: dict[str, float] = {}
         #: jobs running on idle capacity until they complete (:mod:`psched.core.keeping`)
         self.background: list[str] = []
         self.last_plan: dict[str, Alloc] = {}  # the last slot's, for the speed estimates
@@ -339,6 +340,7 @@ class SchedulerLoop(HeldAdmission, Keeping):
             if decision.hold and t < job.last_slot and self.caps.holds is not None:
                 st.held[spec.job_id] = rec.reason
                 rec.reason, rec.decided = HELD, None
+                self.held_speeds[spec.job_id] = used
                 if planned is not job:
                     self.planned_jobs[spec.job_id] = planned
         adm = Admission(job_id=spec.job_id, slot=t, admitted=decision.admitted,
