@@ -30,7 +30,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -65,6 +65,7 @@ from psched.core.records import (
     capacity_slots,
     pool_rows,
 )
+from psched.core.restore import Restoring
 from psched.core.speed import SpeedBook
 
 __all__ = ["SchedulerLoop"]
@@ -72,7 +73,7 @@ __all__ = ["SchedulerLoop"]
 log = logging.getLogger(__name__)
 
 
-class SchedulerLoop(HeldAdmission, Keeping):
+class SchedulerLoop(HeldAdmission, Keeping, Restoring):
     """Runs a policy slot by slot over an executor. ``step`` runs one slot.
 
     A slot is :meth:`begin_slot` (hooks, due arrivals, the policy's plan, the check), the
@@ -424,38 +425,6 @@ class SchedulerLoop(HeldAdmission, Keeping):
             self.background.remove(job_id)
         self.executor.release(job_id)
         return True
-
-    def restore(self, *, slots: Iterable[tuple[int, SlotPlan]] = (),
-                done: Mapping[str, float] | None = None,
-                completed: Mapping[str, int] | None = None,
-                dropped: Mapping[str, str] | None = None) -> None:
-        """Rebuild the state of finished slots from a journal, after its decisions were
-        re-applied with :meth:`admit` (and :meth:`replan`): the executed ``slots`` (slot,
-        plan) in order, each job's work ``done``, ``completed`` jobs (their slot) and
-        ``dropped`` ones (their reason). The next slot is the one after the last executed;
-        held jobs whose window closed before it are rejected now (:meth:`expire_held`), as
-        that slot's boundary would have."""
-        st = self.state
-        for t, plan in slots:
-            self.record(t, plan, {j: st.records[j].job for j in plan})
-            st.t = t + 1
-            st.slots_run += 1
-        for job_id, amount in (done or {}).items():
-            st.records[job_id].done = amount
-        for job_id, slot in (completed or {}).items():
-            st.records[job_id].completion = slot
-            if job_id in st.active:
-                st.active.remove(job_id)
-        for job_id, reason in (dropped or {}).items():
-            st.records[job_id].reason = reason
-            if job_id in st.active:
-                st.active.remove(job_id)
-        st.arrived.clear()
-        st.completed_last = []
-        self.background = [j for j in self.background if j in st.active]
-        self.schedules = {j: sc for j, sc in self.schedules.items() if j in st.active}
-        self.expire_held(st.t)
-        self._statuses = ActiveStatuses()  # records changed wholesale: rebuild the View
 
     def record(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job]) -> None:
         """Record an executed plan of slot ``t`` (a restarted service replays its journal)."""
