@@ -72,3 +72,16 @@ def test_with_no_start_up_cost_reservations_and_decisions_are_the_models():
     loop.run()
     assert loop.speeds.efficiency("") == 1.0
     assert all(a.planned_speed == 1.0 for a in decisions)
+
+
+@pytest.mark.parametrize("policy", ["oasis", "oasis-rp"])
+@pytest.mark.parametrize("rate", [0.8, 0.95, 1.2])
+def test_jobs_at_one_speed_with_no_start_up_cost_measure_none(policy, rate):
+    """A start slot and a steady one at the same speed differ only in the last bits of
+    their ratio: that is no start-up cost, and nothing is priced for it."""
+    specs, _ = oasis_paper_jobs(40, seed=5, slots=20)
+    loop = SchedulerLoop(cluster=oasis_paper_cluster(seed=5), policy=make_policy(policy),
+                         horizon=60, arrivals=TraceArrivals(specs), known_jobs=specs,
+                         executor=RealityExecutor(Reality(rate=rate)))
+    loop.run()
+    assert loop.speeds.startup("") == 0.0 and loop.speeds.efficiency("") == 1.0

@@ -44,8 +44,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MIN_SPEED", "PRIOR_SLOTS", "PRIOR_WEAK", "STARTS_KNOWN", "Z_PROMISE", "SpeedBook",
-           "SpeedEstimate"]
+__all__ = ["MIN_SPEED", "PRIOR_SLOTS", "PRIOR_WEAK", "STARTS_KNOWN", "STARTUP_NOISE", "Z_PROMISE",
+           "SpeedBook", "SpeedEstimate"]
 
 #: the slowest speed an estimate takes (a job that made no progress at all in its measured
 #: slots is planned as 100x slower than profiled, not as one that never finishes)
@@ -58,6 +58,9 @@ PRIOR_WEAK = 0.5
 #: start slots of a workload measured against steady speeds before its start-up cost is
 #: believed (and a job's start slots, less that cost, tell its speed)
 STARTS_KNOWN = 3
+#: a start-up cost below this fraction of a slot is rounding, not a cost (a start slot and a
+#: steady one at the same speed can differ in the last bits)
+STARTUP_NOISE = 1e-9
 #: one-sided normal quantile of a promise's slack (97.7%)
 Z_PROMISE = 2.0
 
@@ -162,7 +165,10 @@ class SpeedBook:
         """The mean fraction of a slot ``workload``'s jobs lose when they start, resume or
         are resized (0 before any is measured)."""
         got = self._starts.get(workload)
-        return 0.0 if not got or got[1] == 0.0 else got[1] / got[0]
+        if not got or got[0] <= 0.0:
+            return 0.0
+        cost = got[1] / got[0]
+        return 0.0 if cost < STARTUP_NOISE else cost
 
     def efficiency(self, workload: str) -> float:
         """The fraction of its worker-slots a job of ``workload`` is expected to keep from
