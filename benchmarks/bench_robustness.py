@@ -121,15 +121,18 @@ def run_cell(cell: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cells(jobs: Sequence[int], seeds: Sequence[int], labels: Sequence[str],
-           policies: Sequence[str], factor: float, span: int | None) -> list[dict[str, Any]]:
+           policies: Sequence[str], factor: float, span: int | None,
+           oracle_too: bool = True) -> list[dict[str, Any]]:
     """Every run, the costliest first (more jobs, then oasis-rp, then the real reality). A
-    reality whose lasting part is exact (rate 1, no per-job factor) is its own oracle."""
+    reality whose lasting part is exact (rate 1, no per-job factor) is its own oracle;
+    ``oracle_too`` False: no oracle runs."""
     out = []
     for n in jobs:
         arrive = span or max(1, n // JOBS_PER_SLOT)
         for label in labels:
             r = dict(REALITIES)[label]
-            for oracle in (False, True) if (r.rate != 1.0 or r.sigma_job > 0) else (False,):
+            lasting = r.rate != 1.0 or r.sigma_job > 0
+            for oracle in (False, True) if lasting and oracle_too else (False,):
                 out += [{"jobs": n, "seed": s, "span": arrive,
                          "horizon": round(factor * arrive), "reality": label,
                          "policy": p, "oracle": oracle} for p in policies for s in seeds]
@@ -149,6 +152,9 @@ def _table(rows: list[dict[str, Any]], labels: Sequence[str]) -> list[str]:
                 == (n, label, policy, False)]
         orc = {r["seed"]: r for r in rows if (r["jobs"], r["reality"], r["policy"],
                                               r["oracle"]) == (n, label, policy, True)}
+        r0 = dict(REALITIES)[label]
+        if not orc and (r0.rate != 1.0 or r0.sigma_job > 0):  # run without its oracle
+            orc = {r["seed"]: dict(r, utility=float("nan")) for r in real}
         orc = orc or {r["seed"]: r for r in real}  # exact lasting part: its own oracle
         if not real or set(orc) != {r["seed"] for r in real}:
             continue
@@ -223,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--processes", type=int, default=2)
     p.add_argument("--quick", action="store_true",
                    help="200 jobs, seeds 0-1, rows " + "; ".join(QUICK))
+    p.add_argument("--no-oracle", action="store_true",
+                   help="skip the oracle runs (the table's oracle and ratio read nan)")
     p.add_argument("--resume", action="store_true",
                    help="keep every cell of the cells CSV (the table shows them all) and "
                         "run only the cells asked for that it lacks")
@@ -235,7 +243,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if unknown:
         p.error(f"unknown reality {unknown[0]!r}")
     policies = [x.strip() for x in args.policies.split(",") if x.strip()]
-    cells = _cells(args.jobs, args.seeds, chosen, policies, args.horizon_factor, args.span)
+    cells = _cells(args.jobs, args.seeds, chosen, policies, args.horizon_factor, args.span,
+                   oracle_too=not args.no_oracle)
     stem = "robustness_quick" if args.quick else "robustness"
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{stem}_cells.csv"
