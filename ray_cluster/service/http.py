@@ -56,8 +56,8 @@ from typing import Any
 from ray_cluster.service.core import SchedulerService
 from ray_cluster.service.page import PageData
 
-__all__ = ["ADDRESS_FILE", "CONTROL_TOKEN", "IDLE_S", "LONG_POLL_S", "PAGE_TOKEN", "PAUSE_MAX_S",
-           "POLL_S", "QUIET_POLL_S", "ServiceHTTP", "read_token", "write_private"]
+__all__ = ["ADDRESS_FILE", "CLOSE_S", "CONTROL_TOKEN", "IDLE_S", "LONG_POLL_S", "PAGE_TOKEN",
+           "PAUSE_MAX_S", "POLL_S", "QUIET_POLL_S", "ServiceHTTP", "read_token", "write_private"]
 
 log = logging.getLogger("ray_cluster.service")
 
@@ -69,6 +69,9 @@ LONG_POLL_S = 20.0  #: longest wait of ``GET /api/state?after=N``
 #: seconds a connection may stay without a complete request (at its start, or after an
 #: answer) before it is closed; the page asks again at once after each answer
 IDLE_S = 10.0
+#: seconds :meth:`ServiceHTTP.close` lets requests in flight finish (a page's long poll is then
+#: cut short, not waited out)
+CLOSE_S = 1.0
 #: longest a rebuild of the page's document waits, at each step, for a slot boundary to end
 PAUSE_MAX_S = 10.0
 #: how often a request that came during a slot boundary looks whether it ended (it is
@@ -194,7 +197,7 @@ class ServiceHTTP:
         app.router.add_post("/api/submit", self._post_submit)
         app.router.add_post("/api/cancel", self._post_cancel)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                                     keepalive_timeout=IDLE_S)
+                                     keepalive_timeout=IDLE_S, shutdown_timeout=CLOSE_S)
         await self._runner.setup()
         self._fresh = asyncio.Event()
         await self._refresh()
