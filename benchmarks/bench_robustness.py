@@ -27,6 +27,7 @@ Usage::
     python benchmarks/bench_robustness.py --quick         # 200 jobs, seeds 0-1, 3 realities
     python benchmarks/bench_robustness.py --jobs 200 --seeds 0-4 --policies oasis-rp
     python benchmarks/bench_robustness.py --resume        # the cells an interrupted run left
+    python benchmarks/bench_robustness.py --jobs 200 --policies fifo,srtf --no-oracle --resume
 """
 
 from __future__ import annotations
