@@ -12,7 +12,7 @@ import itertools
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from strategies import Instance, instances
 from test_oasis_certificate import (
     assert_rp_certificate_bounds_the_optimum,
@@ -20,9 +20,10 @@ from test_oasis_certificate import (
 )
 from test_oasis_rp_levers import run_keeping_every_promise
 
-from psched.core.model import Cluster, Job, resolve_job
+from psched.core.model import Cluster, Job, JobSpec, Pool, Resources, Server, resolve_job
 from psched.core.promises import broken_promises_in
 from psched.core.simulator import simulate
+from psched.core.utility import Utility
 from psched.policies import make_policy
 from psched.policies.oasis_rp import OasisRpPolicy
 from psched.policies.oasis_rp.admission import REJECT_DENSITY, clearing_density, job_size
@@ -87,17 +88,47 @@ def test_same_seed_same_run_with_each_admission_lever(options: dict[str, object]
         == [(r.admitted, r.promised, r.decided, r.reason) for r in runs[1].records.values()]
 
 
+def _burst_the_horizon_absorbs() -> Instance:
+    """Three jobs at slot 0 that fit 4 slots but not the 1-2 slots of their median window."""
+    cap = Resources(gpu=1.0, cpu=2.0, memory_gb=4.0, storage_gb=10.0, bandwidth_gbps=5.0)
+    cluster = Cluster(servers=(Server(server_id="w00", pool=Pool.WORKER, capacity=cap),
+                               Server(server_id="p01", pool=Pool.PS,
+                                      capacity=Resources(cpu=2.0, memory_gb=4.0,
+                                                         storage_gb=10.0,
+                                                         bandwidth_gbps=5.0))),
+                      slot_seconds=3600.0)
+    w = Resources(cpu=1.0, memory_gb=1.0)
+    p = Resources(cpu=1.0, memory_gb=1.0, bandwidth_gbps=1.0)
+    specs = [JobSpec(job_id=j, arrival=0, epochs=1, max_workers=n, minibatches=1, tau_s=tau,
+                     grad_mb=1.0, worker_demand=w, ps_demand=p, utility=u,
+                     tau_includes_comm=True)
+             for j, n, tau, u in (("j0", 2, 3600.0, Utility(kind="deadline", value=3.0,
+                                                              target=1.0)),
+                                  ("j1", 1, 3600.0, Utility(kind="sigmoid", value=1.0,
+                                                              target=1.0)),
+                                  ("j2", 2, 7200.0, Utility(kind="deadline", value=5.0,
+                                                              target=2.0)))]
+    return cluster, specs, 4
+
+
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(instance=instances())
+@example(instance=_burst_the_horizon_absorbs())
 def test_no_floor_where_the_trace_fits(instance: Instance) -> None:
+    """The hindsight floor is the clearing density of every job against the horizon: 0, so
+    no floor, when the whole trace fits. (The online floor, the clearing density of the
+    recent arrivals against the median window, can be above 0 in a burst the horizon
+    absorbs: it sees only what arrived.)"""
     cluster, specs, horizon = instance
     off = simulate(specs, cluster, make_policy("oasis-rp", density_floor=0.0), horizon)
-    on = simulate(specs, cluster, make_policy("oasis-rp", density_floor=0.5), horizon)
     jobs = [r.job for r in off.records.values()]
     if clearing_density(jobs, cluster, horizon) == 0.0:  # the whole trace fits: no floor
-        assert on.allocations == off.allocations
-        assert [r.promised for r in on.records.values()] == [
-            r.promised for r in off.records.values()]
+        runs = [simulate(specs, cluster, make_policy("oasis-rp", density_floor=floor,
+                                                     price_source="hindsight"), horizon)
+                for floor in (0.0, 0.5)]
+        assert runs[1].allocations == runs[0].allocations
+        assert [r.promised for r in runs[1].records.values()] == [
+            r.promised for r in runs[0].records.values()]
     for rec in off.records.values():  # no floor: no rejection by it
         assert rec.reason != REJECT_DENSITY
 
