@@ -131,13 +131,18 @@ def _cells(jobs: Sequence[int], seeds: Sequence[int], labels: Sequence[str],
     for n in jobs:
         arrive = span or max(1, n // JOBS_PER_SLOT)
         for label in labels:
-            r = dict(REALITIES)[label]
-            lasting = r.rate != 1.0 or r.sigma_job > 0
-            for oracle in (False, True) if lasting and oracle_too else (False,):
+            for oracle in (False, True) if _lasting(label) and oracle_too else (False,):
                 out += [{"jobs": n, "seed": s, "span": arrive,
                          "horizon": round(factor * arrive), "reality": label,
                          "policy": p, "oracle": oracle} for p in policies for s in seeds]
     return sorted(out, key=lambda c: (-c["jobs"], c["policy"] != "oasis-rp", c["oracle"]))
+
+
+def _lasting(label: str) -> bool:
+    """True if the reality has a lasting departure (a rate or a per-job factor) an oracle
+    can be told; else the real run is its own oracle."""
+    r = dict(REALITIES)[label]
+    return r.rate != 1.0 or r.sigma_job > 0
 
 
 def _table(rows: list[dict[str, Any]], labels: Sequence[str]) -> list[str]:
@@ -153,8 +158,7 @@ def _table(rows: list[dict[str, Any]], labels: Sequence[str]) -> list[str]:
                 == (n, label, policy, False)]
         orc = {r["seed"]: r for r in rows if (r["jobs"], r["reality"], r["policy"],
                                               r["oracle"]) == (n, label, policy, True)}
-        r0 = dict(REALITIES)[label]
-        if not orc and (r0.rate != 1.0 or r0.sigma_job > 0):  # run without its oracle
+        if not orc and _lasting(label):  # run without its oracle
             orc = {r["seed"]: dict(r, utility=float("nan")) for r in real}
         orc = orc or {r["seed"]: r for r in real}  # exact lasting part: its own oracle
         if not real or set(orc) != {r["seed"] for r in real}:

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 
 from psched.core.model import Alloc
 
-__all__ = ["WAITS_BACKGROUND", "WAITS_ENDED", "WAITS_HELD", "WAITS_ROOM", "Eta", "eta",
-           "unfinished_etas"]
+__all__ = ["WAITS_BACKGROUND", "WAITS_ENDED", "WAITS_HELD", "WAITS_ROOM", "Eta", "eta"]
 
 #: why a held job waits
 WAITS_HELD = ("held: no schedule pays its priced cost yet; searched again at each boundary "
@@ -66,14 +65,3 @@ def eta(now: int, plan: Mapping[int, Alloc] | None, *, held: bool = False,
                    waits="" if running else f"planned from slot {first}")
     return Eta(waits=WAITS_ROOM)
 
-
-def unfinished_etas(now: int, horizon: int, unfinished: Mapping[str, bool],
-                    plans: Mapping[str, Mapping[int, Alloc]], *, background: set[str],
-                    running: set[str]) -> dict[str, Eta]:
-    """The :class:`Eta` of each job in ``unfinished`` (job id -> held) at the boundary of slot
-    ``now`` of a run of ``horizon`` slots, from ``plans`` (job id -> plan) and the jobs in the
-    background and running; past the horizon, :data:`WAITS_ENDED`. O(plan entries)."""
-    if now >= horizon:
-        return {j: Eta(waits=WAITS_ENDED) for j in unfinished}
-    return {j: eta(now, plans.get(j), held=held, background=j in background,
-                   running=j in running) for j, held in unfinished.items()}

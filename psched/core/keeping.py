@@ -46,10 +46,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 
 import numpy as np
 
-from psched.core.eta import Eta, unfinished_etas
+from psched.core.eta import WAITS_ENDED, Eta, eta
 from psched.core.executor import SlotReport
 from psched.core.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps, resolve_job
-from psched.core.placement import Pools, most_workers, place
+from psched.core.placement import Pools, most_workers, place, usage_of
 from psched.core.policy import Capabilities, Policy
 from psched.core.records import Admission, JobRecord, LoopState
 from psched.core.speed import SpeedBook
@@ -162,16 +162,19 @@ class Keeping:
 
     def etas(self) -> dict[str, Eta]:
         """When each held or active job is expected to start and finish under the plans as
-        they stand, and why it waits (:mod:`psched.core.eta`). O(plan entries)."""
+        they stand, and why it waits (:mod:`psched.core.eta`); past the horizon, that the run
+        ended. O(plan entries)."""
         st = self.state
         unfinished = {j: True for j in st.held}
         unfinished.update({j: False for j in st.active})
+        if st.t >= self.horizon:
+            return {j: Eta(waits=WAITS_ENDED) for j in unfinished}
         plans: Mapping[str, Mapping[int, Alloc]] = (
             self.caps.revises.current_plans() if self.caps.revises is not None
             else self.schedules)
-        return unfinished_etas(st.t, self.horizon, unfinished, plans,
-                               background=set(self.background),
-                               running=set(self.last_plan))
+        background = set(self.background)
+        return {j: eta(st.t, plans.get(j), held=held, background=j in background,
+                       running=j in self.last_plan) for j, held in unfinished.items()}
 
     def as_planned(self, job: Job, speed: float | None = None) -> Job:
         """``job`` as its policy decides it: resolved (work and window) at ``speed`` against
@@ -472,10 +475,6 @@ class Keeping:
 def _take(free: np.ndarray, job: Job, alloc: Alloc) -> np.ndarray | None:
     """``free`` (servers x resources) less ``alloc`` of ``job``'s workers and PS, or None if
     it does not fit there."""
-    got = free.copy()
-    w, p = job.spec.worker_demand.as_array(), job.spec.ps_demand.as_array()
-    for h, n in alloc.workers:
-        got[h] -= n * w
-    for h, n in alloc.ps:
-        got[h] -= n * p
+    got = free - usage_of(alloc, job.spec.worker_demand.as_array(),
+                          job.spec.ps_demand.as_array(), free.shape[0])
     return got if bool((got >= -1e-9).all()) else None

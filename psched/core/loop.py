@@ -330,10 +330,11 @@ class SchedulerLoop(HeldAdmission, Keeping, Restoring):
         promised = decision.promised if decision.admitted else None
         if decision.admitted:
             self.believe_prior(rec)
-        rec.promised = None if promised is None else self.state_promise(
-            rec, promised, t, decision.schedule if self.policy.commits_on_arrival else None)
-        rec.promised_at = None if rec.promised is None else t
-        if decision.admitted:
+            if promised is not None:
+                rec.promised = self.state_promise(
+                    rec, promised, t,
+                    decision.schedule if self.policy.commits_on_arrival else None)
+                rec.promised_at = t
             st.active.append(spec.job_id)
             st.arrived.append(spec.job_id)
         else:

@@ -115,17 +115,13 @@ class SpeedBook:
     def observe(self, job_id: str, workload: str, workers: int, progress: float) -> None:
         """A steady slot: job ``job_id`` (of ``workload``) had ``workers`` workers, as in the
         slot before, and did ``progress`` worker-slots of work. The job's first steady slot
-        also measures, against it, the start-up cost of the start slots it ran before (its
-        first start among them): a job that starts and then runs on tells its workload's
-        cost after its second slot."""
+        also measures, against it, the start-up cost of the start slots it ran before: a job
+        that starts and then runs on tells its workload's cost after its second slot."""
         est = self._jobs.get(job_id)
-        if workers > 0 and est is not None and est.slots == 0 and est.starts > 0:
-            ratio = progress / workers
-            if ratio > 0.0:
-                lost = min(1.0, max(0.0, 1.0 - est.start_total / (est.starts * ratio)))
-                got = self._starts.setdefault(workload, [0.0, 0.0])
-                got[0] += est.starts
-                got[1] += est.starts * lost
+        if workers > 0 and est is not None and est.slots == 0 and est.starts > 0 \
+                and progress > 0.0:
+            self._lost(workload, est.starts,
+                       est.start_total / (est.starts * (progress / workers)))
         self._observe(job_id, workload, workers, progress, steady=True)
 
     def observe_start(self, job_id: str, workload: str, workers: int,
@@ -135,12 +131,16 @@ class SpeedBook:
         is its start slots' mean less that cost."""
         if workers > 0 and job_id in self._jobs and self._jobs[job_id].slots > 0:
             steady = self._jobs[job_id]
-            lost = min(1.0, max(0.0, 1.0 - (progress / workers) * steady.slots
-                                / max(steady.total, 1e-12)))
-            got = self._starts.setdefault(workload, [0.0, 0.0])
-            got[0] += 1.0
-            got[1] += lost
+            self._lost(workload, 1,
+                       (progress / workers) * steady.slots / max(steady.total, 1e-12))
         self._observe(job_id, workload, workers, progress, steady=False)
+
+    def _lost(self, workload: str, starts: int, kept: float) -> None:
+        """``starts`` start slots of ``workload`` that each kept ``kept`` of a steady slot's
+        work (so lost ``1 - kept`` of the slot, clipped to [0, 1])."""
+        got = self._starts.setdefault(workload, [0.0, 0.0])
+        got[0] += starts
+        got[1] += starts * min(1.0, max(0.0, 1.0 - kept))
 
     def _observe(self, job_id: str, workload: str, workers: int, progress: float, *,
                  steady: bool) -> None:

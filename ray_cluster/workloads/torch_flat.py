@@ -22,6 +22,7 @@ for finite-difference checks) and its float64 loss.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from math import prod
 from typing import Any
@@ -135,20 +136,20 @@ def flat_params(key: tuple[Any, ...], shapes: Sequence[tuple[int, ...]], device:
     return fp
 
 
-class FlatModel:
+class FlatModel(ABC):
     """Gradient and loss of a PyTorch workload on one flat vector, from the two methods it
     defines: :meth:`_flat` (its :class:`FlatParams` on a device) and :meth:`_xent` (its mean
     cross-entropy on a batch). The workload's ``device`` field names its training device."""
 
     device: str  #: the workload's ``device`` hyper-parameter (:func:`torch_device`)
 
+    @abstractmethod
     def _flat(self, device: torch.device, dtype: torch.dtype = torch.float32) -> FlatParams:
         """The process's :class:`FlatParams` of this workload's layout on ``device``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _xent(self, ws: list[torch.Tensor], batch: Batch, fp: FlatParams) -> torch.Tensor:
         """Mean cross-entropy on ``batch`` of the parameters ``ws`` (views of ``fp``)."""
-        raise NotImplementedError
 
     def _step(self, params: np.ndarray, batch: Batch, fp: FlatParams) -> tuple[float, np.ndarray]:
         ws = fp.load(params)
