@@ -153,6 +153,21 @@ class Keeping:
         # past what is known: its most workers each slot, one (re)start first
         return end - 1 + ceil_eps(left / (speed * rec.job.max_workers)) + (keep < 1.0)
 
+    def finish_along(self, job_id: str, t: int, schedule: Mapping[int, Alloc]) -> int:
+        """The slot an active job finishes in at the earliest along ``schedule`` from slot
+        ``t`` (then its most workers each slot), at a cautious speed and losing its
+        workload's start-up cost in each slot that starts, resumes or resizes it."""
+        return self._earliest_finish(self.state.records[job_id], t, None, schedule)
+
+    def work_to_ask(self, job_id: str) -> int:
+        """The worker-slots an active job is re-decided for: its work left at its measured
+        speed, once its workload's start-up cost is measured divided by the fraction of its
+        worker-slots a job keeps from start-up under this loop's plans
+        (:meth:`~psched.core.speed.SpeedBook.efficiency`)."""
+        rec = self.state.records[job_id]
+        work = max(1, ceil_eps(max(0.0, rec.job.work - rec.done) / rec.speed))
+        return max(1, ceil_eps(work / self.speeds.efficiency(rec.job.spec.workload)))
+
     def planned_speed(self, workload: str) -> float:
         """The speed a job of ``workload`` is decided at: its prior speed times the fraction
         of its worker-slots it is expected to keep from start-up under this loop's plans
@@ -295,8 +310,8 @@ class Keeping:
                 continue
             rec = self.state.records[job_id]
             work = max(1, ceil_eps(max(0.0, rec.job.work - rec.done) / rec.speed))
-            asked = max(1, ceil_eps(work / self.speeds.efficiency(rec.job.spec.workload)))
-            adm = self.replan(job_id, t, work=asked, behind=True, emit=False)
+            adm = self.replan(job_id, t, work=self.work_to_ask(job_id), behind=True,
+                              emit=False)
             if not (adm.admitted and adm.schedule) and self.caps.restores is not None:
                 reserved = self.reserve_idle(rec.job, work, t)
                 if reserved:
@@ -364,11 +379,13 @@ class Keeping:
         capacity no committed schedule holds, in the slots ``around`` (the job's schedule, if
         it is topped up) leaves free: each slot, as many workers (with their PS) as fit, up
         to its ``N`` and the work left; empty if it does not fit before the horizon. Once its
-        workload's start-up cost is measured, a slot counts only what it keeps of its workers'
-        work where it starts, resumes or resizes the job, and the job keeps the allocation it
-        has in the slot before where that still fits and more workers would not finish it
-        sooner (:meth:`_worth_resizing`): a few long runs, not many short ones that each pay
-        a start-up. O(schedule entries + slots x S R)."""
+        workload's start-up cost ``c`` is measured, a slot counts only what it keeps of its
+        workers' work where it starts, resumes or resizes the job (so it asks for the work
+        left over ``1 - c`` workers), and the job keeps the allocation it has in the slot
+        before where that still fits and more workers would not finish it sooner
+        (:meth:`_worth_resizing`), even if it is more than the work left needs: a few long
+        runs, not a tail of smaller ones that each pay a start-up.
+        O(schedule entries + slots x S R)."""
         around = around or {}
         by_slot: dict[int, list[tuple[Job, Alloc]]] = {}
         records = self.state.records
@@ -393,13 +410,13 @@ class Keeping:
                     free[h] -= n * ow
                 for h, n in a.ps:
                     free[h] -= n * op
-            want = min(ceil_eps(left), job.max_workers)
+            want = min(ceil_eps(left / (1.0 - cost)) if cost < 1.0 else job.max_workers,
+                       job.max_workers)  # a slot that (re)starts it keeps 1 - cost of each
             n = most_workers(free, pools, job, want)
             prev = out.get(s - 1, around.get(s - 1, self.last_plan.get(job.job_id)
                                                if s == t else None))
             alloc: Alloc | None = None
-            if cost > 0.0 and prev is not None and prev.n_workers <= want \
-                    and _take(free, job, prev) is not None \
+            if cost > 0.0 and prev is not None and _take(free, job, prev) is not None \
                     and not self._worth_resizing(job, ceil_eps(left), prev.n_workers, n, cost):
                 alloc = prev
             elif n:

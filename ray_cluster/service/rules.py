@@ -19,7 +19,12 @@ after-slot hook of the loop) and applies, in order:
   the rest of it (journaled ``release``), and every other active job is offered the freed
   capacity: its future commitments are released and it is re-decided from the next slot; the
   new schedule is kept if it completes strictly earlier, else the old one is committed again
-  (both journaled ``advance``, so a restart re-applies them). No job completes later than
+  (both journaled ``advance``, so a restart re-applies them). Once the job's workload has a
+  measured start-up cost it is asked for its work left over the share of it its jobs keep
+  (:meth:`~psched.core.keeping.Keeping.work_to_ask`), and both schedules are compared by
+  when they finish losing that cost in each slot that starts or resizes it
+  (:meth:`~psched.core.keeping.Keeping.finish_along`): a choppier schedule that ends a slot
+  earlier on paper but later in fact is not taken. No job completes later than
   promised.
 
 Each rule is one policy decision per job it touches: O(active jobs) decisions after a slot
@@ -124,15 +129,21 @@ class LiveRules:
             self.journal.decide(DecisionRow(job_id=job_id, kind="release", slot=t,
                                             admitted=False, reason="", payoff=None, work=0,
                                             schedule={}, latency_ms=0.0))
-        for job_id in list(self.loop.state.active):
+        st = self.loop.state
+        for job_id in list(st.active):
             old_end = self.commitments.planned_end.get(job_id)
             if old_end is None or old_end <= t:
                 continue
             old = {s: a for s, a in self.commitments.schedules[job_id].items() if s >= t}
+            costs = self.loop.speeds.startup(st.records[job_id].job.spec.workload) > 0.0
             t0 = time.perf_counter()
-            adm = self.loop.replan(job_id, t, release=True)
+            adm = self.loop.replan(job_id, t, release=True,
+                                   work=self.loop.work_to_ask(job_id) if costs else None)
             self.journal.decide(decision_row(adm, "advance", _ms(t0)))
-            if adm.admitted and adm.schedule and max(adm.schedule) < old_end:
+            if adm.admitted and adm.schedule and (
+                    self.loop.finish_along(job_id, t, adm.schedule)
+                    < self.loop.finish_along(job_id, t, old) if costs
+                    else max(adm.schedule) < old_end):
                 log.info("slot %d: job %s moves into freed capacity: done by %d, not %d", t,
                          job_id, max(adm.schedule), old_end)
                 continue
