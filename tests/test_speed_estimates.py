@@ -4,12 +4,20 @@ reality is the model, converging where it is not, and the same after a journal r
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from psched.core.speed import MIN_SPEED, PRIOR_SLOTS, PRIOR_WEAK, SpeedBook
+from psched.core.speed import (
+    MIN_SPEED,
+    PRIOR_LEAST,
+    PRIOR_MOST,
+    PRIOR_SLOTS,
+    PRIOR_WEAK,
+    SpeedBook,
+)
 
 
 @given(slots=st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(1, 64)),
@@ -119,3 +127,40 @@ def test_efficiency_is_what_the_restarts_measured_cost_and_one_without_a_cost():
         book.observe_start("k", "v", 2, 2.0)  # restarts that cost nothing
         book.observe("k", "v", 2, 2.0)
     assert book.efficiency("v") == 1.0 and book.efficiency("unseen") == 1.0
+
+
+def _measured(book: SpeedBook, job: str, ratios: list[float], workers: int = 4) -> None:
+    for i, r in enumerate(ratios):
+        (book.observe_start if i == 0 else book.observe)(job, "w", workers, r * workers)
+
+
+def test_jobs_that_differ_and_run_steadily_are_known_by_their_own_slots_at_once():
+    """The prior weighs the per-slot spread over the spread between jobs: with no per-slot
+    noise one steady slot of a job tells its speed (the prior's pull stays under 1%)."""
+    book = SpeedBook()
+    for job, speed in (("a", 0.7), ("b", 1.0), ("c", 1.3)):
+        _measured(book, job, [speed] * 5)
+    _measured(book, "d", [0.8, 0.8])
+    assert book.speed("d", "w") == pytest.approx(0.8, abs=0.01)
+
+
+def test_jobs_alike_in_noisy_slots_lean_on_the_workload_more_than_a_few_slots():
+    rng = random.Random(3)
+    book = SpeedBook()
+    for job in "abcdef":  # all at 1.0, each slot 10% off either way
+        _measured(book, job, [1.0 + rng.choice((-0.1, 0.1)) for _ in range(6)])
+    _measured(book, "g", [1.0, 1.1])  # one steady slot, 10% fast by chance
+    # more than PRIOR_SLOTS' pull toward the workload's 1.0
+    assert 1.0 < book.speed("g", "w") < (PRIOR_SLOTS * 1.0 + 1.1) / (PRIOR_SLOTS + 1)
+
+
+@given(speeds=st.lists(st.floats(0.3, 2.0), min_size=3, max_size=8),
+       noise=st.floats(0.0, 0.3), own=st.floats(0.3, 2.0))
+def test_the_prior_weighs_between_its_least_and_its_most_slots(speeds, noise, own):
+    book = SpeedBook()
+    for i, s in enumerate(speeds):
+        _measured(book, f"j{i}", [s, s * (1 + noise), s * (1 - noise)])
+    _measured(book, "new", [own, own])  # one steady slot at ``own``
+    mu0 = book.prior("w", exclude="new")[0]
+    ends = [(k * mu0 + own) / (k + 1) for k in (PRIOR_LEAST, PRIOR_MOST)]
+    assert min(ends) - 1e-9 <= book.speed("new", "w") <= max(ends) + 1e-9

@@ -7,9 +7,12 @@ many workers it had and how much work it did. The ratio ``r = progress / workers
 slot's speed (1.0: as profiled). The book keeps per job:
 
 * the **speed** ``s``: the mean of its slots' ratios, shrunk toward its workload's prior
-  with the weight of ``k`` slots (``(k mu0 + sum r) / (k + m)`` after ``m`` slots):
-  :data:`PRIOR_SLOTS` where other jobs of the workload were measured, :data:`PRIOR_WEAK`
-  where the prior is only the profile's word;
+  with the weight of ``k`` slots (``(k mu0 + sum r) / (k + m)`` after ``m`` slots): once two
+  or more other jobs of the workload were measured, the per-slot variance within them over
+  the variance between their speeds (jobs that differ and run steadily are known by their
+  own slots at once; jobs alike in noisy slots lean on each other), within
+  [:data:`PRIOR_LEAST`, :data:`PRIOR_MOST`]; :data:`PRIOR_SLOTS` after one, or where their
+  speeds show no spread; :data:`PRIOR_WEAK` where the prior is only the profile's word;
 * its **spread** ``sd``: the standard deviation of the slots' ratios about ``s``, with the
   prior's variance at the same weight; and the **standard error** of ``s``,
   ``sd / sqrt(k + m)``.
@@ -44,15 +47,19 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MIN_SPEED", "PRIOR_SLOTS", "PRIOR_WEAK", "STARTS_KNOWN", "STARTUP_NOISE", "Z_PROMISE",
-           "SpeedBook", "SpeedEstimate"]
+__all__ = ["MIN_SPEED", "PRIOR_LEAST", "PRIOR_MOST", "PRIOR_SLOTS", "PRIOR_WEAK",
+           "STARTS_KNOWN", "STARTUP_NOISE", "Z_PROMISE", "SpeedBook", "SpeedEstimate"]
 
 #: the slowest speed an estimate takes (a job that made no progress at all in its measured
 #: slots is planned as 100x slower than profiled, not as one that never finishes)
 MIN_SPEED = 0.01
 
-#: weight of a workload's prior, in slots of measurement, once other jobs of it were measured
+#: weight of a workload's prior, in slots of measurement, once one other job of it was
+#: measured, or where its jobs' speeds show no spread to weigh it by
 PRIOR_SLOTS = 2.0
+#: bounds of the prior's weight where two or more other jobs tell the spread: their per-slot
+#: variance over the variance between them (Efron & Morris's ratio), within these
+PRIOR_LEAST, PRIOR_MOST = 0.05, 20.0
 #: its weight while nothing of the workload was measured (the prior is the profile's word)
 PRIOR_WEAK = 0.5
 #: start slots of a workload measured against steady speeds before its start-up cost is
@@ -236,6 +243,15 @@ class SpeedBook:
         the workload ran as profiled (O(1) then)."""
         if workload not in self._inexact:
             return 1.0, 0.0
+        k, mean, between, within = self._pooled(workload, exclude)
+        if k < 0.5 or (mean == 1.0 and between == 0.0 and within == 0.0):
+            return 1.0, 0.0
+        return mean, math.sqrt(between + within)
+
+    def _pooled(self, workload: str, exclude: str | None) -> tuple[float, float, float, float]:
+        """Over the workload's measured jobs but ``exclude``: (how many, the mean of their
+        speeds, the variance between those speeds, the mean per-slot variance within
+        them); the last three 1.0, 0.0, 0.0 if there are none."""
         pool = list(self._sums(workload))
         own = None if exclude is None else self._own(exclude)
         if own is not None:
@@ -247,20 +263,23 @@ class SpeedBook:
             pool[3] -= max(0.0, squares / m - mean * mean)
         k = pool[0]
         if k < 0.5:
-            return 1.0, 0.0
+            return 0.0, 1.0, 0.0, 0.0
         mean = max(MIN_SPEED, pool[1] / k)
-        between = max(0.0, pool[2] / k - mean * mean)
-        within = max(0.0, pool[3] / k)
-        if mean == 1.0 and between == 0.0 and within == 0.0:
-            return 1.0, 0.0
-        return mean, math.sqrt(between + within)
+        return k, mean, max(0.0, pool[2] / k - mean * mean), max(0.0, pool[3] / k)
 
     def _weight(self, workload: str, exclude: str | None = None) -> float:
-        """The prior's weight for a job of ``workload`` (``exclude``: that job)."""
-        others = self._sums(workload)[0]
-        if exclude is not None and self._own(exclude) is not None:
-            others -= 1.0
-        return PRIOR_SLOTS if others >= 0.5 else PRIOR_WEAK
+        """The prior's weight, in slots, for a job of ``workload`` (``exclude``: that job):
+        :data:`PRIOR_WEAK` before another job of it was measured; once two or more were,
+        the empirical-Bayes weight, their per-slot variance over the variance between
+        them (jobs much alike, or noisy slots: the prior weighs much; jobs that differ,
+        each measured cleanly: a job's own slots tell its speed), within
+        [:data:`PRIOR_LEAST`, :data:`PRIOR_MOST`]; else :data:`PRIOR_SLOTS`."""
+        k, _, between, within = self._pooled(workload, exclude)
+        if k < 0.5:
+            return PRIOR_WEAK
+        if k < 1.5 or between <= 0.0:
+            return PRIOR_SLOTS
+        return min(PRIOR_MOST, max(PRIOR_LEAST, within / between))
 
     def _stats(self, job_id: str) -> tuple[float, float, float]:
         """Speed, per-slot spread and the estimate's weight in slots (prior included)."""
