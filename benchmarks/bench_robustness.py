@@ -5,15 +5,16 @@ The ``oasis-paper`` scenario (jobs arriving over ``--span`` slots, 1-hour model 
 through :class:`ray_cluster.service.SchedulerService` on a
 :class:`psched.core.reality.RealityExecutor` (not waiting for the wall clock, as
 ``bench_service_restart.py`` drives it) for ``--horizon-factor`` times the arrival span. One
-row per reality: a global rate ``R`` in {0.8, 0.9, 0.95, 1.0, 1.05, 1.2} with no spread, and
-``R = 1`` with a per-job factor ``sigma_job`` in {0.1, 0.2}, per-slot noise 0.1 and half a slot
-lost per start, resume or resize. Per row and policy, summed over seeds: utility, jobs
-promised, kept (%), re-stated, missed, admitted, unfinished (admitted, not completed by the
-end; dropped ones included), dropped, the worker-slots spent on jobs that never completed
-(``wasted_ws``) and those run in the background (``background_ws``); and the **oracle**: the
-same policy told each job's true lasting speed (its ``tau_s`` and communication time divided
-by :meth:`RealityExecutor.true_speed`, so its model is the persistent part of reality; the
-noise and the start-up cost stay), with ``ratio`` = utility / oracle utility.
+row per reality: a global rate ``R`` in {0.8, 0.9, 0.95, 1.0, 1.05, 1.2} with no spread, R = 1
+with a per-job factor ``sigma_job`` in {0.1, 0.2}, per-slot noise 0.1 and half a slot lost per
+start, resume or resize, and ``sigma_job`` 0.2 alone (what not knowing a job's own speed before
+it runs costs, with nothing else departing from the profile). Per row and policy, summed over
+seeds: utility, jobs promised, kept (%), re-stated, missed, admitted, unfinished (admitted, not
+completed by the end; dropped ones included), dropped, the worker-slots spent on jobs that
+never completed (``wasted_ws``) and those run in the background (``background_ws``); and the
+**oracle**: the same policy told each job's true lasting speed (its ``tau_s`` and communication
+time divided by :meth:`RealityExecutor.true_speed`, so its model is the persistent part of
+reality; the noise and the start-up cost stay), with ``ratio`` = utility / oracle utility.
 
 Every cell (jobs, seed, reality, policy, real or oracle) is one process of a pool
 (``--processes``, default 2). Writes ``benchmarks/results/robustness.md`` (the table) and
@@ -28,6 +29,7 @@ Usage::
     python benchmarks/bench_robustness.py --jobs 200 --seeds 0-4 --policies oasis-rp
     python benchmarks/bench_robustness.py --resume        # the cells an interrupted run left
     python benchmarks/bench_robustness.py --jobs 200 --policies fifo,srtf --no-oracle --resume
+    python benchmarks/bench_robustness.py --jobs 200 --summary   # BENCHMARKS' tables
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import dataclasses
 import logging
 import multiprocessing
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -53,7 +56,7 @@ from psched.results.metrics import summarize
 from psched.traces.synth import SCENARIOS
 from ray_cluster.service import ServiceConfig
 
-__all__ = ["REALITIES", "oracle_specs", "run_cell"]
+__all__ = ["REALITIES", "oracle_specs", "read_cells", "run_cell", "summary"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -62,6 +65,7 @@ REALITIES: tuple[tuple[str, Reality], ...] = (
     *((f"R={r:g}", Reality(rate=r)) for r in (0.8, 0.9, 0.95, 1.0, 1.05, 1.2)),
     *((f"R=1 sj={s:g} ss=0.1 st=0.5",
        Reality(sigma_job=s, sigma_slot=0.1, startup=0.5)) for s in (0.1, 0.2)),
+    ("R=1 sj=0.2", Reality(sigma_job=0.2)),  # the per-job factor alone: what it costs
 )
 #: ``--quick``'s rows.
 QUICK = ("R=0.9", "R=1", "R=1 sj=0.2 ss=0.1 st=0.5")
@@ -181,12 +185,72 @@ def _table(rows: list[dict[str, Any]], labels: Sequence[str]) -> list[str]:
     return lines
 
 
+#: how BENCHMARKS names each reality
+NAMES = {"R=1 sj=0.1 ss=0.1 st=0.5": "σ_job 0.1, start-up 0.5",
+         "R=1 sj=0.2 ss=0.1 st=0.5": "σ_job 0.2, start-up 0.5",
+         "R=1 sj=0.2": "σ_job 0.2 alone"}
+
+
+def summary(rows: list[dict[str, Any]], jobs: int = 200) -> list[str]:
+    """BENCHMARKS' tables of ``jobs``-job cells: per reality, oasis-rp's and oasis's utility
+    against their oracles (worst seed), promises kept (re-stated), unfinished and the
+    worker-slots of jobs never completed; then each other policy at R=0.9 and at σ_job 0.2
+    with start-up. Figures summed over the seeds a row has."""
+    labels = [label for label, _ in REALITIES]
+
+    def cells(label: str, policy: str, oracle: bool) -> dict[int, dict[str, Any]]:
+        return {r["seed"]: r for r in rows if (r["jobs"], r["reality"], r["policy"],
+                                               r["oracle"]) == (jobs, label, policy, oracle)}
+
+    def ours(label: str, policy: str, waste: bool) -> list[str]:
+        real = cells(label, policy, False)
+        orc = cells(label, policy, True) if _lasting(label) else real
+        u = sum(r["utility"] for r in real.values())
+        if _lasting(label):
+            uo = sum(orc[k]["utility"] for k in real)
+            worst = min(real[k]["utility"] / orc[k]["utility"] for k in real)
+            head = f"{u:,.0f} / {uo:,.0f} = {u / uo:.3f} ({worst:.3f})"
+        else:
+            head = f"{u:,.0f} (its own)"
+        kept = sum(r["kept"] for r in real.values())
+        promised = sum(r["promised"] for r in real.values())
+        stated = sum(r["restated"] for r in real.values())
+        unfinished = sum(r["unfinished"] for r in real.values())
+        wasted = sum(r["wasted_ws"] for r in real.values())
+        return [head, f"{100 * kept / promised:.1f} ({stated})",
+                f"{unfinished} / {wasted:,.0f}" if waste else f"{unfinished}"]
+
+    out = ["| reality | oasis-rp: utility / oracle (worst seed) | kept % (re-stated) | "
+           "unfinished | oasis: utility / oracle (worst seed) | kept % (re-stated) | "
+           "unfinished / wasted_ws |", "|---|---|---|---|---|---|---|"]
+    for label in labels:
+        if cells(label, "oasis-rp", False) and cells(label, "oasis", False):
+            out.append("| " + " | ".join([NAMES.get(label, label),
+                                          *ours(label, "oasis-rp", False),
+                                          *ours(label, "oasis", True)]) + " |")
+    pair = ("R=0.9", "R=1 sj=0.2 ss=0.1 st=0.5")
+    others = sorted({r["policy"] for r in rows if r["jobs"] == jobs}
+                    - {"oasis", "oasis-rp"})
+    out += ["", f"| policy | {pair[0]}: utility, unfinished / admitted, wasted_ws | "
+                f"{NAMES[pair[1]]}: the same |", "|---|---|---|"]
+    for policy in others:
+        parts = []
+        for label in pair:
+            real = cells(label, policy, False).values()
+            parts.append(f"{sum(r['utility'] for r in real):,.0f}, "
+                         f"{sum(r['unfinished'] for r in real)} / "
+                         f"{sum(r['admitted'] for r in real)}, "
+                         f"{sum(r['wasted_ws'] for r in real):,.0f}")
+        out.append(f"| {policy} | {parts[0]} | {parts[1]} |")
+    return out
+
+
 def _key(row: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(str(row[k]) for k in ("jobs", "seed", "reality", "policy", "oracle",
                                        "horizon"))
 
 
-def _read_cells(path: Path) -> list[dict[str, Any]]:
+def read_cells(path: Path) -> list[dict[str, Any]]:
     """The rows of an earlier cells CSV, typed as :func:`run_cell` returns them."""
     if not path.is_file():
         return []
@@ -236,6 +300,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="200 jobs, seeds 0-1, rows " + "; ".join(QUICK))
     p.add_argument("--no-oracle", action="store_true",
                    help="skip the oracle runs (the table's oracle and ratio read nan)")
+    p.add_argument("--summary", action="store_true",
+                   help="print BENCHMARKS' tables of the cells CSV for the first --jobs "
+                        "size and run nothing")
     p.add_argument("--resume", action="store_true",
                    help="keep every cell of the cells CSV (the table shows them all) and "
                         "run only the cells asked for that it lacks")
@@ -253,8 +320,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     stem = "robustness_quick" if args.quick else "robustness"
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{stem}_cells.csv"
+    if args.summary:
+        print("\n".join(summary(read_cells(path), args.jobs[0])))
+        return
     wanted = {_key(c) for c in cells}
-    rows = _read_cells(path) if args.resume else []  # every cell kept, asked for or not
+    rows = read_cells(path) if args.resume else []  # every cell kept, asked for or not
     done = {_key(r) for r in rows} & wanted
     cells = [c for c in cells if _key(c) not in done]
     print(f"{len(cells)} service runs on {args.processes} processes ({len(done)} kept)",
@@ -272,8 +342,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows.sort(key=lambda r: (r["jobs"], labels.index(r["reality"]), r["policy"], r["oracle"],
                              r["seed"]))
     _write_cells(path, rows)
-    cmd = "python benchmarks/bench_robustness.py " + " ".join(sys.argv[1:] if argv is None
-                                                              else argv)
+    cmd = "python benchmarks/bench_robustness.py " + shlex.join(sys.argv[1:] if argv is None
+                                                               else argv)
     text = [f"`{cmd.strip()}` ({time.perf_counter() - t0:.0f} s wall for {len(cells)} "
             f"cells, {sum(r['cpu_s'] for r in rows):.0f} CPU s in all; seeds "
             f"{','.join(map(str, args.seeds))}, horizon {args.horizon_factor:g}x the arrival "
