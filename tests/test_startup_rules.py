@@ -16,6 +16,7 @@ from psched.core.arrivals import TraceArrivals
 from psched.core.loop import SchedulerLoop
 from psched.core.placement import Pools, most_workers
 from psched.core.reality import Reality, RealityExecutor
+from psched.core.speed import Z_PROMISE
 from psched.policies import make_policy
 from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 from ray_cluster.service import SchedulerService, ServiceConfig
@@ -40,7 +41,10 @@ def test_once_start_up_is_measured_jobs_are_decided_at_the_share_of_work_they_ke
     prior: dict[int, float] = {}
 
     def note(t: int) -> None:
-        eff[t], prior[t] = loop.speeds.efficiency(""), loop.speeds.prior("")[0]
+        mu, sd = loop.speeds.prior("")
+        if policy == "oasis":  # commits on arrival: at the promise's quantile of the spread
+            mu *= math.exp(-Z_PROMISE * sd / mu)
+        eff[t], prior[t] = loop.speeds.efficiency(""), mu
 
     loop.before_slot.append(note)
     loop.run()
@@ -165,3 +169,22 @@ def test_capacity_freed_early_moves_no_job_to_a_later_finish_start_up_counted(tm
     svc.close()
     assert checked, "no capacity was freed once start-up was measured"
     assert [c for c in checked if c[3] > c[2]] == []  # (job, slot, finish before, after)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_committing_policy_commits_a_job_at_a_cautious_speed_a_replanning_one_at_the_mean(
+        seed):
+    """Jobs whose speeds spread: oasis (it commits on arrival) decides each arrival at the
+    workload's speed ``Z_PROMISE`` spreads below its mean, oasis-rp (it re-plans) at the
+    mean; neither once nothing spreads."""
+    specs, _ = oasis_paper_jobs(40, seed=seed, slots=20)
+    for policy in ("oasis", "oasis-rp"):
+        loop = SchedulerLoop(cluster=oasis_paper_cluster(seed=seed),
+                             policy=make_policy(policy), horizon=60,
+                             arrivals=TraceArrivals(specs), known_jobs=specs,
+                             executor=RealityExecutor(Reality(sigma_job=0.3, seed=seed)))
+        loop.run(until=10)
+        mu, sd = loop.speeds.prior("")
+        assert sd > 0.0
+        want = mu * math.exp(-Z_PROMISE * sd / mu) if policy == "oasis" else mu
+        assert loop.planned_speed("") == pytest.approx(want, rel=1e-12)

@@ -12,7 +12,9 @@ policy, in simulation and in the live service alike.
   window) at its workload's prior speed, less the share of its work it is expected to lose to
   start-up, as often as this loop's plans have started, resumed or resized its workload's
   jobs (:meth:`Keeping.planned_speed`): a cluster measured slow, or one whose jobs pay for
-  every restart, admits as it really is.
+  every restart, admits as it really is. A policy that commits a schedule on arrival
+  commits it at a cautious prior (the promise's quantile of the spread between the
+  workload's jobs), so that a job slower than its workload's mean still fits its schedule.
 * **Promises sized to what is known.** The promise a policy makes (``Decision.promised``) is
   stated to the user with :meth:`~psched.core.speed.SpeedBook.slack` slots more: what
   covers the speed estimate's uncertainty over the slots to go (0 while nothing is
@@ -52,7 +54,7 @@ from psched.core.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps,
 from psched.core.placement import Pools, most_workers, place, usage_of
 from psched.core.policy import Capabilities, Policy
 from psched.core.records import Admission, JobRecord, LoopState
-from psched.core.speed import SpeedBook
+from psched.core.speed import SPREAD_NOISE, Z_PROMISE, SpeedBook
 
 __all__ = ["RESERVED", "Keeping", "Restatement"]
 
@@ -172,8 +174,14 @@ class Keeping:
         """The speed a job of ``workload`` is decided at: its prior speed times the fraction
         of its worker-slots it is expected to keep from start-up under this loop's plans
         (:meth:`~psched.core.speed.SpeedBook.efficiency`); exactly 1.0 with reality as
-        profiled."""
-        return self.speeds.prior(workload)[0] * self.speeds.efficiency(workload)
+        profiled. For a policy that commits a schedule on arrival, the prior speed is taken
+        :data:`~psched.core.speed.Z_PROMISE` spreads of the workload's jobs below their mean
+        (``mu exp(-Z sd / mu)``): the schedule covers the job, as a promise does, while its
+        own speed is unknown; one that runs faster frees the rest for others."""
+        mu, sd = self.speeds.prior(workload)
+        if sd > SPREAD_NOISE * mu and self.policy.commits_on_arrival:  # covered, as promised
+            mu *= math.exp(-Z_PROMISE * sd / mu)
+        return mu * self.speeds.efficiency(workload)
 
     def etas(self) -> dict[str, Eta]:
         """When each held or active job is expected to start and finish under the plans as

@@ -48,7 +48,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["MIN_SPEED", "PRIOR_LEAST", "PRIOR_MOST", "PRIOR_SLOTS", "PRIOR_WEAK",
-           "STARTS_KNOWN", "STARTUP_NOISE", "Z_PROMISE", "SpeedBook", "SpeedEstimate"]
+           "SPREAD_NOISE", "STARTS_KNOWN", "STARTUP_NOISE", "Z_PROMISE", "SpeedBook",
+           "SpeedEstimate"]
 
 #: the slowest speed an estimate takes (a job that made no progress at all in its measured
 #: slots is planned as 100x slower than profiled, not as one that never finishes)
@@ -68,6 +69,9 @@ STARTS_KNOWN = 3
 #: a start-up cost below this fraction of a slot is rounding, not a cost (a start slot and a
 #: steady one at the same speed can differ in the last bits)
 STARTUP_NOISE = 1e-9
+#: a spread of speeds below this fraction of their mean is rounding, not a spread (equal
+#: speeds, squared and summed, differ in their last bits)
+SPREAD_NOISE = 1e-6
 #: one-sided normal quantile of a promise's slack (97.7%)
 Z_PROMISE = 2.0
 
@@ -274,10 +278,10 @@ class SpeedBook:
         them (jobs much alike, or noisy slots: the prior weighs much; jobs that differ,
         each measured cleanly: a job's own slots tell its speed), within
         [:data:`PRIOR_LEAST`, :data:`PRIOR_MOST`]; else :data:`PRIOR_SLOTS`."""
-        k, _, between, within = self._pooled(workload, exclude)
+        k, mean, between, within = self._pooled(workload, exclude)
         if k < 0.5:
             return PRIOR_WEAK
-        if k < 1.5 or between <= 0.0:
+        if k < 1.5 or between <= (SPREAD_NOISE * mean) ** 2:
             return PRIOR_SLOTS
         return min(PRIOR_MOST, max(PRIOR_LEAST, within / between))
 
