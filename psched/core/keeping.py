@@ -166,9 +166,14 @@ class Keeping:
         speed, once its workload's start-up cost is measured divided by the fraction of its
         worker-slots a job keeps from start-up under this loop's plans
         (:meth:`~psched.core.speed.SpeedBook.efficiency`)."""
+        work = self.work_left(job_id)
+        workload = self.state.records[job_id].job.spec.workload
+        return max(1, ceil_eps(work / self.speeds.efficiency(workload)))
+
+    def work_left(self, job_id: str) -> int:
+        """An active job's work left, in worker-slots at its measured speed (at least 1)."""
         rec = self.state.records[job_id]
-        work = max(1, ceil_eps(max(0.0, rec.job.work - rec.done) / rec.speed))
-        return max(1, ceil_eps(work / self.speeds.efficiency(rec.job.spec.workload)))
+        return max(1, ceil_eps(max(0.0, rec.job.work - rec.done) / rec.speed))
 
     def planned_speed(self, workload: str) -> float:
         """The speed a job of ``workload`` is decided at: its prior speed times the fraction
@@ -317,7 +322,7 @@ class Keeping:
             if not sched or max(sched) >= t or job_id in self.background:
                 continue
             rec = self.state.records[job_id]
-            work = max(1, ceil_eps(max(0.0, rec.job.work - rec.done) / rec.speed))
+            work = self.work_left(job_id)
             adm = self.replan(job_id, t, work=self.work_to_ask(job_id), behind=True,
                               emit=False)
             if not (adm.admitted and adm.schedule) and self.caps.restores is not None:
@@ -464,8 +469,8 @@ class Keeping:
         order.sort(key=lambda j: (records[j].job.work - records[j].done, j))
         placing = []
         for job_id in order:  # those that stay as they ran, first
-            job, rec = jobs[job_id], records[job_id]
-            left = max(1, math.ceil(max(0.0, job.work - rec.done) / rec.speed - 1e-9))
+            job = jobs[job_id]
+            left = self.work_left(job_id)
             before = self.last_plan.get(job_id)
             cost = self.speeds.startup(job.spec.workload)
             if before is not None and cost > 0.0 and before.n_workers <= left:

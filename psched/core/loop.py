@@ -28,7 +28,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -384,8 +383,7 @@ class SchedulerLoop(HeldAdmission, Keeping, Restoring):
         either way; the owner drops it if it wants to. One policy decision."""
         st = self.state
         rec = st.records[job_id]
-        left = work if work is not None else max(
-            1, math.ceil((rec.job.work - rec.done) / rec.speed - 1e-9))
+        left = work if work is not None else self.work_left(job_id)
         residual = Job(spec=rec.job.spec, work=left, window=rec.job.window)
         if release:
             self.release(job_id, t)

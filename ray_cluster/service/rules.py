@@ -137,8 +137,7 @@ class LiveRules:
             old = {s: a for s, a in self.commitments.schedules[job_id].items() if s >= t}
             costs = self.loop.speeds.startup(st.records[job_id].job.spec.workload) > 0.0
             t0 = time.perf_counter()
-            adm = self.loop.replan(job_id, t, release=True,
-                                   work=self.loop.work_to_ask(job_id) if costs else None)
+            adm = self.loop.replan(job_id, t, release=True, work=self.loop.work_to_ask(job_id))
             self.journal.decide(decision_row(adm, "advance", _ms(t0)))
             if adm.admitted and adm.schedule and (
                     self.loop.finish_along(job_id, t, adm.schedule)
