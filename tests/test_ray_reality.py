@@ -72,7 +72,7 @@ def _real_speed(svc: SchedulerService, job_id: str) -> float:
 def test_a_job_at_half_its_profiled_speed_keeps_or_restates_its_promise_and_is_learnt(
         ray_session, tmp_path, tau, policy):
     cluster, node_of = _cluster(ray_session)
-    slow = _spec("slow", slots=3, tau=tau / 2)  # claims twice the speed it has
+    slow = _spec("slow", slots=2, tau=tau / 2)  # claims twice the speed it has
     cfg = ServiceConfig(policy=policy, slot_seconds=SLOT_S, horizon=80, history=(slow,),
                         runtime={"start_timeout_s": 30.0})
     svc = SchedulerService(tmp_path, config=cfg, cluster=cluster, node_of=node_of)

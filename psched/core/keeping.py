@@ -46,12 +46,10 @@ import dataclasses
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping
 
-import numpy as np
-
 from psched.core.eta import WAITS_ENDED, Eta, eta
 from psched.core.executor import SlotReport
+from psched.core.idle import IdleRoom
 from psched.core.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps, resolve_job
-from psched.core.placement import Pools, most_workers, place, usage_of
 from psched.core.policy import Capabilities, Policy
 from psched.core.records import Admission, JobRecord, LoopState
 from psched.core.speed import SPREAD_NOISE, Z_PROMISE, SpeedBook
@@ -66,8 +64,9 @@ RESERVED = "reserved_idle"
 Restatement = tuple[str, int, int, int]
 
 
-class Keeping:
-    """The rules of the module docstring, over the loop's state, policy and cluster."""
+class Keeping(IdleRoom):
+    """The rules of the module docstring, over the loop's state, policy and cluster (the
+    idle-capacity rules in :class:`~psched.core.idle.IdleRoom`)."""
 
     state: LoopState
     policy: Policy
@@ -169,11 +168,6 @@ class Keeping:
         work = self.work_left(job_id)
         workload = self.state.records[job_id].job.spec.workload
         return max(1, ceil_eps(work / self.speeds.efficiency(workload)))
-
-    def work_left(self, job_id: str) -> int:
-        """An active job's work left, in worker-slots at its measured speed (at least 1)."""
-        rec = self.state.records[job_id]
-        return max(1, ceil_eps(max(0.0, rec.job.work - rec.done) / rec.speed))
 
     def planned_speed(self, workload: str) -> float:
         """The speed a job of ``workload`` is decided at: its prior speed times the fraction
@@ -386,63 +380,6 @@ class Keeping:
             total += alloc.n_workers * (1.0 if alloc == prev else keep)
         return total
 
-    def reserve_idle(self, job: Job, work: int, t: int,
-                     around: Mapping[int, Alloc] | None = None) -> dict[int, Alloc]:
-        """The earliest schedule of ``work`` worker-slots of ``job`` from slot ``t`` on the
-        capacity no committed schedule holds, in the slots ``around`` (the job's schedule, if
-        it is topped up) leaves free: each slot, as many workers (with their PS) as fit, up
-        to its ``N`` and the work left; empty if it does not fit before the horizon. Once its
-        workload's start-up cost ``c`` is measured, a slot counts only what it keeps of its
-        workers' work where it starts, resumes or resizes the job (so it asks for the work
-        left over ``1 - c`` workers), and the job keeps the allocation it has in the slot
-        before where that still fits and more workers would not finish it sooner
-        (:meth:`_worth_resizing`), even if it is more than the work left needs: a few long
-        runs, not a tail of smaller ones that each pay a start-up.
-        O(schedule entries + slots x S R)."""
-        around = around or {}
-        by_slot: dict[int, list[tuple[Job, Alloc]]] = {}
-        records = self.state.records
-        for j, sched in self.schedules.items():
-            if j in records:
-                for s, a in sched.items():
-                    if s >= t:
-                        by_slot.setdefault(s, []).append((records[j].job, a))
-        cap = np.asarray(self.cluster.capacity, dtype=float)
-        pools = Pools.of(self.cluster)
-        w_dem, p_dem = job.spec.worker_demand.as_array(), job.spec.ps_demand.as_array()
-        cost = self.speeds.startup(job.spec.workload)
-        out: dict[int, Alloc] = {}
-        left = float(work)
-        for s in range(t, self.horizon):
-            if s in around:
-                continue
-            free = cap.copy()
-            for other, a in by_slot.get(s, ()):
-                ow, op = other.spec.worker_demand.as_array(), other.spec.ps_demand.as_array()
-                for h, n in a.workers:
-                    free[h] -= n * ow
-                for h, n in a.ps:
-                    free[h] -= n * op
-            want = min(ceil_eps(left / (1.0 - cost)) if cost < 1.0 else job.max_workers,
-                       job.max_workers)  # a slot that (re)starts it keeps 1 - cost of each
-            n = most_workers(free, pools, job, want)
-            prev = out.get(s - 1, around.get(s - 1, self.last_plan.get(job.job_id)
-                                               if s == t else None))
-            alloc: Alloc | None = None
-            if cost > 0.0 and prev is not None and _take(free, job, prev) is not None \
-                    and not self._worth_resizing(job, ceil_eps(left), prev.n_workers, n, cost):
-                alloc = prev
-            elif n:
-                got = place(free, pools, worker_demand=w_dem, ps_demand=p_dem, workers=n,
-                            ps=job.ps_needed(n))
-                alloc = None if got is None else got.alloc
-            if alloc is not None:
-                out[s] = alloc
-                left -= alloc.n_workers * (1.0 if alloc == prev else 1.0 - cost)
-                if left <= 1e-9:
-                    return out
-        return {}
-
     def to_background(self, job_id: str) -> bool:
         """Run an active job on idle capacity from now on, until it completes. False if it is
         not active or already there."""
@@ -450,61 +387,3 @@ class Keeping:
             return False
         self.background.append(job_id)
         return True
-
-    def fill_background(self, plan: SlotPlan, jobs: Mapping[str, Job],
-                        usage: np.ndarray) -> dict[str, Alloc]:
-        """``plan`` with the background jobs it does not run placed on the capacity it
-        leaves idle (``usage``: the plan's, servers x resources), least work left first,
-        each with as many workers (and the PS they need) as fit. Once its workload's
-        start-up cost is measured, a job keeps the allocation it ran with in the slot before
-        where it still fits, unless more workers finish it sooner even after paying that
-        cost once more (:meth:`_worth_resizing`). O(candidates x S R)."""
-        order = [j for j in self.background if j in jobs and j not in plan]
-        if not order:
-            return dict(plan)
-        records = self.state.records
-        free = np.asarray(self.cluster.capacity, dtype=float) - usage
-        pools = Pools.of(self.cluster)
-        out = dict(plan)
-        order.sort(key=lambda j: (records[j].job.work - records[j].done, j))
-        placing = []
-        for job_id in order:  # those that stay as they ran, first
-            job = jobs[job_id]
-            left = self.work_left(job_id)
-            before = self.last_plan.get(job_id)
-            cost = self.speeds.startup(job.spec.workload)
-            if before is not None and cost > 0.0 and before.n_workers <= left:
-                kept = _take(free, job, before)
-                if kept is not None and not self._worth_resizing(
-                        job, left, before.n_workers,
-                        most_workers(free, pools, job, left), cost):
-                    out[job_id], free = before, kept
-                    continue
-            placing.append((job_id, left))
-        for job_id, left in placing:
-            job = jobs[job_id]
-            n = most_workers(free, pools, job, left)
-            if n == 0:
-                continue
-            got = place(free, pools, worker_demand=job.spec.worker_demand.as_array(),
-                        ps_demand=job.spec.ps_demand.as_array(), workers=n,
-                        ps=job.ps_needed(n))
-            if got is not None:
-                out[job_id], free = got.alloc, got.free
-        return out
-
-    @staticmethod
-    def _worth_resizing(job: Job, left: int, now: int, could: int, cost: float) -> bool:
-        """True if ``could`` workers (re-placed, losing ``cost`` of a slot) finish ``left``
-        planned worker-slots sooner than the ``now`` it runs with: ``left / now`` slots
-        against ``cost + left / could``."""
-        could = min(could, job.max_workers, left)
-        return could > now and cost + left / could < left / now
-
-
-def _take(free: np.ndarray, job: Job, alloc: Alloc) -> np.ndarray | None:
-    """``free`` (servers x resources) less ``alloc`` of ``job``'s workers and PS, or None if
-    it does not fit there."""
-    got = free - usage_of(alloc, job.spec.worker_demand.as_array(),
-                          job.spec.ps_demand.as_array(), free.shape[0])
-    return got if bool((got >= -1e-9).all()) else None
