@@ -7,6 +7,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -37,3 +40,32 @@ def test_oasis_rp_finishes_every_job_it_admits_in_every_cell() -> None:
 def test_every_reality_of_a_cell_is_a_row_of_the_benchmark() -> None:
     labels = {label for label, _ in br.REALITIES}
     assert {r["reality"] for r in br.read_cells(CELLS)} <= labels
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(1.0, 1e4), st.floats(1.0, 1e4)), min_size=1, max_size=8))
+def test_the_interval_over_seeds_lies_between_the_worst_and_best_seed(
+        pairs: list[tuple[float, float]]) -> None:
+    real, oracle = zip(*pairs, strict=True)
+    ratios = [r / o for r, o in pairs]
+    low, high = br.ratio_interval(real, oracle)
+    assert min(ratios) * (1 - 1e-12) <= low <= high <= max(ratios) * (1 + 1e-12)
+    assert br.ratio_interval(real, oracle) == (low, high)  # the same figures every time
+
+
+def test_equal_ratios_on_every_seed_give_an_interval_of_one_point() -> None:
+    assert br.ratio_interval([1.0, 2.0, 4.0], [2.0, 4.0, 8.0]) == (0.5, 0.5)
+
+
+def test_benchmarks_states_the_start_up_rows_intervals_of_the_committed_cells() -> None:
+    rows = [r for r in br.read_cells(CELLS) if r["jobs"] == 200 and r["policy"] == "oasis-rp"]
+    said = []
+    for label in ("R=1 sj=0.1 ss=0.1 st=0.5", "R=1 sj=0.2 ss=0.1 st=0.5"):
+        real = {r["seed"]: r["utility"] for r in rows if r["reality"] == label
+                and not r["oracle"]}
+        orc = {r["seed"]: r["utility"] for r in rows if r["reality"] == label and r["oracle"]}
+        low, high = br.ratio_interval([real[s] for s in sorted(real)],
+                                      [orc[s] for s in sorted(real)])
+        said.append(f"{low:.2f}–{high:.2f}")
+    text = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    assert f"only within {said[0]} and {said[1]}" in text
