@@ -30,7 +30,7 @@ from ray_cluster.runtime import RuntimeConfig  # noqa: E402
 from ray_cluster.runtime.executor import profile_seconds_per_batch, training_job  # noqa: E402
 from ray_cluster.service import SchedulerService, ServiceConfig  # noqa: E402
 
-SLOT_S = 1.5
+SLOT_S = 1.0
 
 
 #: jobs are planned at their measured speed (1.0: no margin). Reality then runs behind the

@@ -22,7 +22,7 @@ from ray_cluster.runtime import RuntimeConfig  # noqa: E402
 from ray_cluster.runtime.executor import profile_seconds_per_batch, training_job  # noqa: E402
 from ray_cluster.service import SchedulerService, ServiceConfig  # noqa: E402
 
-SLOT_S = 1.5
+SLOT_S = 1.0
 
 
 def _spec(job_id: str, *, slots: float, tau: float) -> JobSpec:
