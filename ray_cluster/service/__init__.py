@@ -15,6 +15,7 @@ This package is the public import path: it re-exports those names.
 """
 
 from ray_cluster.service.actor import run_trace, service_actor, watch_service
+from ray_cluster.service.clock import RealtimeClock
 from ray_cluster.service.config import (
     CANCELLED,
     DROPPED_BEHIND,
@@ -24,7 +25,7 @@ from ray_cluster.service.config import (
     ServiceConfig,
     cluster_from_dict,
 )
-from ray_cluster.service.core import RealtimeClock, SchedulerService
+from ray_cluster.service.core import SchedulerService
 
 __all__ = ["CANCELLED", "DROPPED_BEHIND", "FAILED", "SERVICE_NAME", "SERVICE_NAMESPACE",
            "RealtimeClock", "SchedulerService", "ServiceConfig", "cluster_from_dict",

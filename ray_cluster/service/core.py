@@ -58,7 +58,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -76,6 +75,7 @@ from psched.core.keeping import Restatement
 from psched.core.loop import SchedulerLoop
 from psched.core.model import RESOURCES, Alloc, Cluster, JobSpec, SlotPlan
 from psched.core.records import Admission, LoopState, RunResult
+from ray_cluster.service.clock import RealtimeClock, private_folder
 from ray_cluster.service.config import (
     CANCELLED,
     ServiceConfig,
@@ -97,41 +97,13 @@ from ray_cluster.service.rules import Commitments, LiveRules, decision_row
 from ray_cluster.service.views import LiveView, ServiceViews
 from ray_cluster.workloads.jobspec import CheckedJob, check_submission
 
-__all__ = ["LiveView", "RealtimeClock", "SchedulerService", "private_folder"]
+__all__ = ["LiveView", "SchedulerService"]
 
 log = logging.getLogger("ray_cluster.service")
 
 
 #: Slot boundaries whose time the service keeps (:attr:`SchedulerService.boundary_ms`).
 BOUNDARIES_KEPT = 1000
-
-
-def private_folder(workdir: Path) -> None:
-    """Make ``workdir`` (mode 0700) and its journal (0600) readable by the owner only, before
-    the journal opens: SQLite gives its ``-wal`` and ``-shm`` files the journal's mode."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    workdir.chmod(0o700)
-    path = workdir / "journal.db"
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-    for name in ("journal.db", "journal.db-wal", "journal.db-shm"):
-        if (workdir / name).exists():
-            (workdir / name).chmod(0o600)
-
-
-class RealtimeClock:
-    """Wall time: slot ``t`` begins ``t * slot_seconds`` after ``start``; ``stop`` cuts a
-    wait short (the driver then stops). Holds no lock: the driver waits without its lock."""
-
-    def __init__(self, slot_seconds: float, start: float, stop: threading.Event) -> None:
-        self.slot_seconds, self.start, self._stop = slot_seconds, start, stop
-
-    def wait_until(self, t: int) -> None:
-        """Return once slot ``t`` has begun or a stop was asked for."""
-        while not self._stop.is_set():
-            delay = self.start + t * self.slot_seconds - time.time()
-            if delay <= 0:
-                return
-            self._stop.wait(min(delay, 0.5))
 
 
 class SchedulerService(ServiceViews):
