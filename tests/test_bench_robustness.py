@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,10 +32,13 @@ def test_no_cell_of_any_policy_drops_an_admitted_job() -> None:
     assert [r for r in rows if r["dropped"]] == []
 
 
-def test_oasis_rp_finishes_every_job_it_admits_in_every_cell() -> None:
-    rows = [r for r in br.read_cells(CELLS) if r["policy"] == "oasis-rp"]
+@pytest.mark.parametrize("policy", ["oasis", "oasis-rp"])
+def test_a_promising_policy_finishes_every_job_it_admits_in_every_cell(policy: str) -> None:
+    rows = [r for r in br.read_cells(CELLS) if r["policy"] == policy]
     assert {r["jobs"] for r in rows} == {200, 1000}
-    assert [r for r in rows if r["unfinished"]] == []
+    assert {(r["jobs"], r["reality"]) for r in rows} == {
+        (n, label) for n in (200, 1000) for label, _ in br.REALITIES}  # every row, both sizes
+    assert [r for r in rows if r["unfinished"] and not r["oracle"]] == []  # (oracles aside)
 
 
 def test_every_reality_of_a_cell_is_a_row_of_the_benchmark() -> None:
