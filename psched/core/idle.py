@@ -147,7 +147,6 @@ class IdleRoom:
         return could > now and cost + left / could < left / now
 
 
-
 def _take(free: np.ndarray, job: Job, alloc: Alloc) -> np.ndarray | None:
     """``free`` (servers x resources) less ``alloc`` of ``job``'s workers and PS, or None if
     it does not fit there."""

@@ -49,10 +49,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from psched.core.eta import WAITS_ENDED, Eta, eta
 from psched.core.executor import SlotReport
 from psched.core.idle import IdleRoom
-from psched.core.model import Alloc, Cluster, Decision, Job, SlotPlan, ceil_eps, resolve_job
+from psched.core.model import Alloc, Decision, Job, SlotPlan, ceil_eps, resolve_job
 from psched.core.policy import Capabilities, Policy
-from psched.core.records import Admission, JobRecord, LoopState
-from psched.core.speed import SPREAD_NOISE, Z_PROMISE, SpeedBook
+from psched.core.records import Admission, JobRecord
+from psched.core.speed import SPREAD_NOISE, Z_PROMISE
 
 __all__ = ["RESERVED", "Keeping", "Restatement"]
 
@@ -68,21 +68,14 @@ class Keeping(IdleRoom):
     """The rules of the module docstring, over the loop's state, policy and cluster (the
     idle-capacity rules in :class:`~psched.core.idle.IdleRoom`)."""
 
-    state: LoopState
+    # state, cluster, horizon, speeds, schedules, background, last_plan: as IdleRoom declares
     policy: Policy
-    cluster: Cluster
-    horizon: int
     max_window: int | None
-    speeds: SpeedBook
     on_decision: list[Callable[[Admission], None]]
     on_restate: list[Callable[[Restatement], None]]
-    #: each job's committed schedule (policies committing on arrival), as decided
-    schedules: dict[str, dict[int, Alloc]]
     #: jobs of a committing policy measured slower than profiled in the last slot
     short: set[str]
     caps: Capabilities
-    background: list[str]
-    last_plan: dict[str, Alloc]  #: the plan of the last slot learnt from
 
     replan: Callable[..., Admission]  #: the loop's re-decision of an active job
 
