@@ -5,7 +5,10 @@ capacity a slot's plan leaves idle handed to the background jobs
 
 Under a measured start-up cost both keep a job on the allocation it ran with where that
 still fits and more workers would not finish it sooner (:meth:`IdleRoom._worth_resizing`):
-a few long runs, not a tail of smaller ones that each pay a start-up.
+a few long runs, not a tail of smaller ones that each pay a start-up. The slot's plan itself
+is held so too (:meth:`IdleRoom.stay_put`): a job the plan would move to other servers with
+the same counts, shrink while it has more work left, or grow when that would not finish it
+sooner, runs on the allocation it ran with, where the capacity the plan leaves allows it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from psched.core.model import Alloc, Cluster, Job, SlotPlan, ceil_eps
+from psched.core.model import Alloc, Cluster, Job, Pool, SlotPlan, ceil_eps
 from psched.core.placement import Pools, most_workers, place, usage_of
 from psched.core.records import LoopState
 from psched.core.speed import SpeedBook
@@ -95,6 +98,94 @@ class IdleRoom:
                 if left <= 1e-9:
                     return out
         return {}
+
+    def stay_put(self, plan: dict[str, Alloc], jobs: Mapping[str, Job],
+                 usage: np.ndarray) -> dict[str, Alloc]:
+        """``plan`` with the jobs it would move or resize held on the allocation they ran
+        with in the slot before, once their workload's start-up cost is measured, where that
+        is worth it and still fits (``usage``: the plan's, servers x resources).
+
+        A move or a resize costs a start-up. A job is held when the plan moves it with the
+        same counts (the move buys nothing), when the plan shrinks it and it would not finish
+        in this slot either way (it keeps more workers and pays nothing), and when the plan
+        grows it but more workers would not finish it sooner after paying the start-up
+        (:meth:`_worth_resizing`). Every job the plan moves, resizes or starts is taken out;
+        the held go back where they ran (all of them if they fit, else one by one in that
+        order -- same counts, then grown, then shrunk, each in the plan's order -- while
+        every other still fits), then the others where planned if that is free, else
+        anywhere with room (:func:`~psched.core.placement.place`). The plan is kept as it
+        was when no held job fits so. O(held x changed x S R)."""
+        n_servers = len(self.cluster.servers)
+        pools = [s.pool for s in self.cluster.servers]
+        ranked: list[tuple[int, int, str]] = []
+        changed: list[str] = []
+        for i, (job_id, alloc) in enumerate(plan.items()):
+            before = self.last_plan.get(job_id)
+            if before == alloc or job_id not in jobs:
+                continue
+            changed.append(job_id)
+            if before is None or not before.n_workers or not alloc.n_workers:
+                continue
+            job = jobs[job_id]
+            cost = self.speeds.startup(job.spec.workload)
+            if cost <= 0.0 or not all(h < n_servers and pools[h] == Pool.WORKER
+                                      for h, _ in before.workers) \
+                    or not all(k < n_servers and pools[k] == Pool.PS for k, _ in before.ps):
+                continue
+            now, new = before.n_workers, alloc.n_workers
+            if new == now and before.n_ps == alloc.n_ps:
+                ranked.append((0, i, job_id))
+            elif new > now:
+                if not self._worth_resizing(job, self.work_left(job_id), now, new, cost):
+                    ranked.append((1, i, job_id))
+            elif new < now and self.work_left(job_id) > new * (1.0 - cost):
+                ranked.append((2, i, job_id))
+        if not ranked:
+            return plan
+        held = [j for _, _, j in sorted(ranked)]
+        free = np.asarray(self.cluster.capacity, dtype=float) - usage
+        for job_id in changed:
+            spec = jobs[job_id].spec
+            free += usage_of(plan[job_id], spec.worker_demand.as_array(),
+                             spec.ps_demand.as_array(), n_servers)
+        pools_of = Pools.of(self.cluster)
+        best = self._fit_all(plan, jobs, free, held,
+                             [j for j in changed if j not in set(held)], pools_of)
+        if best is None:
+            kept: list[str] = []
+            for job_id in held:  # one more held, if every other still fits
+                trial = [*kept, job_id]
+                got = self._fit_all(plan, jobs, free, trial,
+                                    [j for j in changed if j not in set(trial)], pools_of)
+                if got is not None:
+                    kept, best = trial, got
+        if best is None:
+            return plan
+        return {j: best.get(j, a) for j, a in plan.items()}
+
+    def _fit_all(self, plan: SlotPlan, jobs: Mapping[str, Job], free: np.ndarray,
+                 kept: list[str], rest: list[str], pools: Pools) -> dict[str, Alloc] | None:
+        """The allocations of ``kept`` (where they ran) and ``rest`` (where planned if it
+        fits, else anywhere with room) on ``free``, or None if they do not all fit."""
+        out: dict[str, Alloc] = {}
+        for job_id in kept:
+            got = _take(free, jobs[job_id], self.last_plan[job_id])
+            if got is None:
+                return None
+            out[job_id], free = self.last_plan[job_id], got
+        for job_id in rest:
+            got = _take(free, jobs[job_id], plan[job_id])
+            if got is not None:
+                out[job_id], free = plan[job_id], got
+                continue
+            spec = jobs[job_id].spec
+            placed = place(free, pools, worker_demand=spec.worker_demand.as_array(),
+                           ps_demand=spec.ps_demand.as_array(), workers=plan[job_id].n_workers,
+                           ps=plan[job_id].n_ps)
+            if placed is None:
+                return None
+            out[job_id], free = placed.alloc, placed.free
+        return out
 
     def fill_background(self, plan: SlotPlan, jobs: Mapping[str, Job],
                         usage: np.ndarray) -> dict[str, Alloc]:

@@ -221,6 +221,9 @@ class SchedulerLoop(HeldAdmission, Keeping, Restoring):
         st.arrived.clear()
         st.event_ms.clear()
         active_jobs = {j: records[j].job for j in st.active}
+        if self.last_plan:
+            plan = self.stay_put(plan, active_jobs,
+                                 self._checker.usage(plan, self.cluster, active_jobs))
         if self.background:
             plan = self.fill_background(plan, active_jobs,
                                         self._checker.usage(plan, self.cluster, active_jobs))
