@@ -7,8 +7,9 @@ Under a measured start-up cost both keep a job on the allocation it ran with whe
 still fits and more workers would not finish it sooner (:meth:`IdleRoom._worth_resizing`):
 a few long runs, not a tail of smaller ones that each pay a start-up. The slot's plan itself
 is held so too (:meth:`IdleRoom.stay_put`): a job the plan would move to other servers with
-the same counts, shrink while it has more work left, or grow when that would not finish it
-sooner, runs on the allocation it ran with, where the capacity the plan leaves allows it.
+the same counts, shrink while it has more work left, pause, or grow when that would not
+finish it sooner, runs on the allocation it ran with, where the capacity the plan leaves
+allows it.
 """
 
 from __future__ import annotations
@@ -105,16 +106,17 @@ class IdleRoom:
         with in the slot before, once their workload's start-up cost is measured, where that
         is worth it and still fits (``usage``: the plan's, servers x resources).
 
-        A move or a resize costs a start-up. A job is held when the plan moves it with the
-        same counts (the move buys nothing), when the plan shrinks it and it would not finish
-        in this slot either way (it keeps more workers and pays nothing), and when the plan
-        grows it but more workers would not finish it sooner after paying the start-up
-        (:meth:`_worth_resizing`). Every job the plan moves, resizes or starts is taken out;
-        the held go back where they ran (all of them if they fit, else one by one in that
-        order -- same counts, then grown, then shrunk, each in the plan's order -- while
-        every other still fits), then the others where planned if that is free, else
-        anywhere with room (:func:`~psched.core.placement.place`). The plan is kept as it
-        was when no held job fits so. O(held x changed x S R)."""
+        A move, a resize or a resume costs a start-up. A job is held when the plan moves it
+        with the same counts (the move buys nothing), when the plan shrinks it and it would
+        not finish in this slot either way (it keeps more workers and pays nothing), when the
+        plan grows it but more workers would not finish it sooner after paying the start-up
+        (:meth:`_worth_resizing`), and when the plan pauses it (not a background job: those
+        keep their own allocation in :meth:`fill_background`). Every job the plan moves,
+        resizes or starts is taken out; the held go back where they ran (all of them if they
+        fit, else one by one in that order -- same counts, grown, shrunk, paused, each in the
+        plan's order -- while every other still fits), then the others where planned if that
+        is free, else anywhere with room (:func:`~psched.core.placement.place`). The plan is
+        kept as it was when no held job fits so. O(held x changed x S R)."""
         n_servers = len(self.cluster.servers)
         pools = [s.pool for s in self.cluster.servers]
         ranked: list[tuple[int, int, str]] = []
@@ -140,6 +142,15 @@ class IdleRoom:
                     ranked.append((1, i, job_id))
             elif new < now and self.work_left(job_id) > new * (1.0 - cost):
                 ranked.append((2, i, job_id))
+        for job_id, before in self.last_plan.items():  # paused by the plan: on idle room
+            if job_id in plan or job_id not in jobs or not before.n_workers \
+                    or job_id in self.background:
+                continue
+            if self.speeds.startup(jobs[job_id].spec.workload) <= 0.0 or not all(
+                    h < n_servers and pools[h] == Pool.WORKER for h, _ in before.workers) \
+                    or not all(k < n_servers and pools[k] == Pool.PS for k, _ in before.ps):
+                continue
+            ranked.append((3, len(plan), job_id))
         if not ranked:
             return plan
         held = [j for _, _, j in sorted(ranked)]
@@ -161,7 +172,9 @@ class IdleRoom:
                     kept, best = trial, got
         if best is None:
             return plan
-        return {j: best.get(j, a) for j, a in plan.items()}
+        out = {j: best.get(j, a) for j, a in plan.items()}
+        out.update((j, a) for j, a in best.items() if j not in plan)
+        return out
 
     def _fit_all(self, plan: SlotPlan, jobs: Mapping[str, Job], free: np.ndarray,
                  kept: list[str], rest: list[str], pools: Pools) -> dict[str, Alloc] | None:
