@@ -119,6 +119,12 @@ class IdleRoom:
         kept as it was when no held job fits so. O(held x changed x S R)."""
         n_servers = len(self.cluster.servers)
         pools = [s.pool for s in self.cluster.servers]
+
+        def may_stay(job: Job, before: Alloc) -> bool:  # a cost measured, its servers there
+            return (self.speeds.startup(job.spec.workload) > 0.0
+                    and all(h < n_servers and pools[h] == Pool.WORKER for h, _ in before.workers)
+                    and all(k < n_servers and pools[k] == Pool.PS for k, _ in before.ps))
+
         ranked: list[tuple[int, int, str]] = []
         changed: list[str] = []
         for i, (job_id, alloc) in enumerate(plan.items()):
@@ -129,11 +135,9 @@ class IdleRoom:
             if before is None or not before.n_workers or not alloc.n_workers:
                 continue
             job = jobs[job_id]
-            cost = self.speeds.startup(job.spec.workload)
-            if cost <= 0.0 or not all(h < n_servers and pools[h] == Pool.WORKER
-                                      for h, _ in before.workers) \
-                    or not all(k < n_servers and pools[k] == Pool.PS for k, _ in before.ps):
+            if not may_stay(job, before):
                 continue
+            cost = self.speeds.startup(job.spec.workload)
             now, new = before.n_workers, alloc.n_workers
             if new == now and before.n_ps == alloc.n_ps:
                 ranked.append((0, i, job_id))
@@ -143,14 +147,9 @@ class IdleRoom:
             elif new < now and self.work_left(job_id) > new * (1.0 - cost):
                 ranked.append((2, i, job_id))
         for job_id, before in self.last_plan.items():  # paused by the plan: on idle room
-            if job_id in plan or job_id not in jobs or not before.n_workers \
-                    or job_id in self.background:
-                continue
-            if self.speeds.startup(jobs[job_id].spec.workload) <= 0.0 or not all(
-                    h < n_servers and pools[h] == Pool.WORKER for h, _ in before.workers) \
-                    or not all(k < n_servers and pools[k] == Pool.PS for k, _ in before.ps):
-                continue
-            ranked.append((3, len(plan), job_id))
+            if job_id not in plan and job_id in jobs and before.n_workers \
+                    and job_id not in self.background and may_stay(jobs[job_id], before):
+                ranked.append((3, len(plan), job_id))
         if not ranked:
             return plan
         held = [j for _, _, j in sorted(ranked)]
@@ -160,14 +159,14 @@ class IdleRoom:
             free += usage_of(plan[job_id], spec.worker_demand.as_array(),
                              spec.ps_demand.as_array(), n_servers)
         pools_of = Pools.of(self.cluster)
-        best = self._fit_all(plan, jobs, free, held,
-                             [j for j in changed if j not in set(held)], pools_of)
+        best = self._fit_all(plan, jobs, free, held, [j for j in changed if j not in held],
+                             pools_of)
         if best is None:
             kept: list[str] = []
             for job_id in held:  # one more held, if every other still fits
                 trial = [*kept, job_id]
                 got = self._fit_all(plan, jobs, free, trial,
-                                    [j for j in changed if j not in set(trial)], pools_of)
+                                    [j for j in changed if j not in trial], pools_of)
                 if got is not None:
                     kept, best = trial, got
         if best is None:
