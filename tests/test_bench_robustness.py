@@ -72,4 +72,4 @@ def test_benchmarks_states_the_start_up_rows_intervals_of_the_committed_cells() 
                                       [orc[s] for s in sorted(real)])
         said.append(f"{low:.2f}–{high:.2f}")
     text = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
-    assert f"only within {said[0]} and {said[1]}" in text
+    assert f"place the ratios within {said[0]} and {said[1]}" in text
