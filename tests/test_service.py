@@ -127,7 +127,8 @@ def test_cli_jobs_are_decided_run_as_planned_and_complete(ray_session, tmp_path,
         assert losses, j["job_id"]  # it trained; over several slots, its loss fell
         assert len(losses) == 1 or losses[-1] < losses[0], (j["job_id"], losses)
     # every slot ran what the job's latest decision by then (its arrival, or a re-plan at a
-    # boundary, journaled) planned for that slot, servers and counts, and nothing else, up to
+    # boundary, journaled) planned for that slot, servers and counts, or what it ran in the
+    # slot before (below), and nothing else, up to
     # the slot the job completed in: a job trains until each slot's end, so one that runs
     # faster than the speed it was planned at (a declared tau, or a probe on busy cores)
     # completes before its plan ends and its later slots are not run (journaled as its
@@ -147,7 +148,12 @@ def test_cli_jobs_are_decided_run_as_planned_and_complete(ray_session, tmp_path,
                 latest[job_id] = json.loads(schedule)
         want = {j: sched[str(t)] for j, sched in latest.items()
                 if str(t) in sched and completed[j] >= t}
-        assert plan == want, (t, plan, want, completed)
+        # or, once a start-up cost is measured, where the job ran in the slot before: a move,
+        # pause or resize that does not pay for its start-up is not made (stay_put)
+        before = plans[t - 1] if t else {}
+        assert plan.keys() >= want.keys(), (t, plan, want, completed)
+        assert all(a == want.get(j) or (j in before and a == before[j])
+                   for j, a in plan.items()), (t, plan, want, before, completed)
     assert any(plans), "nothing ran"
 
 
