@@ -62,10 +62,9 @@ def _held(made: Plans, ran: Plans, cost: dict[int, float],
     for t, plan in made.items():
         before = ran.get(t - 1, {})
         for job_id in ran[t].keys() - plan.keys():  # paused by the plan, yet running
-            if ran[t][job_id] == before.get(job_id) and cost[t] > 0.0:
-                held["paused"] += 1  # where it ran: else a background job on idle room
-            else:
-                assert job_id in background[t]
+            if job_id not in background[t]:  # else a background job on idle room
+                assert ran[t][job_id] == before.get(job_id) and cost[t] > 0.0  # where it ran
+                held["paused"] += 1
         for job_id, want in plan.items():
             got = ran[t][job_id]  # every planned job runs
             if got == want:
