@@ -14,7 +14,7 @@ allows it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -101,10 +101,11 @@ class IdleRoom:
         return {}
 
     def stay_put(self, plan: dict[str, Alloc], jobs: Mapping[str, Job],
-                 usage: np.ndarray) -> dict[str, Alloc]:
+                 usage: Callable[[], np.ndarray]) -> dict[str, Alloc]:
         """``plan`` with the jobs it would move or resize held on the allocation they ran
         with in the slot before, once their workload's start-up cost is measured, where that
-        is worth it and still fits (``usage``: the plan's, servers x resources).
+        is worth it and still fits (``usage()``: the plan's, servers x resources, asked for
+        only when a job may be held).
 
         A move, a resize or a resume costs a start-up. A job is held when the plan moves it
         with the same counts (the move buys nothing), when the plan shrinks it and it would
@@ -120,10 +121,13 @@ class IdleRoom:
         n_servers = len(self.cluster.servers)
         pools = [s.pool for s in self.cluster.servers]
 
-        def may_stay(job: Job, before: Alloc) -> bool:  # a cost measured, its servers there
-            return (self.speeds.startup(job.spec.workload) > 0.0
-                    and all(h < n_servers and pools[h] == Pool.WORKER for h, _ in before.workers)
-                    and all(k < n_servers and pools[k] == Pool.PS for k, _ in before.ps))
+        def cost_to_move(job: Job, before: Alloc) -> float:
+            """The start-up cost of ``job``'s workload, 0.0 where it is not measured or the
+            servers ``before`` names are no longer in their pools (it may not stay)."""
+            if not (all(h < n_servers and pools[h] == Pool.WORKER for h, _ in before.workers)
+                    and all(k < n_servers and pools[k] == Pool.PS for k, _ in before.ps)):
+                return 0.0
+            return self.speeds.startup(job.spec.workload)
 
         ranked: list[tuple[int, int, str]] = []
         changed: list[str] = []
@@ -135,9 +139,9 @@ class IdleRoom:
             if before is None or not before.n_workers or not alloc.n_workers:
                 continue
             job = jobs[job_id]
-            if not may_stay(job, before):
+            cost = cost_to_move(job, before)
+            if cost <= 0.0:
                 continue
-            cost = self.speeds.startup(job.spec.workload)
             now, new = before.n_workers, alloc.n_workers
             if new == now and before.n_ps == alloc.n_ps:
                 ranked.append((0, i, job_id))
@@ -148,12 +152,13 @@ class IdleRoom:
                 ranked.append((2, i, job_id))
         for job_id, before in self.last_plan.items():  # paused by the plan: on idle room
             if job_id not in plan and job_id in jobs and before.n_workers \
-                    and job_id not in self.background and may_stay(jobs[job_id], before):
+                    and job_id not in self.background \
+                    and cost_to_move(jobs[job_id], before) > 0.0:
                 ranked.append((3, len(plan), job_id))
         if not ranked:
             return plan
         held = [j for _, _, j in sorted(ranked)]
-        free = np.asarray(self.cluster.capacity, dtype=float) - usage
+        free = np.asarray(self.cluster.capacity, dtype=float) - usage()
         for job_id in changed:
             spec = jobs[job_id].spec
             free += usage_of(plan[job_id], spec.worker_demand.as_array(),

@@ -222,8 +222,9 @@ class SchedulerLoop(HeldAdmission, Keeping, Restoring):
         st.event_ms.clear()
         active_jobs = {j: records[j].job for j in st.active}
         if self.last_plan:
-            plan = self.stay_put(plan, active_jobs,
-                                 self._checker.usage(plan, self.cluster, active_jobs))
+            planned = plan
+            plan = self.stay_put(plan, active_jobs, lambda: self._checker.usage(
+                planned, self.cluster, active_jobs))
         if self.background:
             plan = self.fill_background(plan, active_jobs,
                                         self._checker.usage(plan, self.cluster, active_jobs))
