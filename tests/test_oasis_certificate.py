@@ -13,21 +13,27 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from oasis_cases import make_cluster, priced_inputs
 
+from psched.core.arrivals import TraceArrivals
+from psched.core.loop import SchedulerLoop
 from psched.core.model import Cluster, Job, JobSpec, Pool, Resources, resolve_job
 from psched.core.policy import RunContext, View
-from psched.core.records import cannot_fit
+from psched.core.reality import Reality, RealityExecutor
+from psched.core.records import Admission, cannot_fit
 from psched.core.simulator import simulate
 from psched.core.utility import Utility
-from psched.oasis.dual import envelope_payoff, payoff_envelope
+from psched.oasis.dual import dual_objective, envelope_payoff, payoff_envelope
 from psched.oasis.fast import completion_costs, solve_fast
 from psched.oasis.ledger import JobInputs, Ledger
 from psched.oasis.literal import literal_slot_cost
 from psched.oasis.schedule import slot_costs
 from psched.policies import make_policy
+from psched.policies.oasis import OasisPolicy
+from psched.traces.synth import oasis_paper_cluster, oasis_paper_jobs
 
 T = 3
 SMALL = dict(servers=4, ps_servers=2, max_workers=6, max_work=20, slots=8)
@@ -282,3 +288,31 @@ def test_exact_theta_bound_is_the_minimum_over_theta(inst: tuple[list[Job], Clus
     assert rep["dual_bound"] <= golden_section(objective) + tol
     grid = np.concatenate(([0.0], np.geomspace(1e-6, 1.0, 60), np.linspace(0.0, 1.0, 41)))
     assert rep["dual_bound"] <= min(objective(float(th)) for th in grid) + tol
+
+
+@pytest.mark.parametrize("seed", [3, 5])
+def test_a_job_re_decided_for_its_work_left_stays_one_job_of_the_certificate(seed: int) -> None:
+    """In a live service a job measured behind its schedule is re-decided for its work left
+    (:mod:`psched.core.keeping`): OASiS's certificate still has one term per job, its
+    arrival's decision (the job of the instance), and the committed utility counts each job
+    once, at the completion its latest commitment plans."""
+    specs, _ = oasis_paper_jobs(20, seed=seed, slots=60)
+    loop = SchedulerLoop(cluster=oasis_paper_cluster(seed=seed), policy=make_policy("oasis"),
+                         horizon=120, arrivals=TraceArrivals(specs),
+                         executor=RealityExecutor(Reality(rate=0.8)), known_jobs=specs)
+    decisions: list[Admission] = []
+    loop.on_decision.append(decisions.append)
+    res = loop.run()
+    arrivals = [a for a in decisions if not a.behind]
+    assert len(arrivals) == len(specs) and len(decisions) > len(arrivals)  # re-decided
+    pol = loop.policy
+    assert isinstance(pol, OasisPolicy) and pol.ledger is not None
+    assert list(pol._decided) == [a.job_id for a in arrivals]
+    assert [job.work for job, _ in pol._decided.values()] == [a.work for a in arrivals]
+    latest = {a.job_id: a for a in decisions if a.admitted and a.schedule}
+    records = res.records
+    committed = sum(records[j].job.utility_at(max(a.schedule) - records[j].job.arrival + 1)
+                    for j, a in latest.items())
+    assert res.report["committed_utility"] == pytest.approx(committed, rel=1e-12)
+    again = dual_objective(pol.ledger, list(pol._decided.values()))
+    assert res.report["dual_bound"] == again["dual_bound"]

@@ -81,8 +81,12 @@ class OasisPolicy:
         self.ledger: Ledger | None = None
         self._schedules: dict[str, dict[int, Alloc]] = {}
         self._jobs: dict[str, Job] = {}  # jobs with commitments, for release
-        self._decided: list[tuple[Job, float]] = []  # (job, recorded payoff in cost units)
-        self._committed_utility = 0.0
+        #: per job, its arrival's decision: (job, recorded payoff in cost units); a later
+        #: re-decision of its work left (a live service: the job ran behind) is the same job
+        #: of the instance, not another dual term
+        self._decided: dict[str, tuple[Job, float]] = {}
+        #: per admitted job, its utility at the completion its latest commitment plans
+        self._committed: dict[str, float] = {}
         self._report: dict[str, Any] | None = None
 
     def start(self, ctx: RunContext) -> None:
@@ -110,8 +114,8 @@ class OasisPolicy:
         self.ledger = Ledger(ctx.cluster, ctx.horizon, params)
         self._schedules = {}
         self._jobs = {}
-        self._decided = []
-        self._committed_utility = 0.0
+        self._decided = {}
+        self._committed = {}
         self._report = None
 
     def on_arrival(self, job: Job, view: View) -> Decision:
@@ -119,7 +123,7 @@ class OasisPolicy:
         self._report = None
         inp = ledger.inputs(job, start=view.t)
         if inp.n_slots == 0:
-            self._decided.append((job, 0.0))
+            self._decided.setdefault(job.job_id, (job, 0.0))
             return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0)
         tables = placement_tables(inp)
         if self._solve is solve_fast:
@@ -127,16 +131,16 @@ class OasisPolicy:
         else:
             best = self._solve(inp, 0.0)
         if best.counts is None:
-            self._decided.append((job, 0.0))
+            self._decided.setdefault(job.job_id, (job, 0.0))
             return Decision(admitted=False, reason=REJECT_PAYOFF, payoff=0.0)
         schedule = schedule_allocs(inp, best.counts, tables)
         ledger.commit(job, schedule)
         self._schedules[job.job_id] = schedule
         self._jobs[job.job_id] = job
-        self._decided.append((job, best.payoff))
+        self._decided.setdefault(job.job_id, (job, best.payoff))
         done = best.completion
         assert done is not None
-        self._committed_utility += job.utility_at(inp.start + done - job.arrival + 1)
+        self._committed[job.job_id] = job.utility_at(inp.start + done - job.arrival + 1)
         return Decision(admitted=True, payoff=unscale(best.payoff, ledger.log_scale),
                         schedule=dict(schedule), promised=max(schedule))
 
@@ -157,14 +161,14 @@ class OasisPolicy:
         self._report = None
         payoff = decision.payoff or 0.0
         scaled = math.exp(math.log(payoff) - ledger.log_scale) if payoff > 0 else 0.0
-        self._decided.append((job, scaled if decision.admitted else 0.0))
+        self._decided.setdefault(job.job_id, (job, scaled if decision.admitted else 0.0))
         if not decision.admitted or not decision.schedule:
             return
         schedule = dict(decision.schedule)
         ledger.commit(job, schedule)
         self._schedules[job.job_id] = schedule
         self._jobs[job.job_id] = job
-        self._committed_utility += job.utility_at(max(schedule) - job.arrival + 1)
+        self._committed[job.job_id] = job.utility_at(max(schedule) - job.arrival + 1)
 
     def release(self, job_id: str, t: int) -> None:
         """Forget a job's commitments from slot ``t`` on: they leave the ledger's usage, so
@@ -208,9 +212,9 @@ class OasisPolicy:
             return dict(self._report)
         if self.ledger is None or self.params is None:
             return {}
-        out: dict[str, Any] = (dual_objective(self.ledger, self._decided)
+        out: dict[str, Any] = (dual_objective(self.ledger, list(self._decided.values()))
                                if self.certificate else {})
-        achieved = self._committed_utility
+        achieved = sum(self._committed.values())
         out["committed_utility"] = achieved
         if self.certificate:
             out["certified_ratio"] = out["dual_bound"] / achieved if achieved > 0 else None
