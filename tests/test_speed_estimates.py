@@ -164,3 +164,37 @@ def test_the_prior_weighs_between_its_least_and_its_most_slots(speeds, noise, ow
     mu0 = book.prior("w", exclude="new")[0]
     ends = [(k * mu0 + own) / (k + 1) for k in (PRIOR_LEAST, PRIOR_MOST)]
     assert min(ends) - 1e-9 <= book.speed("new", "w") <= max(ends) + 1e-9
+
+
+@given(speeds=st.lists(st.floats(0.3, 2.0), min_size=1, max_size=6),
+       noise=st.floats(0.0, 0.3), own=st.floats(0.3, 2.0))
+def test_a_reservation_never_assumes_a_job_faster_than_its_own_slots(speeds, noise, own):
+    """The estimate leans on the workload's prior (a slow job's a hair fast); the speed a
+    reservation of its work left assumes (``guarded``) is no more than the mean of its own
+    slots, and the estimate itself where those are faster."""
+    book = SpeedBook()
+    for i, s in enumerate(speeds):
+        _measured(book, f"j{i}", [s, s * (1 + noise), s * (1 - noise)])
+    slots = [own, own * (1 + noise), own * (1 - noise)]
+    _measured(book, "new", slots)
+    mine = sum(slots[1:]) / 2  # its steady slots
+    guarded, speed = book.guarded("new", "w"), book.speed("new", "w")
+    assert guarded <= speed
+    assert guarded == speed or guarded == pytest.approx(mine, rel=1e-12)
+    assert guarded <= mine * (1 + 1e-6) + 1e-12 or speed <= mine * (1 + 1e-6)
+
+
+def test_a_slow_job_among_fast_ones_is_reserved_at_its_own_speed():
+    book = SpeedBook()
+    for job, speed in (("a", 1.0), ("b", 1.2), ("c", 1.4)):
+        _measured(book, job, [speed] * 4)
+    _measured(book, "slow", [0.6] * 4)
+    assert book.speed("slow", "w") > 0.6
+    assert book.guarded("slow", "w") == pytest.approx(0.6, rel=1e-12)
+
+
+def test_a_reservation_assumes_the_profile_where_reality_is_the_model():
+    book = SpeedBook()
+    _measured(book, "a", [1.0, 1.0, 1.0])
+    assert book.guarded("a", "w") == book.speed("a", "w") == 1.0
+    assert book.guarded("unseen", "w") == 1.0

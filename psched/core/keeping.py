@@ -29,8 +29,9 @@ policy, in simulation and in the live service alike.
   the slot it replaces, the promise counts as kept if the job meets the new one.
 * **An admitted job is never lost.** A job of a policy that commits schedules on arrival
   measured slower than its schedule assumes gets the worker-slots it misses reserved on idle
-  capacity as soon as that is measured (:meth:`Keeping.top_up`); one whose schedule ended
-  before it finished is re-decided for its work left at its measured
+  capacity as soon as that is measured (:meth:`Keeping.top_up`), at no more than the speed
+  its own slots show (the workload's prior may make a plan hopeful, not a reservation); one
+  whose schedule ended before it finished is re-decided for its work left at its measured
   speed (the policy's ``on_arrival`` on the residual job); if the policy finds it no payoff,
   the job runs **in the background**: on the capacity of each slot that the plans leave idle,
   until it completes (``JobRecord.background`` counts its worker-slots apart, as it does for
@@ -292,7 +293,8 @@ class Keeping(IdleRoom):
         each active job whose schedule ended before ``t`` unfinished is re-decided for its
         work left at its measured speed (the policy's own decision); if the policy finds it
         no payoff, a policy that restores decisions is given, as a decision it restores,
-        the earliest schedule of that work on the capacity no schedule holds
+        the earliest schedule of that work (at the speed a reservation may assume) on the
+        capacity no schedule holds
         (:meth:`reserve_idle`); else, or if none fits before the horizon, the job runs in the
         background. One :class:`Admission` per job (``behind`` set), the final one, passed to
         the ``on_decision`` hooks. O(active jobs) + O(schedule entries) per job behind."""
@@ -309,7 +311,8 @@ class Keeping(IdleRoom):
             if not sched or max(sched) >= t or job_id in self.background:
                 continue
             rec = self.state.records[job_id]
-            work = self.work_left(job_id)
+            work = max(1, ceil_eps(max(0.0, rec.job.work - rec.done)
+                                   / self.speeds.guarded(job_id)))
             adm = self.replan(job_id, t, work=self.work_to_ask(job_id), behind=True,
                               emit=False)
             if not (adm.admitted and adm.schedule) and self.caps.restores is not None:
@@ -329,8 +332,9 @@ class Keeping(IdleRoom):
 
     def top_up(self, job_id: str, t: int) -> Admission | None:
         """A committing policy's job measured slower than its schedule assumes (its schedule
-        from ``t`` on does fewer worker-slots than it has left at its speed, less what the
-        schedule's starts and resizes lose to its workload's start-up cost): the missing
+        from ``t`` on does fewer worker-slots than it has left at the speed a reservation may
+        assume, :meth:`~psched.core.speed.SpeedBook.guarded`, less what the schedule's starts
+        and resizes lose to its workload's start-up cost): the missing
         worker-slots are reserved on idle capacity, in slots its schedule leaves free
         (:meth:`reserve_idle`), while its window and the horizon still have room; its
         schedule from ``t`` on plus them is committed in its place (a decision the policy
@@ -342,7 +346,7 @@ class Keeping(IdleRoom):
         ahead = {s: a for s, a in sched.items() if s >= t}
         if not ahead:
             return None  # its schedule ended: :meth:`behind` re-decides it
-        need = max(0.0, rec.job.work - rec.done) / rec.speed
+        need = max(0.0, rec.job.work - rec.done) / self.speeds.guarded(job_id)
         keep = 1.0 - self.speeds.startup(rec.job.spec.workload)
         new = dict(ahead)
         for _ in range(3):  # the slots reserved (re)start it too: top up what they lose

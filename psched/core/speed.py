@@ -314,6 +314,18 @@ class SpeedBook:
         """The job's speed estimate (its workload's prior before it ran)."""
         return self._known(job_id, workload)[0]
 
+    def guarded(self, job_id: str, workload: str = "") -> float:
+        """The speed a reservation made for the job may assume: its estimate, but no more
+        than the mean of its own measured slots (the prior may make a plan hopeful, never
+        a reservation of the work it has left); the estimate while its own slots tell
+        nothing, or lie within :data:`SPREAD_NOISE` of it."""
+        s = self.speed(job_id, workload)
+        own = self._own(job_id) if job_id in self._jobs else None
+        if own is None:
+            return s
+        mean = max(MIN_SPEED, own[1] / own[0])
+        return mean if mean < s * (1.0 - SPREAD_NOISE) else s
+
     def spread(self, job_id: str, workload: str = "") -> float:
         """The standard deviation of the job's per-slot speed (the prior's before it ran)."""
         return self._known(job_id, workload)[1]
