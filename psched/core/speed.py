@@ -316,15 +316,21 @@ class SpeedBook:
 
     def guarded(self, job_id: str, workload: str = "") -> float:
         """The speed a reservation made for the job may assume: its estimate, but no more
-        than the mean of its own measured slots (the prior may make a plan hopeful, never
-        a reservation of the work it has left); the estimate while its own slots tell
-        nothing, or lie within :data:`SPREAD_NOISE` of it."""
+        than its own slots allow, their mean plus :data:`Z_PROMISE` standard errors (the
+        prior may make a plan hopeful, not a reservation of the work it has left: a job
+        whose steady slots all ran at one speed is reserved at that speed, one with noisy
+        slots at its estimate unless they reject it); the estimate while its own slots tell
+        nothing, or where the bound lies within :data:`SPREAD_NOISE` of it."""
         s = self.speed(job_id, workload)
         own = self._own(job_id) if job_id in self._jobs else None
         if own is None:
             return s
-        mean = max(MIN_SPEED, own[1] / own[0])
-        return mean if mean < s * (1.0 - SPREAD_NOISE) else s
+        m, total, squares = own
+        mean = total / m
+        var = squares / m - mean * mean
+        se = 0.0 if var <= (SPREAD_NOISE * mean) ** 2 else math.sqrt(var / m)
+        bound = max(MIN_SPEED, mean + Z_PROMISE * se)
+        return bound if bound < s * (1.0 - SPREAD_NOISE) else s
 
     def spread(self, job_id: str, workload: str = "") -> float:
         """The standard deviation of the job's per-slot speed (the prior's before it ran)."""
