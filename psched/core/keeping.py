@@ -30,7 +30,7 @@ policy, in simulation and in the live service alike.
 * **An admitted job is never lost.** A job of a policy that commits schedules on arrival
   measured slower than its schedule assumes gets the worker-slots it misses reserved on idle
   capacity as soon as that is measured (:meth:`Keeping.top_up`), at no more than the speed
-  its own slots show (the workload's prior may make a plan hopeful, not a reservation); one
+  its own slots allow (the workload's prior may make a plan hopeful, not a reservation); one
   whose schedule ended before it finished is re-decided for its work left at its measured
   speed (the policy's ``on_arrival`` on the residual job); if the policy finds it no payoff,
   the job runs **in the background**: on the capacity of each slot that the plans leave idle,
