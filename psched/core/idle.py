@@ -38,10 +38,12 @@ class IdleRoom:
     background: list[str]
     last_plan: dict[str, Alloc]  #: the plan of the last slot learnt from
 
-    def work_left(self, job_id: str) -> int:
-        """An active job's work left, in worker-slots at its measured speed (at least 1)."""
+    def work_left(self, job_id: str, speed: float | None = None) -> int:
+        """An active job's work left, in worker-slots at ``speed`` (default its measured
+        speed), at least 1."""
         rec = self.state.records[job_id]
-        return max(1, ceil_eps(max(0.0, rec.job.work - rec.done) / rec.speed))
+        return max(1, ceil_eps(max(0.0, rec.job.work - rec.done)
+                               / (rec.speed if speed is None else speed)))
 
     def reserve_idle(self, job: Job, work: int, t: int,
                      around: Mapping[int, Alloc] | None = None) -> dict[int, Alloc]:

@@ -311,8 +311,7 @@ class Keeping(IdleRoom):
             if not sched or max(sched) >= t or job_id in self.background:
                 continue
             rec = self.state.records[job_id]
-            work = max(1, ceil_eps(max(0.0, rec.job.work - rec.done)
-                                   / self.speeds.guarded(job_id)))
+            work = self.work_left(job_id, self.speeds.guarded(job_id))
             adm = self.replan(job_id, t, work=self.work_to_ask(job_id), behind=True,
                               emit=False)
             if not (adm.admitted and adm.schedule) and self.caps.restores is not None:

@@ -322,7 +322,9 @@ class SpeedBook:
         slots at its estimate unless they reject it); the estimate while its own slots tell
         nothing, or where the bound lies within :data:`SPREAD_NOISE` of it."""
         s = self.speed(job_id, workload)
-        own = self._own(job_id) if job_id in self._jobs else None
+        if job_id not in self._jobs or self._workload_of[job_id] not in self._inexact:
+            return s  # nothing of its own measured, or every slot as profiled
+        own = self._own(job_id)
         if own is None:
             return s
         m, total, squares = own
