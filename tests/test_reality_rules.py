@@ -57,9 +57,10 @@ def test_no_admitted_job_is_dropped_and_every_restatement_moves_a_promise_later(
 def test_a_promise_made_once_speed_was_measured_is_kept_or_restated_before_its_slot(
         policy, rate, sigma_job, startup, n, seed):
     """Reality with a rate for every job, a lasting factor per job and a start-up cost, no
-    per-slot noise. With one speed for every job: once a slot of steady running and a slot
-    of start-up were measured (the end of the second slot any job ran), every promise is
-    kept, or re-stated no later than the slot it replaced and then kept. With a factor per
+    per-slot noise. With one speed for every job: once any slot was measured (the end of the
+    first slot any job ran: a start slot, which bounds the speed from below until start-up
+    is told apart from it), every promise is kept, or re-stated no later than the slot it
+    replaced and then kept. With a factor per
     job, a promise made before the job ran rests on its workload's spread, so it may be
     re-stated late only until the job's own slots tell its speed (two slots after its
     first); from then on every re-statement is in time and the job meets its last promise.
@@ -69,7 +70,7 @@ def test_a_promise_made_once_speed_was_measured_is_kept_or_restated_before_its_s
     res = _run(policy, n, seed, Reality(rate=rate, sigma_job=sigma_job, startup=startup,
                                         seed=seed))
     ran = [r.first_slot for r in res.records.values() if r.first_slot is not None]
-    informed = min(ran) + 2 if ran else 0
+    informed = min(ran) + 1 if ran else 0
     for rec in res.records.values():
         if not rec.admitted:
             continue

@@ -200,3 +200,42 @@ def test_a_reservation_assumes_the_profile_where_reality_is_the_model():
     _measured(book, "a", [1.0, 1.0, 1.0])
     assert book.guarded("a", "w") == book.speed("a", "w") == 1.0
     assert book.guarded("unseen", "w") == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(speed=st.floats(0.3, 1.5), startup=st.floats(0.0, 0.6), jobs=st.integers(1, 6),
+       slots=st.floats(1.0, 50.0))
+def test_while_only_start_slots_were_measured_no_promise_assumes_more_than_they_showed(
+        speed, startup, jobs, slots):
+    """A start slot runs at the speed less the start-up cost; until a steady slot tells the
+    two apart, the speed a promise assumes (``cautious``) is at most what the start slots
+    showed, for the jobs that ran them and for the next job of their workload alike: never
+    more than the real speed."""
+    book = SpeedBook()
+    shown = speed * (1.0 - startup)
+    for i in range(jobs):
+        book.observe_start(f"j{i}", "w", 4, 4 * shown)
+    for job in [f"j{i}" for i in range(jobs)] + ["next"]:
+        cautious = book.cautious(job, "w", slots)
+        assert cautious <= shown * (1 + 1e-12) <= speed * (1 + 1e-12)
+
+
+def test_a_start_slot_bounds_a_promise_only_until_the_speed_is_measured():
+    book = SpeedBook()
+    book.observe_start("a", "w", 2, 2 * 0.45)  # speed 0.9, half a slot of start-up
+    assert book.start_bound("a", "w") == pytest.approx(0.45)
+    assert book.start_bound("unseen", "w") == pytest.approx(0.45)
+    assert book.cautious("a", "w", 3.0) == pytest.approx(0.45)
+    book.observe("a", "w", 2, 2 * 0.9)  # a steady slot: speed and start-up told apart
+    assert book.start_bound("a", "w") is None
+    assert book.start_bound("unseen", "w") is None  # the workload's prior is measured
+    assert book.startup("w") == pytest.approx(0.5)
+    assert book.cautious("a", "w", 3.0) <= book.speed("a", "w")
+
+
+def test_start_slots_as_profiled_bound_nothing():
+    book = SpeedBook()
+    book.observe_start("a", "w", 3, 3.0)
+    assert book.start_bound("a", "w") is None
+    assert book.start_bound("unseen", "w") is None
+    assert book.cautious("a", "w", 5.0) == 1.0

@@ -118,6 +118,8 @@ class SpeedBook:
         #: per workload: its jobs, and the prior's sums when they are up to date
         self._members: dict[str, list[str]] = {}
         self._pool: dict[str, tuple[float, float, float, float]] = {}
+        #: per workload: (start slots, sum of their ratios) over its jobs, when up to date
+        self._start_pool: dict[str, tuple[float, float]] = {}
         #: per workload: (worker-slots run, those of them in slots that started, resumed or
         #: resized a job)
         self._runs: dict[str, list[float]] = {}
@@ -171,6 +173,7 @@ class SpeedBook:
         if ratio != 1.0:
             self._inexact.add(workload)
         self._pool.pop(workload, None)
+        self._start_pool.pop(workload, None)
 
     def startup(self, workload: str) -> float:
         """The mean fraction of a slot ``workload``'s jobs lose when they start, resume or
@@ -349,10 +352,45 @@ class SpeedBook:
     def cautious(self, job_id: str, workload: str, slots: float) -> float:
         """A speed the job keeps over ``slots`` slots at :data:`Z_PROMISE` standard
         deviations: its estimate shrunk by the estimate's error and the spread averaged
-        over those slots, ``s exp(-Z rel)`` (never below :data:`MIN_SPEED`)."""
+        over those slots, ``s exp(-Z rel)`` (never below :data:`MIN_SPEED`), and no more
+        than its start slots showed while they are all that was measured
+        (:meth:`start_bound`)."""
         s = self._known(job_id, workload)[0]
         rel = self._relative(job_id, workload, slots)
-        return max(MIN_SPEED, s * math.exp(-Z_PROMISE * rel))
+        out = max(MIN_SPEED, s * math.exp(-Z_PROMISE * rel))
+        bound = self.start_bound(job_id, workload)
+        return out if bound is None or bound >= out else bound
+
+    def start_bound(self, job_id: str, workload: str = "") -> float | None:
+        """The most speed the start slots measured allow while nothing tells the job's speed
+        apart from start-up: a start slot's ratio is the speed less the start-up cost, so
+        their mean (over the measured cost's keep, once a cost is measured) bounds a speed
+        that is otherwise unseen. The job's own start slots while its own speed is unmeasured
+        (:meth:`measured`); for a job that has not run, its workload's start slots while no
+        job of it is measured (its prior is then the profile's word). None where the
+        workload ran as profiled, or the job's speed or prior is measured."""
+        est = self._jobs.get(job_id)
+        if est is not None:
+            workload = self._workload_of[job_id]
+        if workload not in self._inexact:
+            return None
+        if est is not None:
+            if self._own(job_id) is not None or est.starts == 0:
+                return None
+            count, total = float(est.starts), est.start_total
+        else:
+            if self._sums(workload)[0] > 0.5:
+                return None
+            got = self._start_pool.get(workload)
+            if got is None:
+                jobs = [self._jobs[j] for j in self._members.get(workload, ())]
+                got = self._start_pool[workload] = (float(sum(e.starts for e in jobs)),
+                                                    sum(e.start_total for e in jobs))
+            count, total = got
+            if count <= 0.0:
+                return None
+        keep = max(0.05, 1.0 - self.startup(workload))
+        return max(MIN_SPEED, total / count / keep)
 
     def _relative(self, job_id: str, workload: str, slots: float) -> float:
         """The relative uncertainty of the mean speed over ``slots`` slots: the estimate's
