@@ -35,14 +35,6 @@ class RaySession:
     servers: tuple[Any, ...]  #: the psched servers the nodes stand for (worker ones first)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``ray`` run after all others, in their collected order: the session's Ray
-    cluster starts with the first of them, so its idle processes never share the two cores
-    with the rest of the suite (they cost it about 5%)."""
-    del config
-    items.sort(key=lambda item: item.get_closest_marker("ray") is not None)
-
-
 @pytest.fixture(scope="session")
 def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RaySession]:
     """One local Ray cluster (head + two fake-GPU nodes) for the whole test session."""
