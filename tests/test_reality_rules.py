@@ -60,10 +60,10 @@ def test_a_promise_made_once_speed_was_measured_is_kept_or_restated_before_its_s
     per-slot noise. With one speed for every job: once any slot was measured (the end of the
     first slot any job ran: a start slot, which bounds the speed from below until start-up
     is told apart from it), every promise is kept, or re-stated no later than the slot it
-    replaced and then kept. With a factor per
-    job, a promise made before the job ran rests on its workload's spread, so it may be
-    re-stated late only until the job's own slots tell its speed (two slots after its
-    first); from then on every re-statement is in time and the job meets its last promise.
+    replaced and then kept. With a factor per job, a promise made before the job ran rests on
+    its workload's spread, so it may be re-stated late only until the job's own slots tell its
+    speed (two slots after its first); from then on every re-statement is in time and the job
+    meets its last promise.
     Every admitted job completes within three times the arrival span. (With per-slot noise a
     promise holds at the slack's confidence, 97.7%, not always: a noisy slot can miss it with
     no earlier sign, which no finite slack rules out.)"""

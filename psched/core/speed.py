@@ -184,6 +184,11 @@ class SpeedBook:
         cost = got[1] / got[0]
         return 0.0 if cost < STARTUP_NOISE else cost
 
+    def _keep(self, workload: str) -> float:
+        """The fraction of a start slot's work ``workload``'s jobs keep from start-up (at
+        least 0.05): what divides a start slot's ratio back into a speed."""
+        return max(0.05, 1.0 - self.startup(workload))
+
     def efficiency(self, workload: str) -> float:
         """The fraction of its worker-slots a job of ``workload`` is expected to keep from
         start-up: ``1 - c f``, ``c`` its :meth:`startup` cost and ``f`` the fraction of the
@@ -218,7 +223,7 @@ class SpeedBook:
             return est.slots, est.total, est.squares
         known = self._starts.get(self._workload_of[job_id], (0.0, 0.0))[0] >= STARTS_KNOWN
         if est.starts > 0 and known:
-            keep = max(0.05, 1.0 - self.startup(self._workload_of[job_id]))
+            keep = self._keep(self._workload_of[job_id])
             return est.starts, est.start_total / keep, est.start_squares / (keep * keep)
         if est.starts > 1:  # start-up unknown: its resizes after its first start, as they ran
             first = est.first_start
@@ -359,7 +364,7 @@ class SpeedBook:
         rel = self._relative(job_id, workload, slots)
         out = max(MIN_SPEED, s * math.exp(-Z_PROMISE * rel))
         bound = self.start_bound(job_id, workload)
-        return out if bound is None or bound >= out else bound
+        return out if bound is None else min(out, bound)
 
     def start_bound(self, job_id: str, workload: str = "") -> float | None:
         """The most speed the start slots measured allow while nothing tells the job's speed
@@ -375,8 +380,9 @@ class SpeedBook:
         if workload not in self._inexact:
             return None
         if est is not None:
-            if self._own(job_id) is not None or est.starts == 0:
+            if self._own(job_id) is not None:
                 return None
+            # unmeasured, so it ran no steady slot: every slot it ran was a start
             count, total = float(est.starts), est.start_total
         else:
             if self._sums(workload)[0] > 0.5:
@@ -389,8 +395,7 @@ class SpeedBook:
             count, total = got
             if count <= 0.0:
                 return None
-        keep = max(0.05, 1.0 - self.startup(workload))
-        return max(MIN_SPEED, total / count / keep)
+        return max(MIN_SPEED, total / count / self._keep(workload))
 
     def _relative(self, job_id: str, workload: str, slots: float) -> float:
         """The relative uncertainty of the mean speed over ``slots`` slots: the estimate's
