@@ -17,6 +17,7 @@ from psched.core.speed import (
     PRIOR_MOST,
     PRIOR_SLOTS,
     PRIOR_WEAK,
+    Z_PROMISE,
     SpeedBook,
 )
 
@@ -239,3 +240,23 @@ def test_start_slots_as_profiled_bound_nothing():
     assert book.start_bound("a", "w") is None
     assert book.start_bound("unseen", "w") is None
     assert book.cautious("a", "w", 5.0) == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(speeds=st.lists(st.floats(0.3, 1.5), min_size=1, max_size=8))
+def test_a_job_not_yet_run_is_promised_its_workloads_start_speeds_less_their_spread(speeds):
+    """Before any job of a workload has a measured speed, the next one's own speed is unseen:
+    its promise assumes the start slots' mean less :data:`Z_PROMISE` of their spread (an
+    unseen job may be as slow as the spread between the others allows), never more than the
+    slowest of equal ones, and the mean itself where they all ran at one speed."""
+    book = SpeedBook()
+    for i, s in enumerate(speeds):
+        book.observe_start(f"j{i}", "w", 2, 2 * s)
+    mean, sd = statistics.fmean(speeds), statistics.pstdev(speeds)
+    want = mean * math.exp(-Z_PROMISE * sd / mean) if sd > 1e-6 * mean else mean
+    bound = book.start_bound("next", "w")
+    if all(s == 1.0 for s in speeds):
+        assert bound is None
+    else:
+        assert bound == pytest.approx(want, rel=1e-6)
+        assert book.cautious("next", "w", 10.0) <= bound * (1 + 1e-12) <= mean * (1 + 1e-12)

@@ -118,8 +118,9 @@ class SpeedBook:
         #: per workload: its jobs, and the prior's sums when they are up to date
         self._members: dict[str, list[str]] = {}
         self._pool: dict[str, tuple[float, float, float, float]] = {}
-        #: per workload: (start slots, sum of their ratios) over its jobs, when up to date
-        self._start_pool: dict[str, tuple[float, float]] = {}
+        #: per workload: (start slots, sum of their ratios, of their squares) over its jobs,
+        #: when up to date
+        self._start_pool: dict[str, tuple[float, float, float]] = {}
         #: per workload: (worker-slots run, those of them in slots that started, resumed or
         #: resized a job)
         self._runs: dict[str, list[float]] = {}
@@ -372,8 +373,11 @@ class SpeedBook:
         their mean (over the measured cost's keep, once a cost is measured) bounds a speed
         that is otherwise unseen. The job's own start slots while its own speed is unmeasured
         (:meth:`measured`); for a job that has not run, its workload's start slots while no
-        job of it is measured (its prior is then the profile's word). None where the
-        workload ran as profiled, or the job's speed or prior is measured."""
+        job of it is measured (its prior is then the profile's word), at a promise's
+        confidence as a prior is: their mean ``m`` less their spread ``sd``,
+        ``m exp(-Z sd / m)`` (:data:`Z_PROMISE`; the spread tells how far an unseen job's own
+        speed may lie from the others'). None where the workload ran as profiled, or the
+        job's speed or prior is measured."""
         est = self._jobs.get(job_id)
         if est is not None:
             workload = self._workload_of[job_id]
@@ -383,7 +387,7 @@ class SpeedBook:
             if self._own(job_id) is not None:
                 return None
             # unmeasured, so it ran no steady slot: every slot it ran was a start
-            count, total = float(est.starts), est.start_total
+            mean = est.start_total / est.starts
         else:
             if self._sums(workload)[0] > 0.5:
                 return None
@@ -391,11 +395,16 @@ class SpeedBook:
             if got is None:
                 jobs = [self._jobs[j] for j in self._members.get(workload, ())]
                 got = self._start_pool[workload] = (float(sum(e.starts for e in jobs)),
-                                                    sum(e.start_total for e in jobs))
-            count, total = got
+                                                    sum(e.start_total for e in jobs),
+                                                    sum(e.start_squares for e in jobs))
+            count, total, squares = got
             if count <= 0.0:
                 return None
-        return max(MIN_SPEED, total / count / self._keep(workload))
+            mean = total / count
+            var = squares / count - mean * mean
+            if mean > 0.0 and var > (SPREAD_NOISE * mean) ** 2:
+                mean *= math.exp(-Z_PROMISE * math.sqrt(var) / mean)
+        return max(MIN_SPEED, mean / self._keep(workload))
 
     def _relative(self, job_id: str, workload: str, slots: float) -> float:
         """The relative uncertainty of the mean speed over ``slots`` slots: the estimate's
