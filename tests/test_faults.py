@@ -304,6 +304,7 @@ def test_serve_outlives_its_actor_killed_then_killed_and_restarted_loses_nothing
                     (work / "ray.pids").read_text().splitlines()]
         proc.send_signal(signal.SIGKILL)  # the driver dies, its embedded Ray with it
         proc.wait(30)
+        _wait_unreachable((work / "address").read_text().strip(), 60)  # Ray notices
         st = faults.psched("status", "--dir", str(work), timeout_s=60)  # stale: one line
         assert st.returncode != 0 and len(st.stderr.strip().splitlines()) == 1, st.stderr
         proc = faults.start_serve(work, *args)  # reaps the old Ray's orphans, resumes
@@ -318,6 +319,17 @@ def test_serve_outlives_its_actor_killed_then_killed_and_restarted_loses_nothing
             proc.kill()
     _assert_clean(faults.journal_outcome(work / "journal.db", ids, "driver kill + restart"))
     assert not (work / "serve.pid").exists() and not (work / "ray.pids").exists()
+
+
+def _wait_unreachable(address: str, timeout_s: float) -> None:
+    """Until nothing answers at ``address``: a killed driver's Ray processes see their
+    parent gone within seconds, and till then its Ray may still answer."""
+    from psched.cli.connect import _reachable
+
+    deadline = time.monotonic() + timeout_s
+    while _reachable(address, 1.0) is None:
+        assert time.monotonic() < deadline, f"Ray at {address} outlived its driver"
+        time.sleep(0.2)
 
 
 # -- the journal -------------------------------------------------------------------------------
