@@ -3,12 +3,14 @@
 The session's Ray is a ``ray.cluster_utils.Cluster`` on 127.0.0.1: a head node (2 CPUs, no
 GPU) and two fake-GPU nodes (``num_gpus=1`` each). Tests that do not care where actors run use
 it as one Ray; the placement tests map psched servers onto its nodes. It starts lazily, when the
-first test marked ``ray`` asks for it, and shuts down at the end of the session.
+first test marked ``ray`` asks for it (they run after all others), and shuts down at the end
+of the session. A test not marked ``ray`` fails if it leaves a Ray started in the test process.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +35,31 @@ class RaySession:
     cluster: Any  #: the ``ray.cluster_utils.Cluster``
     node_ids: dict[str, str]  #: psched server id -> Ray node id
     servers: tuple[Any, ...]  #: the psched servers the nodes stand for (worker ones first)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``ray`` run after all others, in their collected order: the session's Ray
+    cluster starts with the first of them, so its idle processes never share the two cores
+    with the rest of the suite."""
+    del config
+    items.sort(key=lambda item: item.get_closest_marker("ray") is not None)
+
+
+@pytest.fixture(autouse=True)
+def _no_ray_in_a_test_not_marked_ray(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test not marked ``ray`` leaves no Ray started in the test process: one it started
+    (``ray.init``, or a Ray call that starts one on its own) would be the Ray the session's
+    cluster finds already connected when the tests marked ``ray`` run after it."""
+    yield
+    if request.node.get_closest_marker("ray") is not None or "ray" not in sys.modules:
+        return
+    import ray
+
+    if ray.is_initialized() and "ray_session" not in request.fixturenames:
+        ray.shutdown()
+        pytest.fail("a test not marked ray started Ray in the test process; mark it ray "
+                    "(and use the ray_session fixture) or keep it off Ray")
 
 
 @pytest.fixture(scope="session")

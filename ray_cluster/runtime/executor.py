@@ -346,7 +346,8 @@ class RayExecutor:
         for rt in self.runtimes.values():
             rt.drop_spares()
         self._prepare(t + 1, jobs)
-        self.warm.fill_later(self._nodes())
+        if ray.is_initialized():  # a slot that started no actor starts no Ray either
+            self.warm.fill_later(self._nodes())
         for rt in running.values():
             rt.begin(deadline)
         self._train(t, running, failed)
