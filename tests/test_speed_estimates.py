@@ -184,7 +184,8 @@ def test_a_reservation_never_assumes_a_job_faster_than_its_own_slots_allow(speed
     bound = mine + 2.0 * statistics.pstdev(steady) / math.sqrt(2)
     guarded, speed = book.guarded("new", "w"), book.speed("new", "w")
     assert guarded <= speed
-    assert guarded == pytest.approx(min(speed, bound), rel=1e-6)
+    # rel 2e-6: a spread within SPREAD_NOISE (1e-6) of the mean is taken for rounding
+    assert guarded == pytest.approx(min(speed, bound), rel=2e-6)
 
 
 def test_a_slow_job_among_fast_ones_is_reserved_at_its_own_speed():
