@@ -57,13 +57,11 @@ def test_no_admitted_job_is_dropped_and_every_restatement_moves_a_promise_later(
 def test_a_promise_made_once_speed_was_measured_is_kept_or_restated_before_its_slot(
         policy, rate, sigma_job, startup, n, seed):
     """Reality with a rate for every job, a lasting factor per job and a start-up cost, no
-    per-slot noise. With one speed for every job: once any slot was measured (the end of the
-    first slot any job ran: a start slot, which bounds the speed from below until start-up
-    is told apart from it), every promise is kept, or re-stated no later than the slot it
-    replaced and then kept. With a factor per job, a promise made before the job ran rests on
-    its workload's spread, so it may be re-stated late only until the job's own slots tell its
-    speed (two slots after its first); from then on every re-statement is in time and the job
-    meets its last promise.
+    per-slot noise: once any slot was measured (the end of the first slot any job ran: a
+    start slot, which bounds the speed from below until start-up is told apart from it),
+    every promise is kept, or re-stated no later than the slot it replaced and then kept. A
+    job's own factor is unseen until its first slot ends, so no promise names that slot
+    while the cluster is known to depart from its profile.
     Every admitted job completes within three times the arrival span. (With per-slot noise a
     promise holds at the slack's confidence, 97.7%, not always: a noisy slot can miss it with
     no earlier sign, which no finite slack rules out.)"""
@@ -77,15 +75,8 @@ def test_a_promise_made_once_speed_was_measured_is_kept_or_restated_before_its_s
         assert rec.completion is not None, f"{rec.job.job_id} unfinished"
         if rec.promised is None or rec.promised_at is None or rec.promised_at < informed:
             continue
-        said = (rec.job.job_id, rec.promised_at, rec.first_promise, rec.restated,
-                rec.completion)
-        if sigma_job == 0.0:
-            assert rec.promise_kept, said
-        else:
-            assert rec.first_slot is not None
-            own_known = rec.first_slot + 2
-            assert all(at <= old for at, old, _ in rec.restated if at >= own_known), said
-            assert rec.completion <= rec.promised, said
+        assert rec.promise_kept, (rec.job.job_id, rec.promised_at, rec.first_promise,
+                                  rec.restated, rec.completion)
 
 
 def _fingerprint(res) -> str:

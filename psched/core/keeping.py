@@ -92,8 +92,19 @@ class Keeping(IdleRoom):
         job = rec.job
         if schedule and self.speeds.startup(job.spec.workload) > 0.0:
             promised = max(promised, self._earliest_finish(rec, t, None, schedule))
+        if self._unseen(rec):
+            first = min((s for s in schedule or () if s >= t), default=t)
+            promised = max(promised, first + 1)
         return promised + self.speeds.slack(job.job_id, job.spec.workload,
                                             float(promised - t + 1))
+
+    def _unseen(self, rec: JobRecord) -> bool:
+        """True while ``rec``'s job has not run and its workload ran other than as profiled:
+        nothing then tells its own speed (a lasting factor of its own) before the end of its
+        first slot, so no promise names that slot: only the slot after it can be vouched
+        for, or re-stated in time."""
+        return (not self.speeds.exact(rec.job.spec.workload)
+                and not self.speeds.ran(rec.job.job_id))
 
     def restate(self, t: int, plan: SlotPlan) -> list[Restatement]:
         """Re-state, at the boundary of slot ``t`` with its ``plan`` known, every promise that
@@ -104,7 +115,13 @@ class Keeping(IdleRoom):
             rec = records[job_id]
             if rec.promised is None or rec.completion is not None:
                 continue
-            finish = self._earliest_finish(rec, t, plan.get(job_id))
+            now = plan.get(job_id)
+            finish = self._earliest_finish(rec, t, now, planned=True)
+            if self._unseen(rec):  # it can finish no sooner than the slot after its first
+                sched = self.schedules.get(job_id)
+                first = (t if now is not None and now.n_workers
+                         else min((s for s in sched or () if s > t), default=t + 1))
+                finish = max(finish, first + 1)
             if finish <= rec.promised:
                 continue
             job = rec.job
@@ -119,11 +136,13 @@ class Keeping(IdleRoom):
         return out
 
     def _earliest_finish(self, rec: JobRecord, t: int, now: Alloc | None,
-                         sched: Mapping[int, Alloc] | None = None) -> int:
+                         sched: Mapping[int, Alloc] | None = None, *,
+                         planned: bool = False) -> int:
         """The slot ``rec``'s job finishes in at the earliest, at a cautious speed: along its
         committed schedule (``sched``, by default the one noted) where the policy commits
         one, else with this slot's workers and then its most workers each slot; past the
-        schedule's end, its most workers."""
+        schedule's end, its most workers. ``planned``: slot ``t``'s plan is known and gives
+        the job ``now`` (None: nothing), in place of what its schedule committed for ``t``."""
         job_id = rec.job.job_id
         left = max(0.0, rec.job.work - rec.done)
         togo = max(1.0, left / (rec.speed * rec.job.max_workers))
@@ -131,13 +150,16 @@ class Keeping(IdleRoom):
         keep = 1.0 - self.speeds.startup(rec.job.spec.workload)  # of a slot that (re)starts
         if sched is None:
             sched = self.schedules.get(job_id)
-        before = self.last_plan.get(job_id)
+        before, prev = self.last_plan.get(job_id), t - 1
         end = t
         if sched is not None:
-            for s in sorted(x for x in sched if x >= t):
-                alloc = sched[s]
-                left -= speed * alloc.n_workers * (keep if alloc != before else 1.0)
-                before, end = alloc, s + 1
+            steps = [(s, sched[s]) for s in sorted(sched) if s > t or (s == t and not planned)]
+            if planned and now is not None and now.n_workers:
+                steps.insert(0, (t, now))  # what slot t's plan gives it, not what was committed
+            for s, alloc in steps:  # a resume after a gap starts it again, as a resize does
+                left -= speed * alloc.n_workers * (keep if alloc != before or s != prev + 1
+                                                   else 1.0)
+                before, prev, end = alloc, s, s + 1
                 if left <= 1e-9:
                     return s
         else:

@@ -207,6 +207,10 @@ class SpeedBook:
         (every estimate of it is then exactly 1.0, with no spread)."""
         return workload not in self._inexact
 
+    def ran(self, job_id: str) -> bool:
+        """True once a slot the job ran in was measured."""
+        return job_id in self._jobs
+
     def measured(self, job_id: str) -> bool:
         """True once the job's own slots tell its speed."""
         return self._own(job_id) is not None
