@@ -18,11 +18,12 @@ policy, in simulation and in the live service alike.
 * **Promises sized to what is known.** The promise a policy makes (``Decision.promised``) is
   stated to the user with :meth:`~psched.core.speed.SpeedBook.slack` slots more: what
   covers the speed estimate's uncertainty over the slots to go (0 while nothing is
-  uncertain).
+  uncertain). While a job has not run and its workload runs other than as profiled, no
+  promise names its first slot (its own speed is unseen until that slot ends).
 * **A promise that can no longer be kept is re-stated as soon as that is known**: at the
-  boundary of slot ``t``, once the slot's plan is known, a job that even with every worker it
-  may have from the next slot on (along its committed schedule, where its policy commits
-  one), at a cautious speed (:meth:`~psched.core.speed.SpeedBook.cautious`: no more than
+  boundary of slot ``t``, once the slot's plan is known, a job that even with the workers
+  that plan gives it and every worker it may have from the next slot on (along its committed
+  schedule, where its policy commits one), at a cautious speed (:meth:`~psched.core.speed.SpeedBook.cautious`: no more than
   its start slots showed until a steady slot tells its speed from start-up) and
   losing its workload's measured start-up cost in each slot it (re)starts or is resized,
   would finish after its promise gets a new one: that finish plus its slack, at least one
