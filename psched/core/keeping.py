@@ -23,9 +23,10 @@ policy, in simulation and in the live service alike.
 * **A promise that can no longer be kept is re-stated as soon as that is known**: at the
   boundary of slot ``t``, once the slot's plan is known, a job that even with the workers
   that plan gives it and every worker it may have from the next slot on (along its committed
-  schedule, where its policy commits one), at a cautious speed (:meth:`~psched.core.speed.SpeedBook.cautious`: no more than
-  its start slots showed until a steady slot tells its speed from start-up) and
-  losing its workload's measured start-up cost in each slot it (re)starts or is resized,
+  schedule, where its policy commits one), at a cautious speed
+  (:meth:`~psched.core.speed.SpeedBook.cautious`: no more than its start slots showed until
+  a steady slot tells its speed from start-up) and losing its workload's measured start-up
+  cost in each slot it (re)starts or is resized (a resume after a gap included),
   would finish after its promise gets a new one: that finish plus its slack, at least one
   slot (``JobRecord.restated``; the ``on_restate`` hooks see it). Re-stated no later than
   the slot it replaces, the promise counts as kept if the job meets the new one.
