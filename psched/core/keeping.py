@@ -139,12 +139,14 @@ class Keeping(IdleRoom):
 
     def _earliest_finish(self, rec: JobRecord, t: int, now: Alloc | None,
                          sched: Mapping[int, Alloc] | None = None, *,
-                         planned: bool = False) -> int:
+                         planned: bool = False, gaps: bool = True) -> int:
         """The slot ``rec``'s job finishes in at the earliest, at a cautious speed: along its
         committed schedule (``sched``, by default the one noted) where the policy commits
         one, else with this slot's workers and then its most workers each slot; past the
         schedule's end, its most workers. ``planned``: slot ``t``'s plan is known and gives
-        the job ``now`` (None: nothing), in place of what its schedule committed for ``t``."""
+        the job ``now`` (None: nothing), in place of what its schedule committed for ``t``.
+        ``gaps``: a resume after a gap in the schedule loses the start-up cost, as the
+        executor charges it (False: only a change of workers does)."""
         job_id = rec.job.job_id
         left = max(0.0, rec.job.work - rec.done)
         togo = max(1.0, left / (rec.speed * rec.job.max_workers))
@@ -159,8 +161,8 @@ class Keeping(IdleRoom):
             if planned and now is not None and now.n_workers:
                 steps.insert(0, (t, now))  # what slot t's plan gives it, not what was committed
             for s, alloc in steps:  # a resume after a gap starts it again, as a resize does
-                left -= speed * alloc.n_workers * (keep if alloc != before or s != prev + 1
-                                                   else 1.0)
+                restart = alloc != before or (gaps and s != prev + 1)
+                left -= speed * alloc.n_workers * (keep if restart else 1.0)
                 before, prev, end = alloc, s, s + 1
                 if left <= 1e-9:
                     return s
@@ -176,8 +178,10 @@ class Keeping(IdleRoom):
     def finish_along(self, job_id: str, t: int, schedule: Mapping[int, Alloc]) -> int:
         """The slot an active job finishes in at the earliest along ``schedule`` from slot
         ``t`` (then its most workers each slot), at a cautious speed and losing its
-        workload's start-up cost in each slot that starts, resumes or resizes it."""
-        return self._earliest_finish(self.state.records[job_id], t, None, schedule)
+        workload's start-up cost in each slot that starts or resizes it: what a move into
+        freed capacity is weighed by (its resizes, not the gaps it leaves)."""
+        return self._earliest_finish(self.state.records[job_id], t, None, schedule,
+                                     gaps=False)
 
     def work_to_ask(self, job_id: str) -> int:
         """The worker-slots an active job is re-decided for: its work left at its measured
