@@ -17,6 +17,7 @@ from psched.core.speed import (
     PRIOR_MOST,
     PRIOR_SLOTS,
     PRIOR_WEAK,
+    SPREAD_NOISE,
     Z_PROMISE,
     SpeedBook,
 )
@@ -254,7 +255,7 @@ def test_a_job_not_yet_run_is_promised_its_workloads_start_speeds_less_their_spr
     for i, s in enumerate(speeds):
         book.observe_start(f"j{i}", "w", 2, 2 * s)
     mean, sd = statistics.fmean(speeds), statistics.pstdev(speeds)
-    want = mean * math.exp(-Z_PROMISE * sd / mean) if sd > 1e-6 * mean else mean
+    want = mean * math.exp(-Z_PROMISE * sd / mean) if sd > SPREAD_NOISE * mean else mean
     bound = book.start_bound("next", "w")
     if all(s == 1.0 for s in speeds):
         assert bound is None

@@ -68,6 +68,17 @@ RESERVED = "reserved_idle"
 Restatement = tuple[str, int, int, int]
 
 
+def _first_run(t: int, schedule: Mapping[int, Alloc] | None, now: Alloc | None = None, *,
+               planned: bool = False) -> int:
+    """The first slot from ``t`` a job runs in: ``t`` where slot ``t``'s plan is known
+    (``planned``) and gives it workers (``now``), else its ``schedule``'s first slot from the
+    first it may still run in, else that slot."""
+    if planned and now is not None and now.n_workers:
+        return t
+    start = t + 1 if planned else t
+    return min((s for s in schedule or () if s >= start), default=start)
+
+
 class Keeping(IdleRoom):
     """The rules of the module docstring, over the loop's state, policy and cluster (the
     idle-capacity rules in :class:`~psched.core.idle.IdleRoom`)."""
@@ -95,8 +106,7 @@ class Keeping(IdleRoom):
         if schedule and self.speeds.startup(job.spec.workload) > 0.0:
             promised = max(promised, self._earliest_finish(rec, t, None, schedule))
         if self._unseen(rec):
-            first = min((s for s in schedule or () if s >= t), default=t)
-            promised = max(promised, first + 1)
+            promised = max(promised, _first_run(t, schedule) + 1)
         return promised + self.speeds.slack(job.job_id, job.spec.workload,
                                             float(promised - t + 1))
 
@@ -120,10 +130,8 @@ class Keeping(IdleRoom):
             now = plan.get(job_id)
             finish = self._earliest_finish(rec, t, now, planned=True)
             if self._unseen(rec):  # it can finish no sooner than the slot after its first
-                sched = self.schedules.get(job_id)
-                first = (t if now is not None and now.n_workers
-                         else min((s for s in sched or () if s > t), default=t + 1))
-                finish = max(finish, first + 1)
+                finish = max(finish, _first_run(t, self.schedules.get(job_id), now,
+                                                      planned=True) + 1)
             if finish <= rec.promised:
                 continue
             job = rec.job
