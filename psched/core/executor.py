@@ -88,6 +88,12 @@ class Executor(Protocol):
         """True if it places actors on the nodes of a server -> node map."""
         ...
 
+    def as_modelled(self) -> bool:
+        """True if its jobs train exactly as the model has it (``n`` workers do ``n``
+        worker-slots a slot, with no start-up loss): then a slot can be vouched for before
+        any was measured. A real executor says False."""
+        ...
+
     def notes(self, job_ids: Iterable[str]) -> dict[str, JobNote]:
         """What it knows of each of ``job_ids`` after the last slot (jobs it knows only)."""
         ...
@@ -122,6 +128,9 @@ class SimulatedExecutor:
 
     def places_on_nodes(self) -> bool:
         return False
+
+    def as_modelled(self) -> bool:
+        return True
 
     def notes(self, job_ids: Iterable[str]) -> dict[str, JobNote]:
         return {}

@@ -18,8 +18,9 @@ policy, in simulation and in the live service alike.
 * **Promises sized to what is known.** The promise a policy makes (``Decision.promised``) is
   stated to the user with :meth:`~psched.core.speed.SpeedBook.slack` slots more: what
   covers the speed estimate's uncertainty over the slots to go (0 while nothing is
-  uncertain). While a job has not run and its workload runs other than as profiled, no
-  promise names its first slot (its own speed is unseen until that slot ends).
+  uncertain). While a job has not run and its workload runs other than as profiled, or
+  none of its workload has run yet on an executor other than the model, no promise names
+  its first slot (its own speed is unseen until that slot ends).
 * **A promise that can no longer be kept is re-stated as soon as that is known**: at the
   boundary of slot ``t``, once the slot's plan is known, a job that even with the workers
   that plan gives it and every worker it may have from the next slot on (along its committed
@@ -91,6 +92,8 @@ class Keeping(IdleRoom):
     #: jobs of a committing policy measured slower than profiled in the last slot
     short: set[str]
     caps: Capabilities
+    #: the executor is the model (:meth:`~psched.core.executor.Executor.as_modelled`)
+    modelled: bool
 
     replan: Callable[..., Admission]  #: the loop's re-decision of an active job
 
@@ -111,12 +114,18 @@ class Keeping(IdleRoom):
                                             float(promised - t + 1))
 
     def _unseen(self, rec: JobRecord) -> bool:
-        """True while ``rec``'s job has not run and its workload ran other than as profiled:
-        nothing then tells its own speed (a lasting factor of its own) before the end of its
-        first slot, so no promise names that slot: only the slot after it can be vouched
-        for, or re-stated in time."""
-        return (not self.speeds.exact(rec.job.spec.workload)
-                and not self.speeds.ran(rec.job.job_id))
+        """True while ``rec``'s job has not run and its speed may be other than its profile
+        says: its workload ran other than as profiled, or none of its workload was measured
+        yet and the executor is not the model (:meth:`~psched.core.executor.Executor.
+        as_modelled`). Nothing then tells its own speed before the end of its first slot, so
+        no promise names that slot: only the slot after it can be vouched for, or re-stated
+        in time."""
+        w = rec.job.spec.workload
+        if self.speeds.ran(rec.job.job_id):
+            return False
+        if not self.speeds.exact(w):
+            return True
+        return not self.speeds.seen(w) and not self.modelled
 
     def restate(self, t: int, plan: SlotPlan) -> list[Restatement]:
         """Re-state, at the boundary of slot ``t`` with its ``plan`` known, every promise that

@@ -113,6 +113,10 @@ class SchedulerLoop(HeldAdmission, Keeping, Restoring):
         self.horizon = horizon
         self.arrivals = arrivals
         self.executor: Executor = executor or SimulatedExecutor()
+        #: an executor that does not say it is the model (one with only ``apply``,
+        #: ``release`` and ``close``, all the loop calls) is taken as a real one
+        as_modelled = getattr(self.executor, "as_modelled", None)
+        self.modelled = bool(as_modelled()) if as_modelled is not None else False
         self.clock: Clock = clock or SimClock()
         self.max_window = max_window
         self.check = check

@@ -202,6 +202,9 @@ class RealityExecutor(SimulatedExecutor):
             return self.reality.startup
         return self.reality.resize_cost if last[1] != alloc else 0.0
 
+    def as_modelled(self) -> bool:
+        return self.reality.exact
+
     def apply(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job]) -> SlotReport:
         if self.reality.exact:
             return super().apply(t, plan, jobs)

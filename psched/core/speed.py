@@ -207,6 +207,10 @@ class SpeedBook:
         (every estimate of it is then exactly 1.0, with no spread)."""
         return workload not in self._inexact
 
+    def seen(self, workload: str) -> bool:
+        """True once a slot a job of ``workload`` ran in was measured."""
+        return workload in self._members
+
     def ran(self, job_id: str) -> bool:
         """True once a slot the job ran in was measured."""
         return job_id in self._jobs

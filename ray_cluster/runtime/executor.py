@@ -419,6 +419,10 @@ class RayExecutor:
         """True when actors are placed on the servers' nodes (a ``node_of`` map)."""
         return self.placer.node_of is not None
 
+    def as_modelled(self) -> bool:
+        """False: real training runs at whatever speed its devices give it."""
+        return False
+
     def notes(self, job_ids: Iterable[str]) -> dict[str, JobNote]:
         """Each job's latest checkpoint path and last loss figures (jobs that ran)."""
         out: dict[str, JobNote] = {}
