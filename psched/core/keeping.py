@@ -42,7 +42,9 @@ policy, in simulation and in the live service alike.
   every job's work after its window). Only the owner drops a job (cancelled, failed).
 
 With reality as planned, every speed is exactly 1.0, every slack 0, no job is ever behind or
-re-stated: the loop decides exactly as without these rules.
+re-stated: the loop decides exactly as without these rules, and on the model's executor
+promises as well (an executor that is not the model only promises a job whose workload has
+not run yet no sooner than the slot after its first).
 """
 
 from __future__ import annotations
