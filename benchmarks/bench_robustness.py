@@ -20,7 +20,8 @@ Every cell (jobs, seed, reality, policy, real or oracle) is one process of a poo
 (``--processes``, default 2). Writes ``benchmarks/results/robustness.md`` (the table) and
 ``robustness_cells.csv`` (one row per cell, rewritten as each cell finishes; ``--resume``
 keeps every cell in it and runs only the cells asked for that it lacks, so a later run can
-add rows or sizes to the table); ``--quick`` writes ``robustness_quick.*``.
+add rows or sizes to the table); ``--quick`` writes ``robustness_quick.*``, ``--stem NAME``
+writes ``NAME.*`` (other seeds or settings beside the committed cells).
 
 Usage::
 
@@ -30,6 +31,8 @@ Usage::
     python benchmarks/bench_robustness.py --resume        # the cells an interrupted run left
     python benchmarks/bench_robustness.py --jobs 200 --policies fifo,srtf --no-oracle --resume
     python benchmarks/bench_robustness.py --jobs 200 --summary   # BENCHMARKS' tables
+    python benchmarks/bench_robustness.py --jobs 200 --seeds 5-9 --policies oasis-rp \
+        --stem robustness_seeds5-9                                 # beside, not over, them
 """
 
 from __future__ import annotations
@@ -324,6 +327,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--summary", action="store_true",
                    help="print BENCHMARKS' tables of the cells CSV for the first --jobs "
                         "size and run nothing")
+    p.add_argument("--stem", default=None,
+                   help="write results/STEM.md and results/STEM_cells.csv (default: "
+                        "robustness, or robustness_quick with --quick): other seeds or "
+                        "settings without touching the committed cells")
     p.add_argument("--resume", action="store_true",
                    help="keep every cell of the cells CSV (the table shows them all) and "
                         "run only the cells asked for that it lacks")
@@ -338,7 +345,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     policies = [x.strip() for x in args.policies.split(",") if x.strip()]
     cells = _cells(args.jobs, args.seeds, chosen, policies, args.horizon_factor, args.span,
                    oracle_too=not args.no_oracle)
-    stem = "robustness_quick" if args.quick else "robustness"
+    stem = args.stem or ("robustness_quick" if args.quick else "robustness")
+    if not stem or any(c in stem for c in "/\\") or stem.startswith("."):
+        p.error(f"--stem: expected a file name stem, got {stem!r}")
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{stem}_cells.csv"
     if args.summary:
@@ -370,7 +379,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{','.join(map(str, args.seeds))}, horizon {args.horizon_factor:g}x the arrival "
             "span; figures summed over seeds, ratio = utility / oracle utility):", "",
             *_table(rows, labels)]
-    (RESULTS / f"{stem}.md").write_text("\n".join(text) + "\n")
+    tmp = RESULTS / f"{stem}.md.tmp"
+    tmp.write_text("\n".join(text) + "\n")
+    tmp.replace(RESULTS / f"{stem}.md")
     print("\n".join(text))
 
 

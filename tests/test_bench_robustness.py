@@ -81,3 +81,23 @@ def test_benchmarks_states_the_start_up_rows_intervals_of_the_committed_cells() 
         said.append(f"{low:.2f}–{high:.2f}")
     text = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
     assert f"place the ratios within {said[0]} and {said[1]}" in text
+
+
+def test_a_stem_keeps_other_seeds_beside_the_committed_cells(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [r for r in br.read_cells(CELLS) if r["jobs"] == 200]
+    monkeypatch.setattr(br, "RESULTS", tmp_path)
+    br._write_cells(tmp_path / "other_cells.csv", rows)
+    br.main(["--jobs", "200", "--stem", "other", "--summary"])
+    assert capsys.readouterr().out.splitlines() == br.summary(rows, 200)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other_cells.csv"]
+
+
+@pytest.mark.parametrize("stem", ["../robustness", "a/b", ".hidden"])
+def test_a_stem_that_is_not_a_file_name_is_refused(stem: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as end:
+        br.main(["--stem", stem, "--summary"])
+    assert end.value.code == 2
+    assert "--stem: expected a file name stem" in capsys.readouterr().err
