@@ -211,14 +211,15 @@ def _mutate(text: str, data: st.DataObject) -> str:
 
 
 @contextlib.contextmanager
-def _warnings_in_one_line(paths: Sequence[Path]) -> Iterator[None]:
-    """What a damaged file may warn of (a model the catalog lacks) is one line naming it."""
+def warnings_in_one_line(paths: Sequence[Path]) -> Iterator[None]:
+    """What a damaged file may warn of (a model the catalog lacks) is one line naming it,
+    as the CLI prints it."""
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         yield
     for w in said:
         message = str(w.message)
-        assert "\n" not in message and message.startswith(tuple(map(str, paths)))
+        assert "\n" not in message and message.startswith(tuple(f"{p}: " for p in paths))
 
 
 @settings(max_examples=int(os.environ.get("PSCHED_FUZZ_EXAMPLES", "60")), deadline=None)
@@ -232,7 +233,7 @@ def test_malformed_files_give_one_line_errors_or_counted_skips(name: str,
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"bad_{name}.csv"
         path.write_text(text)
-        with _warnings_in_one_line([path]):
+        with warnings_in_one_line([path]):
             try:
                 specs, report, _ = load_with_report(path, name)
             except InputError as err:
@@ -316,7 +317,7 @@ def test_any_corrupted_text_gives_jobs_or_a_one_line_error(name: str, which: int
             p = Path(tmp) / f.name
             p.write_text(damaged if i == victim else f.read_text())
             paths.append(p)
-        with _warnings_in_one_line(paths):
+        with warnings_in_one_line(paths):
             try:
                 specs = load_any(paths[0] if len(paths) == 1 else paths, name)
             except InputError as err:

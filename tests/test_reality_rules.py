@@ -76,18 +76,18 @@ def test_every_promise_is_kept_or_restated_before_its_slot(policy, rate, sigma_j
     Every admitted job completes within three times the arrival span. (With per-slot noise a
     promise holds at the slack's confidence, 97.7%, not always: a noisy slot can miss it with
     no earlier sign, which no finite slack rules out.)"""
-    res = _run(policy, n, seed, Reality(rate=rate, sigma_job=sigma_job, startup=startup,
-                                        seed=seed))
-    promises = 0
+    _assert_every_admitted_job_done_and_promise_kept(
+        _run(policy, n, seed, Reality(rate=rate, sigma_job=sigma_job, startup=startup,
+                                      seed=seed)))
+
+
+def _assert_every_admitted_job_done_and_promise_kept(res) -> None:
     for rec in res.records.values():
         if not rec.admitted:
             continue
         assert rec.completion is not None, f"{rec.job.job_id} unfinished"
-        if rec.promised is None:
-            continue
-        promises += 1
-        assert rec.promise_kept, (rec.job.job_id, rec.promised_at, rec.first_promise,
-                                  rec.restated, rec.completion)
+        assert rec.promised is None or rec.promise_kept, (
+            rec.job.job_id, rec.promised_at, rec.first_promise, rec.restated, rec.completion)
 
 
 NOISY = [Reality(rate=0.85, sigma_job=0.15, sigma_slot=0.1, startup=0.3, seed=7),
@@ -105,20 +105,18 @@ def test_promises_hold_on_fixed_realities_with_per_slot_noise(policy, reality):
     completes. (Noise is unbounded, so in general this holds at the slack's confidence, not
     always; these realities are fixed and seeded, so each run is the same every time.)"""
     res = _run(policy, 24, reality.seed % 500, reality)
-    promised = [rec for rec in res.records.values() if rec.promised is not None]
-    assert promised
-    for rec in res.records.values():
-        if rec.admitted:
-            assert rec.completion is not None, f"{rec.job.job_id} unfinished"
-    assert [r.job.job_id for r in promised if not r.promise_kept] == []
+    assert any(rec.promised is not None for rec in res.records.values())
+    _assert_every_admitted_job_done_and_promise_kept(res)
 
 
 class _Exactly:
     """An executor that runs every plan exactly as modelled but does not say it is the model
     (it has only what the loop calls): a real executor, as far as the loop can tell."""
 
+    _model = SimulatedExecutor()
+
     def apply(self, t: int, plan: SlotPlan, jobs: Mapping[str, Job]) -> SlotReport:
-        return SimulatedExecutor().apply(t, plan, jobs)
+        return self._model.apply(t, plan, jobs)
 
     def release(self, job_id: str) -> None:
         return None
